@@ -1,0 +1,5 @@
+#include "cli/cli.h"
+
+namespace nd {
+int cli_main(int, char**) { return 4; }
+}  // namespace nd

@@ -1,0 +1,26 @@
+#include "metrics/metrics.h"
+
+namespace nd {
+
+const LayerMetrics* MetricsDoc::find_layer(const std::string& path) const {
+  for (const auto& l : layers)
+    if (l.path == path) return &l;
+  return nullptr;
+}
+
+LayerMetrics* MetricsDoc::find_layer(const std::string& path) {
+  for (auto& l : layers)
+    if (l.path == path) return &l;
+  return nullptr;
+}
+
+const MetricValue* lookup_metric(const MetricMap* local, const MetricMap& model, const std::string& name) {
+  if (local) {
+    auto it = local->find(name);
+    if (it != local->end()) return &it->second;
+  }
+  auto it = model.find(name);
+  return it == model.end() ? nullptr : &it->second;
+}
+
+}  // namespace nd

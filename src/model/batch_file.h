@@ -1,0 +1,35 @@
+// Reading sample batches: torch.save files (tensor, tuple, list, dict, including
+// the one-element list and one-key dict that LibTorch 1.13's pickle_load
+// rejects) and .safetensors files.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+namespace nd {
+
+/// The tensors of one batch file, as forward arguments.
+struct BatchFile {
+  std::string path;
+  /// "tensor" | "tuple" | "list" | "dict" | "safetensors"
+  std::string container;
+  /// Positional arguments (tensor, tuple, list), in order.
+  std::vector<at::Tensor> positional;
+  /// Keyword arguments (dict, safetensors), in file order; matched to forward's
+  /// parameter names by the caller.
+  std::vector<std::pair<std::string, at::Tensor>> keyword;
+};
+
+/// Reads one batch file. Format chosen by content (zip magic -> torch.save,
+/// 8-byte header length + JSON -> safetensors), not by extension.
+/// Throws nd::Error (kind input_load, exit 3) naming the file and what was
+/// expected: missing/unreadable file, corrupt zip or header, legacy
+/// (non-zip) torch.save format, a pickle with unsupported content (names the
+/// Python class it met), a container holding something else than tensors, or
+/// a TorchScript model given as a batch.
+BatchFile read_batch_file(const std::string& path);
+
+}  // namespace nd

@@ -1,0 +1,85 @@
+// Rules as data: loading rules/*.toml and evaluating them on a MetricsDoc.
+//
+// A rule is a comparison a user can read and tune (DESIGN.md, "Rules are
+// data"); logic a threshold cannot express lives in a probe as a derived
+// metric. Rules never run the model. No LibTorch header here.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "metrics/metrics.h"
+
+namespace nd {
+
+/// Finding severity, ordered: info < warning < error.
+enum class Severity { kInfo = 0, kWarning = 1, kError = 2 };
+
+/// "info" | "warning" | "error". Throws nd::Error (usage) for anything else,
+/// naming `what` (the flag or file:key that held the text).
+Severity parse_severity(const std::string& text, const std::string& what);
+const char* severity_name(Severity s);
+
+/// One `when` entry: metric OP value. op is one of < <= > >= == !=.
+/// Numbers compare numerically, strings and bools with == and != only.
+struct Condition {
+  std::string metric;
+  std::string op;
+  MetricValue value;
+};
+
+/// One rule file (rules/ID.toml). See docs/rules.md for every field.
+struct Rule {
+  std::string id;                     ///< stable id, "BN002"; never reused
+  std::string failure_mode;           ///< slug from failure-modes.md
+  Severity severity = Severity::kWarning;  ///< default severity
+  std::string scope = "layer";        ///< "model" | "layer" | "input"
+  std::string select = "all";         ///< "all" | "first": first matching layer in execution order only
+  std::vector<std::string> kinds;     ///< layer kinds (glob, "BatchNorm*"); empty = any
+  std::vector<Condition> when;        ///< all must hold
+  std::string layer_from;             ///< model scope: metric whose string value names the finding's layer
+  std::vector<std::string> evidence;  ///< metric names copied into the finding (plus every `when` metric)
+  std::string title;                  ///< one-line summary (also the first sentence of explain)
+  std::string message;                ///< template: {layer}, {input}, {metric.name}
+  std::string explain;                ///< long text: detects / why / example / fix / when to ignore
+  std::vector<std::string> fix;       ///< concrete fixes, most effective first
+  std::vector<std::string> references;///< sources of the thresholds (papers, bug threads)
+  std::string lifecycle = "stable";   ///< "stable" | "preview" | "deprecated"
+  std::string since = "0.1.0";        ///< normdoctor version that introduced it
+  bool data_dependent = false;        ///< depends on the input distribution (lower severity on synthetic inputs)
+  std::string source_file;            ///< where it was read from (for error messages)
+};
+
+/// One diagnosed problem. Sorted deterministically by the engine.
+struct Finding {
+  std::string rule_id;
+  std::string failure_mode;
+  Severity severity = Severity::kWarning;
+  std::optional<std::string> layer;   ///< module path; nullopt for model-level findings
+  std::optional<std::string> input;   ///< forward argument name for input-scope findings
+  std::string message;                ///< rendered template, lowercase start, no final period
+  nlohmann::json evidence = nlohmann::json::object();  ///< metric name -> value
+  std::vector<std::string> fix;
+  bool synthetic_inputs = false;      ///< measured on synthesized inputs (data_dependent rule)
+};
+
+/// Parses one rule file. Throws nd::Error (kind rule_file, exit 2) naming the
+/// file, line and key on a syntax error, a missing field or a bad value.
+Rule load_rule_file(const std::string& path);
+
+/// Loads every *.toml in `dir`, sorted by id. Throws nd::Error (rule_file) on
+/// a bad file or a duplicate id, and (usage) when the folder does not exist.
+std::vector<Rule> load_rules(const std::string& dir);
+
+/// Evaluates the rules on the document. Deterministic: findings sorted by
+/// severity (error first), then rule id, then layer execution order, then path.
+std::vector<Finding> evaluate_rules(const std::vector<Rule>& rules, const MetricsDoc& doc);
+
+/// Formats a metric value for messages: numbers with 3 significant digits
+/// (1.23e+05 style beyond 1e5 or below 1e-3), bools as true/false, strings as is.
+std::string format_metric(const MetricValue& v);
+
+}  // namespace nd
