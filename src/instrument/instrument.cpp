@@ -1,1 +1,497 @@
-// placeholder: implemented in a following commit
+#include "instrument/instrument.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/passes/lower_tuples.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/library.h>
+
+#include "core/error.h"
+
+namespace nd {
+namespace {
+
+using torch::jit::Block;
+using torch::jit::Node;
+using torch::jit::Value;
+
+// ---------------------------------------------------------------------------
+// The tap and flag operators. They read the pass that is running on this
+// thread; outside a pass they are identities.
+
+struct PassContext {
+  const std::vector<TapSite>* taps = nullptr;
+  Collector* collector = nullptr;
+  PassConfig cfg;
+};
+thread_local PassContext* g_pass = nullptr;
+
+at::Tensor tap_impl(int64_t id, const at::Tensor& x) {
+  PassContext* ctx = g_pass;
+  if (ctx && x.defined() && id >= 0 && static_cast<size_t>(id) < ctx->taps->size()) {
+    const TapSite& site = (*ctx->taps)[static_cast<size_t>(id)];
+    ctx->collector->on_forward(site, x);
+    const bool grad_kind = site.kind == TapKind::kModuleOutput || site.kind == TapKind::kModuleInput;
+    if (grad_kind && ctx->cfg.record_grad && x.requires_grad()) {
+      Collector* col = ctx->collector;
+      x.register_hook([col, id](const at::Tensor& g) { col->on_grad(id, g); });
+    }
+  }
+  return x;
+}
+
+// kind 0: batch_norm training flag baked in by tracing -> the pass's mode.
+// kind 1: dropout train flag baked in by tracing -> the pass's mode, unless dropout is off.
+// kind 2: dropout train flag computed by the model -> as computed, unless dropout is off.
+bool flag_impl(int64_t kind, bool orig) {
+  PassContext* ctx = g_pass;
+  if (!ctx) return orig;
+  switch (kind) {
+    case 0: return ctx->cfg.training;
+    case 1: return ctx->cfg.training && ctx->cfg.dropout;
+    case 2: return orig && ctx->cfg.dropout;
+    default: return orig;
+  }
+}
+
+TORCH_LIBRARY(normdoctor, m) {
+  m.def("tap(int id, Tensor(a) x) -> Tensor(a)", tap_impl);
+  m.def("flag(int kind, bool orig) -> bool", flag_impl);
+}
+
+// ---------------------------------------------------------------------------
+
+bool is_tensor(const Value* v) { return v->type()->kind() == c10::TypeKind::TensorType; }
+
+void collect_nodes(Block* b, std::vector<Node*>& out) {
+  for (Node* n : b->nodes()) {
+    out.push_back(n);
+    for (Block* sb : n->blocks()) collect_nodes(sb, out);
+  }
+}
+
+Node* make_constant_int(torch::jit::Graph& g, int64_t v) {
+  Node* c = g.create(c10::prim::Constant);
+  c->i_(c10::attr::value, v);
+  c->output()->setType(c10::IntType::get());
+  return c;
+}
+
+const c10::Symbol kTap = c10::Symbol::fromQualString("normdoctor::tap");
+const c10::Symbol kFlag = c10::Symbol::fromQualString("normdoctor::flag");
+
+c10::optional<c10::IValue> const_arg(Node* n, size_t i) {
+  if (i >= n->inputs().size()) return c10::nullopt;
+  return torch::jit::toIValue(n->input(i));
+}
+
+nlohmann::json ivalue_json(const c10::optional<c10::IValue>& v) {
+  if (!v) return "dynamic";
+  if (v->isDouble()) return v->toDouble();
+  if (v->isInt()) return v->toInt();
+  if (v->isBool()) return v->toBool();
+  if (v->isNone()) return nullptr;
+  if (v->isIntList()) return v->toIntVector();
+  return "dynamic";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Collector
+
+void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
+  at::Tensor x = x0.detach();
+  TensorStats s;
+  int64_t saturated = 0;
+  SoftmaxStats sm;
+  const bool floating = x.is_floating_point();
+  if (floating || site.kind == TapKind::kModuleOutput || site.kind == TapKind::kModuleInput) s = compute_stats(x);
+  if (floating && (site.kind == TapKind::kSigmoidInput || site.kind == TapKind::kTanhInput)) {
+    const double thr = site.kind == TapKind::kSigmoidInput ? 6.0 : 3.0;
+    saturated = (x.abs() > thr).sum().item<int64_t>();
+  }
+  if (floating && site.kind == TapKind::kSoftmaxInput && x.dim() >= 1 && x.numel() > 0) {
+    const int64_t dim = site.dim < 0 ? site.dim + x.dim() : site.dim;
+    if (dim >= 0 && dim < x.dim()) {
+      at::Tensor xf = x.to(at::kFloat);
+      at::Tensor masked = (xf <= -1e4).logical_or(at::isnan(xf));
+      at::Tensor valid = masked.logical_not().sum(dim);
+      at::Tensor eligible = valid >= 2;
+      at::Tensor logits = xf.masked_fill(masked, -std::numeric_limits<float>::infinity());
+      at::Tensor p = at::softmax(logits, dim);
+      at::Tensor pmax = std::get<0>(p.max(dim));
+      at::Tensor ent = -at::xlogy(p, p).nan_to_num(0).sum(dim);
+      sm.rows = eligible.sum().item<int64_t>();
+      sm.onehot_rows = (pmax > 0.99).logical_and(eligible).sum().item<int64_t>();
+      sm.max_prob_sum = pmax.masked_fill(eligible.logical_not(), 0).sum().item<double>();
+      sm.entropy_sum = ent.masked_fill(eligible.logical_not(), 0).sum().item<double>();
+      sm.row_len_max = valid.numel() ? valid.max().item<int64_t>() : 0;
+      at::Tensor finite_logits = xf.masked_fill(masked.logical_or(at::isinf(xf)), 0);
+      sm.logit_absmax = finite_logits.numel() ? finite_logits.abs().max().item<double>() : 0.0;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  TapRecord& r = records_[static_cast<size_t>(site.id)];
+  const int64_t seq = fire_seq_++;
+  if (r.first_fire < 0) r.first_fire = seq;
+  ++r.calls;
+  r.fwd.merge(s);
+  r.saturated += saturated;
+  r.softmax.rows += sm.rows;
+  r.softmax.onehot_rows += sm.onehot_rows;
+  r.softmax.max_prob_sum += sm.max_prob_sum;
+  r.softmax.entropy_sum += sm.entropy_sum;
+  r.softmax.row_len_max = std::max(r.softmax.row_len_max, sm.row_len_max);
+  r.softmax.logit_absmax = std::max(r.softmax.logit_absmax, sm.logit_absmax);
+  if (site.kind == TapKind::kModuleOutput && s.nonfinite() > 0 && first_nonfinite_fwd_ < 0) first_nonfinite_fwd_ = site.id;
+}
+
+void Collector::on_grad(int64_t id, const at::Tensor& g) {
+  TensorStats s = compute_stats(g.detach());
+  std::lock_guard<std::mutex> lock(mu_);
+  TapRecord& r = records_[static_cast<size_t>(id)];
+  const int64_t seq = grad_seq_++;
+  if (r.first_grad < 0) r.first_grad = seq;
+  ++r.grad_calls;
+  r.grad.merge(s);
+  if (s.nonfinite() > 0 && first_nonfinite_grad_ < 0) first_nonfinite_grad_ = id;
+}
+
+// ---------------------------------------------------------------------------
+// Scope resolution: inlined call stacks -> named_modules() paths.
+
+ScopeResolver::ScopeResolver(const LoadedModel& model) : model_(model) {
+  for (size_t i = 0; i < model.modules.size(); ++i) index_[model.modules[i].path] = i;
+}
+
+const std::vector<std::string>& ScopeResolver::chain(const Node* node) {
+  static const std::vector<std::string> kEmpty;
+  auto cs = node->callstack();
+  if (!cs) return kEmpty;
+  const void* key = cs->get();
+  auto hit = cache_.find(key);
+  if (hit != cache_.end()) return hit->second;
+
+  std::vector<std::string> out;
+  std::string cur;  // root
+  auto type_of = [&](const std::string& path) { return model_.modules[index_.at(path)].module.type(); };
+  auto last_component = [](const std::string& p) {
+    auto pos = p.rfind('.');
+    return pos == std::string::npos ? p : p.substr(pos + 1);
+  };
+  for (const auto& entry : (*cs)->vec()) {
+    const auto& info = std::get<2>(entry);
+    if (!info) continue;
+    const std::string name = info->instance_name();
+    const auto ctype = info->class_type();
+    auto matches = [&](const std::string& path) {
+      auto t = type_of(path);
+      return !ctype || t == ctype || (t->name() && ctype->name() && t->name()->qualifiedName() == ctype->name()->qualifiedName());
+    };
+    if (name == "SELF") continue;  // a module calling its own method, or the root's forward
+    std::string found;
+    const std::string direct = cur.empty() ? name : cur + "." + name;
+    if (index_.count(direct) && matches(direct)) {
+      found = direct;
+    } else {
+      // Containers (ModuleList/Sequential/ModuleDict) may be missing from the
+      // call stack: look below `cur` for a module with this name and type,
+      // nearest first.
+      const std::string prefix = cur.empty() ? "" : cur + ".";
+      size_t best_depth = SIZE_MAX;
+      for (const auto& m : model_.modules) {
+        if (m.path.empty() || m.path.compare(0, prefix.size(), prefix) != 0) continue;
+        if (last_component(m.path) != name || !matches(m.path)) continue;
+        const size_t depth = static_cast<size_t>(std::count(m.path.begin(), m.path.end(), '.'));
+        if (depth < best_depth) {
+          best_depth = depth;
+          found = m.path;
+        }
+      }
+    }
+    if (!found.empty()) {
+      cur = found;
+      out.push_back(cur);
+    }
+  }
+  return cache_.emplace(key, std::move(out)).first->second;
+}
+
+// ---------------------------------------------------------------------------
+// Graph rewriting
+
+InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentOptions& opt) : model_(model) {
+  graph_ = model.module.get_method("forward").graph()->copy();
+  torch::jit::Inline(*graph_);
+  torch::jit::LowerSimpleTuples(graph_);
+  ScopeResolver scopes(model);
+
+  std::vector<Node*> nodes;
+  collect_nodes(graph_->block(), nodes);
+  graph_nodes_ = static_cast<int64_t>(nodes.size());
+
+  auto new_tap = [&](TapKind kind, const std::string& module) -> TapSite& {
+    TapSite t;
+    t.id = static_cast<int64_t>(taps_.size());
+    t.kind = kind;
+    t.module = module;
+    taps_.push_back(t);
+    by_module_[module].push_back(t.id);
+    return taps_.back();
+  };
+  auto consumer_chain = [&](Node* user) -> const std::vector<std::string>& {
+    static const std::vector<std::string> kRoot;
+    if (user->kind() == c10::prim::Return) {
+      Node* owner = user->owningBlock()->owningNode();
+      return owner ? scopes.chain(owner) : kRoot;
+    }
+    return scopes.chain(user);
+  };
+  auto inside = [](const std::vector<std::string>& chain, const std::string& path) {
+    return std::find(chain.begin(), chain.end(), path) != chain.end();
+  };
+  auto insert_tap_after = [&](Node* after, Value* v, int64_t id) -> Value* {
+    Node* c = make_constant_int(*graph_, id);
+    Node* t = graph_->create(kTap, {c->output(), v});
+    t->output()->setType(v->type());
+    c->insertAfter(after);
+    t->insertAfter(c);
+    return t->output();
+  };
+
+  // Decisions are made on the original graph; mutations come after the walk.
+  struct Plan {
+    Value* v;
+    Node* def;
+    std::vector<std::string> modules;  // outer -> inner
+  };
+  std::vector<Plan> plans;
+  std::vector<Node*> op_nodes, norm_nodes, flag_nodes;
+  for (Node* n : nodes) {
+    const auto k = n->kind();
+    if (k == c10::aten::sigmoid || k == c10::aten::tanh || k == c10::aten::softmax ||
+        k == c10::aten::sigmoid_ || k == c10::aten::tanh_)
+      op_nodes.push_back(n);
+    const std::string kq = k.toQualString();
+    if (kq == "aten::batch_norm" || kq == "aten::layer_norm" || kq == "aten::group_norm" ||
+        kq == "aten::instance_norm" || kq == "aten::rms_norm")
+      norm_nodes.push_back(n);
+    if (kq == "aten::batch_norm" || kq == "aten::dropout" || kq == "aten::dropout_" ||
+        kq == "aten::feature_dropout" || kq == "aten::feature_dropout_" || kq == "aten::alpha_dropout" ||
+        kq == "aten::alpha_dropout_" || kq == "aten::feature_alpha_dropout" || kq == "aten::feature_alpha_dropout_")
+      flag_nodes.push_back(n);
+    if (k == c10::prim::Constant || k == c10::prim::GetAttr) continue;
+    const auto& chain = scopes.chain(n);
+    if (chain.empty()) continue;
+    for (Value* v : n->outputs()) {
+      if (!is_tensor(v)) continue;
+      Plan p{v, n, {}};
+      for (const std::string& mod : chain) {
+        bool used_outside = false;
+        for (const auto& u : v->uses())
+          if (!inside(consumer_chain(u.user), mod)) used_outside = true;
+        if (used_outside) p.modules.push_back(mod);
+      }
+      if (!p.modules.empty()) plans.push_back(std::move(p));
+    }
+  }
+
+  // Module-output taps: inner module first, chained; each use sees the tap of
+  // the outermost module it lies outside of.
+  for (Plan& p : plans) {
+    std::vector<torch::jit::Use> uses(p.v->uses().begin(), p.v->uses().end());
+    std::map<std::string, Value*> tapped;
+    Node* after = p.def;
+    Value* cur = p.v;
+    std::vector<int64_t> ids;
+    for (auto it = p.modules.rbegin(); it != p.modules.rend(); ++it) {
+      TapSite& site = new_tap(TapKind::kModuleOutput, *it);
+      ids.push_back(site.id);
+      cur = insert_tap_after(after, cur, site.id);
+      after = cur->node();
+      tapped[*it] = cur;
+    }
+    for (const auto& u : uses) {
+      const auto& cc = consumer_chain(u.user);
+      for (const std::string& mod : p.modules) {  // outer -> inner
+        if (!inside(cc, mod)) {
+          u.user->replaceInput(u.offset, tapped[mod]);
+          const auto& inner = cc.empty() ? std::string() : cc.back();
+          auto& site = taps_[static_cast<size_t>(ids[static_cast<size_t>(
+              std::find(p.modules.rbegin(), p.modules.rend(), mod) - p.modules.rbegin())])];
+          if (std::find(site.consumers.begin(), site.consumers.end(), inner) == site.consumers.end())
+            site.consumers.push_back(inner);
+          break;
+        }
+      }
+    }
+  }
+
+  // Root module: the tensors forward returns.
+  {
+    Node* ret = graph_->return_node();
+    for (size_t i = 0; i < ret->inputs().size(); ++i) {
+      Value* out = ret->input(i);
+      std::vector<std::pair<Node*, size_t>> targets;
+      if (is_tensor(out)) {
+        targets.push_back({ret, i});
+      } else if (out->node()->kind() == c10::prim::TupleConstruct || out->node()->kind() == c10::prim::ListConstruct ||
+                 out->node()->kind() == c10::prim::DictConstruct) {
+        for (size_t j = 0; j < out->node()->inputs().size(); ++j)
+          if (is_tensor(out->node()->input(j))) targets.push_back({out->node(), j});
+      }
+      for (auto& [user, idx] : targets) {
+        TapSite& site = new_tap(TapKind::kModuleOutput, "");
+        Value* src = user->input(idx);
+        Node* c = make_constant_int(*graph_, site.id);
+        Node* t = graph_->create(kTap, {c->output(), src});
+        t->output()->setType(src->type());
+        c->insertBefore(user);
+        t->insertBefore(user);
+        user->replaceInput(idx, t->output());
+      }
+    }
+  }
+
+  // Inputs of one module (targeted pass after a NaN): tensors used inside its
+  // scope but defined outside it.
+  if (!opt.inspect_inputs_of.empty()) {
+    std::map<Value*, std::vector<std::pair<Node*, size_t>>> inputs;
+    std::vector<Node*> now;
+    collect_nodes(graph_->block(), now);
+    for (Node* n : now) {
+      if (n->kind() == kTap || n->kind() == c10::prim::Constant) continue;
+      if (!inside(scopes.chain(n), opt.inspect_inputs_of)) continue;
+      for (size_t i = 0; i < n->inputs().size(); ++i) {
+        Value* v = n->input(i);
+        if (!is_tensor(v) || v->node()->kind() == c10::prim::GetAttr || v->node()->kind() == c10::prim::Constant)
+          continue;
+        Node* d = v->node();
+        const bool from_inside = d->kind() != c10::prim::Param && d->kind() != kTap && inside(scopes.chain(d), opt.inspect_inputs_of);
+        if (d->kind() == kTap) {
+          // A tap of an inner module's output is inside; one of an outside module is not.
+          const auto& site = taps_[static_cast<size_t>(torch::jit::toIValue(d->input(0))->toInt())];
+          if (site.module == opt.inspect_inputs_of ||
+              site.module.rfind(opt.inspect_inputs_of + ".", 0) == 0)
+            continue;
+        } else if (from_inside) {
+          continue;
+        }
+        inputs[v].push_back({n, i});
+      }
+    }
+    for (auto& [v, users] : inputs) {
+      TapSite& site = new_tap(TapKind::kModuleInput, opt.inspect_inputs_of);
+      Node* first = users.front().first;
+      Node* c = make_constant_int(*graph_, site.id);
+      Node* t = graph_->create(kTap, {c->output(), v});
+      t->output()->setType(v->type());
+      c->insertBefore(first);
+      t->insertBefore(first);
+      for (auto& [n, i] : users)
+        if (n == first || (n->owningBlock() == t->owningBlock() && n->isAfter(t))) n->replaceInput(i, t->output());
+    }
+  }
+
+  // Op taps: the inputs of sigmoid / tanh / softmax.
+  if (opt.op_taps) {
+    for (Node* n : op_nodes) {
+      const auto k = n->kind();
+      TapKind kind = (k == c10::aten::softmax) ? TapKind::kSoftmaxInput
+                     : (k == c10::aten::sigmoid || k == c10::aten::sigmoid_) ? TapKind::kSigmoidInput
+                                                                               : TapKind::kTanhInput;
+      const auto& chain = scopes.chain(n);
+      TapSite& site = new_tap(kind, chain.empty() ? std::string() : chain.back());
+      if (kind == TapKind::kSoftmaxInput) {
+        auto d = const_arg(n, 1);
+        site.dim = (d && d->isInt()) ? d->toInt() : -1;
+      }
+      Value* x = n->input(0);
+      Node* c = make_constant_int(*graph_, site.id);
+      Node* t = graph_->create(kTap, {c->output(), x});
+      t->output()->setType(x->type());
+      c->insertBefore(n);
+      t->insertBefore(n);
+      n->replaceInput(0, t->output());
+    }
+  }
+
+  // Normalization ops and their constant arguments.
+  for (Node* n : norm_nodes) {
+    const std::string kq = n->kind().toQualString();
+    NormOpSite s;
+    const auto& chain = scopes.chain(n);
+    s.module = chain.empty() ? std::string() : chain.back();
+    s.op = kq.substr(6);
+    s.args = nlohmann::json::object();
+    if (s.op == "batch_norm" || s.op == "instance_norm") {
+      s.args[s.op == "batch_norm" ? "training" : "use_input_stats"] = ivalue_json(const_arg(n, 5));
+      s.args["momentum"] = ivalue_json(const_arg(n, 6));
+      s.args["eps"] = ivalue_json(const_arg(n, 7));
+    } else if (s.op == "layer_norm") {
+      s.args["normalized_shape"] = ivalue_json(const_arg(n, 1));
+      s.args["eps"] = ivalue_json(const_arg(n, 4));
+    } else if (s.op == "group_norm") {
+      s.args["num_groups"] = ivalue_json(const_arg(n, 1));
+      s.args["eps"] = ivalue_json(const_arg(n, 4));
+    } else if (s.op == "rms_norm") {
+      s.args["normalized_shape"] = ivalue_json(const_arg(n, 1));
+      s.args["eps"] = ivalue_json(const_arg(n, 3));
+    }
+    norm_ops_.push_back(std::move(s));
+  }
+
+  // Mode flags: constants baked in by tracing follow the pass's mode; dropout
+  // can be switched off for a pass.
+  for (Node* n : flag_nodes) {
+    const bool bn = std::string(n->kind().toQualString()) == "aten::batch_norm";
+    const size_t idx = bn ? 5 : 2;
+    if (idx >= n->inputs().size()) continue;
+    Value* orig = n->input(idx);
+    auto c = torch::jit::toIValue(orig);
+    const bool baked = c.has_value() && c->isBool();
+    if (baked) {
+      (bn ? baked_bn_ : baked_dropout_)++;
+      baked_values_.push_back(c->toBool());
+    }
+    if (bn && !baked) continue;
+    const int64_t kind = bn ? 0 : (baked ? 1 : 2);
+    Node* k = make_constant_int(*graph_, kind);
+    Node* f = graph_->create(kFlag, {k->output(), orig});
+    f->output()->setType(c10::BoolType::get());
+    k->insertBefore(n);
+    f->insertBefore(n);
+    n->replaceInput(idx, f->output());
+  }
+
+  graph_->lint();
+  fn_ = std::make_unique<torch::jit::GraphFunction>("normdoctor_forward", graph_, nullptr,
+                                                     torch::jit::ExecutorExecutionMode::SIMPLE);
+}
+
+c10::IValue InstrumentedModel::run(const std::vector<c10::IValue>& args, const PassConfig& cfg, Collector& collector) {
+  PassContext ctx;
+  ctx.taps = &taps_;
+  ctx.collector = &collector;
+  ctx.cfg = cfg;
+  torch::jit::Stack stack;
+  stack.reserve(args.size() + 1);
+  stack.emplace_back(model_.module._ivalue());
+  for (const auto& a : args) stack.push_back(a);
+  struct Guard {
+    PassContext* prev;
+    explicit Guard(PassContext* c) : prev(g_pass) { g_pass = c; }
+    ~Guard() { g_pass = prev; }
+  } guard(&ctx);
+  fn_->run(stack);
+  return stack.front();
+}
+
+}  // namespace nd

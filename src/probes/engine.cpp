@@ -1,1 +1,249 @@
-// placeholder: implemented in a following commit
+#include "probes/engine.h"
+
+#include <regex>
+#include <sstream>
+
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "model/op_fallbacks.h"
+#include "probes/session.h"
+
+namespace nd {
+
+std::string engine_libtorch_version() { return libtorch_version(); }
+
+std::string trim_torch_error(const std::string& what) {
+  // TorchScript interpreter errors end with "RuntimeError: <message>" after a
+  // traceback; C++ errors carry "Exception raised from ..." frames.
+  std::string s = what;
+  auto frames = s.find("\nException raised from");
+  if (frames != std::string::npos) s = s.substr(0, frames);
+  static const std::regex last_error(R"((?:^|\n)\s*(?:RuntimeError|ValueError|IndexError|TypeError|AssertionError|Exception|builtins\.\w+|torch\.\w+Error):\s*([^\n]*(?:\n[^\n]+)?))");
+  std::smatch m;
+  std::string found;
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), last_error); it != std::sregex_iterator(); ++it)
+    found = (*it)[1];
+  if (!found.empty()) s = found;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '.')) s.pop_back();
+  if (s.size() > 600) s = s.substr(0, 600) + " ...";
+  return s;
+}
+
+Session::Session(const CheckOptions& o, const ProgressFn& p)
+    : opt(o), progress(p), started(std::chrono::steady_clock::now()) {}
+
+void Session::check_timeout(const std::string& where) const {
+  if (opt.timeout_seconds <= 0) return;
+  const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (el > opt.timeout_seconds) {
+    std::ostringstream ss;
+    ss << "--timeout " << opt.timeout_seconds << " s passed during the " << where << " probe (" << el
+       << " s elapsed); raise --timeout or measure fewer passes";
+    throw Error(error_kind::kTimeout, ExitCode::kLoad, ss.str());
+  }
+}
+
+std::vector<c10::IValue> Session::arg_values() const {
+  std::vector<c10::IValue> v;
+  for (const auto& a : args) v.push_back(a.value);
+  return v;
+}
+
+std::vector<at::Tensor> Session::output_tensors(const c10::IValue& out) {
+  std::vector<at::Tensor> ts;
+  std::function<void(const c10::IValue&)> walk = [&](const c10::IValue& v) {
+    if (v.isTensor()) ts.push_back(v.toTensor());
+    else if (v.isTuple()) for (const auto& e : v.toTupleRef().elements()) walk(e);
+    else if (v.isList()) for (const auto& e : v.toListRef()) walk(e);
+    else if (v.isGenericDict()) for (const auto& kv : v.toGenericDict()) walk(kv.value());
+  };
+  walk(out);
+  return ts;
+}
+
+namespace {
+
+std::string shapes_of(const std::vector<ArgValue>& args) {
+  std::ostringstream ss;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (i) ss << ", ";
+    ss << args[i].name << "=";
+    if (args[i].value.isTensor()) {
+      const auto& t = args[i].value.toTensor();
+      ss << t.sizes() << " " << c10::toString(t.scalar_type());
+    } else {
+      ss << args[i].value.tagKind();
+    }
+  }
+  return ss.str();
+}
+
+// Chooses the output that feeds the loss and computes the loss.
+// Rule (documented in README): a scalar output is the loss itself; otherwise
+// --output-index, else for a dict the "loss" key, then "logits", then the
+// first floating tensor; for a tuple/list the first floating tensor.
+at::Tensor pick_loss_output(const c10::IValue& out, const CheckOptions& opt, std::string& desc) {
+  std::vector<std::pair<std::string, at::Tensor>> cands;
+  std::function<void(const c10::IValue&, const std::string&)> walk = [&](const c10::IValue& v, const std::string& name) {
+    if (v.isTensor()) cands.push_back({name, v.toTensor()});
+    else if (v.isTuple()) { size_t i = 0; for (const auto& e : v.toTupleRef().elements()) walk(e, name + "[" + std::to_string(i++) + "]"); }
+    else if (v.isList()) { size_t i = 0; for (const auto& e : v.toListRef()) walk(e, name + "[" + std::to_string(i++) + "]"); }
+    else if (v.isGenericDict()) for (const auto& kv : v.toGenericDict()) walk(kv.value(), name + "[" + (kv.key().isString() ? kv.key().toStringRef() : std::string("?")) + "]");
+  };
+  walk(out, "output");
+  if (cands.empty())
+    throw Error(error_kind::kModelRun, ExitCode::kLoad,
+                "forward returned no tensor (" + std::string(out.tagKind()) + "); normdoctor needs a tensor output to compute a loss");
+  if (opt.output_index) {
+    if (*opt.output_index < 0 || static_cast<size_t>(*opt.output_index) >= cands.size())
+      throw usage_error("--output-index " + std::to_string(*opt.output_index) + " is out of range: forward returned " +
+                        std::to_string(cands.size()) + " tensors");
+    desc = cands[static_cast<size_t>(*opt.output_index)].first + " (--output-index)";
+    return cands[static_cast<size_t>(*opt.output_index)].second;
+  }
+  for (const char* key : {"loss", "logits"})
+    for (auto& [n, t] : cands)
+      if (n == std::string("output[") + key + "]" && t.is_floating_point()) { desc = n; return t; }
+  for (auto& [n, t] : cands)
+    if (t.is_floating_point()) { desc = n; return t; }
+  throw Error(error_kind::kModelRun, ExitCode::kLoad,
+              "forward returned only integer or bool tensors (" + cands.front().first + " is " +
+                  std::string(c10::toString(cands.front().second.scalar_type())) +
+                  "); no gradient can flow, so the backward measurements cannot run");
+}
+
+at::Tensor compute_loss(const at::Tensor& y, const CheckOptions& opt, std::string& desc) {
+  if (y.numel() == 1 && opt.loss == "auto") {
+    desc = "the model's scalar output (used as the loss)";
+    return y.sum();
+  }
+  std::string kind = opt.loss;
+  at::Tensor target;
+  if (kind == "auto") {
+    kind = (y.dim() == 2 && y.size(1) > 1) ? "cross_entropy" : "mse";
+  }
+  if (kind == "cross_entropy") {
+    if (y.dim() < 2)
+      throw usage_error("--loss cross_entropy needs [N, C] (or [N, C, ...]) logits; forward returned shape " +
+                        c10::str(y.sizes()));
+    at::Generator gen = at::detail::createCPUGenerator(opt.seed + 7);
+    std::vector<int64_t> tshape{y.size(0)};
+    for (int64_t d = 2; d < y.dim(); ++d) tshape.push_back(y.size(d));
+    target = at::randint(0, y.size(1), tshape, gen, at::TensorOptions().dtype(at::kLong));
+    desc = "cross_entropy against seeded random labels (seed " + std::to_string(opt.seed) + ")";
+    return at::cross_entropy_loss(y.to(at::kFloat), target.to(y.device()));
+  }
+  if (kind == "sum") {
+    desc = "sum of the output";
+    return y.to(at::kFloat).sum();
+  }
+  desc = "mean square of the output";
+  return y.to(at::kFloat).pow(2).mean();
+}
+
+}  // namespace
+
+PassResult Session::run_pass(PassSpec spec) {
+  check_timeout(spec.probe);
+  if (progress) progress(spec.probe, spec.name);
+  PassResult r;
+  r.name = spec.name;
+  const InstrumentedModel& im = spec.instrumented ? *spec.instrumented : *inst;
+  r.collector = std::make_unique<Collector>(im.taps().size());
+  std::vector<c10::IValue> a = spec.args.empty() ? arg_values() : spec.args;
+  const bool saved_mode = model.module.is_training();
+
+  // Train-mode passes update BatchNorm running statistics in place: keep a
+  // copy of every buffer and put it back afterwards.
+  std::vector<std::pair<at::Tensor, at::Tensor>> saved;
+  if (spec.train_mode)
+    for (const auto& b : model.module.named_buffers(/*recurse=*/true)) saved.push_back({b.value, b.value.clone()});
+
+  const auto t0 = std::chrono::steady_clock::now();
+  at::manual_seed(opt.seed);
+  PassConfig cfg;
+  cfg.training = spec.train_mode;
+  cfg.dropout = spec.dropout;
+  cfg.record_grad = spec.backward;
+  try {
+    model.module.train(spec.train_mode);
+    if (spec.backward) {
+      torch::AutoGradMode grad(true);
+      r.output = const_cast<InstrumentedModel&>(im).run(a, cfg, *r.collector);
+      at::Tensor y = pick_loss_output(r.output, opt, r.loss_description);
+      std::string ldesc;
+      at::Tensor loss = compute_loss(y, opt, ldesc);
+      r.loss_description = ldesc + " of " + r.loss_description;
+      r.loss = loss.detach();
+      if (loss.requires_grad()) loss.backward();
+    } else {
+      torch::NoGradGuard ng;
+      r.output = const_cast<InstrumentedModel&>(im).run(a, cfg, *r.collector);
+    }
+  } catch (const Error&) {
+    model.module.train(saved_mode);
+    for (auto& [live, copy] : saved) live.detach().copy_(copy);
+    throw;
+  } catch (const std::bad_alloc&) {
+    model.module.train(saved_mode);
+    throw Error(error_kind::kOutOfMemory, ExitCode::kLoad,
+                "out of memory in the " + spec.name + " pass; use a smaller batch (--input) or fewer examples");
+  } catch (const std::exception& e) {
+    model.module.train(saved_mode);
+    for (auto& [live, copy] : saved) live.detach().copy_(copy);
+    const std::string msg = trim_torch_error(e.what());
+    if (msg.find("out of memory") != std::string::npos || msg.find("DefaultCPUAllocator: can't allocate") != std::string::npos)
+      throw Error(error_kind::kOutOfMemory, ExitCode::kLoad,
+                  "out of memory in the " + spec.name + " pass (" + msg + "); use a smaller batch");
+    throw Error(error_kind::kModelRun, ExitCode::kLoad,
+                model.path + ": forward" + std::string(spec.backward ? "/backward" : "") + " raised in the " + spec.name +
+                    " pass: " + msg + "\n  inputs given: " + shapes_of(args));
+  }
+  model.module.train(saved_mode);
+  for (auto& [live, copy] : saved) live.detach().copy_(copy);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  doc.passes.push_back({{"name", spec.name}, {"probe", spec.probe}, {"mode", spec.train_mode ? "train" : "eval"},
+                        {"dropout", spec.dropout}, {"backward", spec.backward}, {"seconds", r.seconds}});
+  return r;
+}
+
+MetricsDoc run_check(const CheckOptions& opt, const ProgressFn& progress) {
+  if (opt.threads > 0) at::set_num_threads(opt.threads);
+  Session s(opt, progress);
+  if (progress) progress("load", "model");
+  s.model = load_model(opt.model_path);
+  s.doc.model = {{"path", opt.model_path},
+                 {"sha256", s.model.sha256},
+                 {"kind", s.model.kind},
+                 {"kind_reason", s.model.kind_reason},
+                 {"training", s.model.saved_training},
+                 {"parameters", s.model.parameters},
+                 {"modules", s.model.modules.size()}};
+  nlohmann::json fargs = nlohmann::json::array();
+  for (const auto& a : s.model.args) fargs.push_back({{"name", a.name}, {"type", a.type}, {"has_default", a.has_default}});
+  s.doc.model["forward_args"] = fargs;
+  s.doc.model_metrics["run.precision"] = opt.precision;
+
+  if (progress) progress("load", "inputs");
+  load_arguments(s);
+
+  if (progress) progress("instrument", "graph");
+  s.inst = std::make_unique<InstrumentedModel>(s.model);
+  s.doc.model["graph_nodes"] = s.inst->graph_nodes();
+  s.doc.model["taps"] = s.inst->taps().size();
+
+  probe_forward_backward(s);
+
+  const auto used = fallbacks_called();
+  if (!used.empty()) {
+    s.doc.model["operator_fallbacks"] = used;
+    for (const auto& op : used)
+      s.doc.assumptions.push_back("operator " + op + " is missing from LibTorch " + libtorch_version() +
+                                  "; normdoctor's reference implementation ran instead");
+  }
+  s.doc.seconds_total = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
+  return std::move(s.doc);
+}
+
+}  // namespace nd

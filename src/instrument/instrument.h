@@ -1,0 +1,144 @@
+// Instrumentation: a copy of forward's inlined graph with a tap after every
+// module output (the equivalent of a forward hook on every module of
+// named_modules()), taps on the inputs of sigmoid/tanh/softmax ops, and the
+// mode switch restored for traced graphs (DESIGN.md, "Instrumentation").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <torch/script.h>
+
+#include "instrument/stats.h"
+#include "model/model.h"
+
+namespace nd {
+
+/// What a tap measures.
+enum class TapKind : int {
+  kModuleOutput = 0,  ///< a tensor a module returns (used outside its scope)
+  kModuleInput = 1,   ///< a tensor entering a module (only for InstrumentOptions::inspect_inputs_of)
+  kSigmoidInput = 2,  ///< the input of aten::sigmoid
+  kTanhInput = 3,     ///< the input of aten::tanh
+  kSoftmaxInput = 4,  ///< the logits entering aten::softmax
+};
+
+/// One tap inserted in the graph.
+struct TapSite {
+  int64_t id = 0;
+  TapKind kind = TapKind::kModuleOutput;
+  std::string module;                  ///< module path ("" = root)
+  int64_t dim = -1;                    ///< softmax dim (kSoftmaxInput), when constant
+  std::vector<std::string> consumers;  ///< innermost module paths of the ops that use a module output
+};
+
+/// A normalization op found in the graph, with its constant arguments.
+struct NormOpSite {
+  std::string module;        ///< innermost module path running the op
+  std::string op;            ///< "batch_norm" | "layer_norm" | "group_norm" | "instance_norm" | "rms_norm"
+  nlohmann::json args;       ///< eps, momentum, normalized_shape, num_groups, training (constant or "dynamic")
+};
+
+/// Settings of one pass.
+struct PassConfig {
+  bool training = false;     ///< mode of batch_norm/dropout flags that tracing baked in
+  bool dropout = true;       ///< false: every dropout op is replaced by identity for this pass
+  bool record_grad = false;  ///< register gradient hooks on tapped tensors that require grad
+};
+
+/// Statistics gathered by the taps of one pass. Thread-safe for gradient hooks.
+struct SoftmaxStats {
+  int64_t rows = 0, onehot_rows = 0, row_len_max = 0;
+  double max_prob_sum = 0, entropy_sum = 0, logit_absmax = 0;
+};
+struct TapRecord {
+  int64_t calls = 0;
+  int64_t first_fire = -1;        ///< sequence number of its first firing in the pass
+  TensorStats fwd;                ///< forward values (module output/input; op input)
+  int64_t saturated = 0;          ///< sigmoid/tanh inputs in the flat region
+  SoftmaxStats softmax;
+  int64_t grad_calls = 0;
+  int64_t first_grad = -1;        ///< sequence number of its first gradient hook call
+  TensorStats grad;               ///< gradient w.r.t. the tapped tensor
+};
+class Collector {
+ public:
+  explicit Collector(size_t taps) : records_(taps) {}
+  std::vector<TapRecord>& records() { return records_; }
+  const std::vector<TapRecord>& records() const { return records_; }
+  /// First tap (by firing order) whose forward values held NaN/Inf; -1 if none.
+  int64_t first_nonfinite_tap() const { return first_nonfinite_fwd_; }
+  /// First tap (by gradient hook order) whose gradient held NaN/Inf; -1 if none.
+  int64_t first_nonfinite_grad_tap() const { return first_nonfinite_grad_; }
+  int64_t fires() const { return fire_seq_; }
+
+  // Called by the tap operator and the gradient hooks.
+  void on_forward(const TapSite& site, const at::Tensor& x);
+  void on_grad(int64_t id, const at::Tensor& g);
+
+ private:
+  std::mutex mu_;
+  std::vector<TapRecord> records_;
+  int64_t fire_seq_ = 0, grad_seq_ = 0;
+  int64_t first_nonfinite_fwd_ = -1, first_nonfinite_grad_ = -1;
+};
+
+/// Options for building the instrumented graph.
+struct InstrumentOptions {
+  bool op_taps = true;               ///< taps on sigmoid/tanh/softmax inputs
+  std::string inspect_inputs_of;     ///< also tap the inputs of this module (targeted NaN pass)
+};
+
+/// The instrumented forward of one model. Build once, run many passes.
+class InstrumentedModel {
+ public:
+  /// Builds the instrumented graph. Throws nd::Error (internal) if the graph
+  /// cannot be rewritten.
+  InstrumentedModel(const LoadedModel& model, const InstrumentOptions& opt = {});
+
+  /// Runs forward with `args` (forward's arguments, self excluded), filling
+  /// `collector`. The module's own train()/eval() state is the caller's job
+  /// (scripted graphs read it); traced constants follow `cfg.training`.
+  c10::IValue run(const std::vector<c10::IValue>& args, const PassConfig& cfg, Collector& collector);
+
+  const std::vector<TapSite>& taps() const { return taps_; }
+  const std::vector<NormOpSite>& norm_ops() const { return norm_ops_; }
+  /// batch_norm / dropout nodes whose training flag was a graph constant
+  /// (tracing baked the mode in); the value the constant held.
+  int64_t baked_batch_norm() const { return baked_bn_; }
+  int64_t baked_dropout() const { return baked_dropout_; }
+  std::vector<bool> baked_values() const { return baked_values_; }
+  /// Modules that own at least one tap, by path.
+  const std::map<std::string, std::vector<int64_t>>& taps_by_module() const { return by_module_; }
+  /// Graph size (nodes, after inlining) for the report.
+  int64_t graph_nodes() const { return graph_nodes_; }
+
+ private:
+  const LoadedModel& model_;
+  std::shared_ptr<torch::jit::Graph> graph_;
+  std::unique_ptr<torch::jit::GraphFunction> fn_;
+  std::vector<TapSite> taps_;
+  std::vector<NormOpSite> norm_ops_;
+  std::map<std::string, std::vector<int64_t>> by_module_;
+  int64_t baked_bn_ = 0, baked_dropout_ = 0, graph_nodes_ = 0;
+  std::vector<bool> baked_values_;
+};
+
+/// Maps a node's inlined call stack to the chain of named_modules() paths,
+/// outermost first. Exposed for tests.
+class ScopeResolver {
+ public:
+  explicit ScopeResolver(const LoadedModel& model);
+  const std::vector<std::string>& chain(const torch::jit::Node* node);
+
+ private:
+  const LoadedModel& model_;
+  std::map<const void*, std::vector<std::string>> cache_;
+  std::map<std::string, size_t> index_;  // path -> modules_ index
+};
+
+}  // namespace nd

@@ -1,0 +1,65 @@
+// Loading a TorchScript model and taking its inventory (module paths, kinds,
+// parameters, normalization-layer facts). One of the two layers that include
+// LibTorch headers (with src/instrument).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/script.h>
+
+namespace nd {
+
+/// One module of named_modules(), in that order.
+struct ModuleInfo {
+  std::string path;         ///< "" for the root, else "layer1.0.bn1"
+  std::string kind;         ///< unqualified, unmangled class name: "BatchNorm2d"
+  std::string qualified;    ///< full TorchScript class name
+  bool leaf = false;        ///< no child modules
+  bool training = false;    ///< the module's training flag as saved
+  int64_t parameters = 0;   ///< elements in its direct parameters
+  torch::jit::Module module;
+};
+
+/// One argument of forward (self excluded).
+struct ArgInfo {
+  std::string name;
+  std::string type;         ///< TorchScript type, "Tensor", "Optional[Tensor]", "int"
+  bool has_default = false;
+};
+
+/// A loaded model plus the facts the report needs.
+struct LoadedModel {
+  std::string path;
+  std::string sha256;        ///< of the file's bytes, lowercase hex
+  torch::jit::Module module;
+  std::string kind;          ///< "scripted" | "traced" (inferred, see model_kind_reason)
+  std::string kind_reason;   ///< what the inference rests on, in words
+  bool saved_training = false;  ///< root module's training flag
+  int64_t parameters = 0;    ///< elements in all parameters
+  std::vector<ModuleInfo> modules;
+  std::vector<ArgInfo> args;
+};
+
+/// Loads `path` as TorchScript. Throws nd::Error (kind model_load, exit 3)
+/// naming the file for: missing/unreadable/empty file, not a zip archive,
+/// a truncated archive, a torch.save file (state_dict or pickled nn.Module,
+/// with how to export TorchScript), no forward method; (kind
+/// missing_operator) when the model calls an operator this LibTorch lacks.
+LoadedModel load_model(const std::string& path);
+
+/// Unqualified class name without TorchScript's ___torch_mangle_N prefix:
+/// "__torch__.torch.nn.modules.batchnorm.___torch_mangle_3.BatchNorm2d" -> "BatchNorm2d".
+std::string short_class_name(const std::string& qualified);
+
+/// Inventory facts for a module: eps, momentum, affine, track_running_stats,
+/// normalized_shape, num_groups, num_features, running-statistics summary,
+/// in/out features or channels. Attributes absent on the module are omitted.
+nlohmann::json module_facts(const ModuleInfo& m);
+
+/// True for BatchNorm*, LayerNorm, GroupNorm, InstanceNorm*, *RMSNorm* kinds.
+bool is_norm_kind(const std::string& kind);
+
+}  // namespace nd

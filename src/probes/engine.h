@@ -1,0 +1,42 @@
+// The measurement engine: load -> instrument -> probes -> metrics document.
+// Torch-free header (plain C++ types only), so the CLI compiles without
+// LibTorch headers; the implementation lives in src/probes/*.cpp.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "metrics/metrics.h"
+
+namespace nd {
+
+/// Everything `normdoctor check` needs to measure a model.
+struct CheckOptions {
+  std::string model_path;
+  std::vector<std::string> input_files;   ///< --input, repeatable (one batch each)
+  std::vector<std::string> input_shapes;  ///< --input-shape specs, one per forward argument
+  std::string target_file;                ///< --target (labels for the loss), optional
+  std::string loss = "auto";              ///< auto | mse | cross_entropy | sum
+  std::optional<int64_t> output_index;    ///< --output-index: which output feeds the loss
+  uint64_t seed = 0;                      ///< --seed: every random choice
+  std::string precision = "fp32";         ///< --precision fp32|fp16|bf16 (emulated on CPU)
+  int64_t train_batch_size = 0;           ///< --train-batch-size; 0 = the sample batch size
+  double timeout_seconds = 0;             ///< --timeout; 0 = none
+  int threads = 0;                        ///< intra-op threads; 0 = LibTorch's default
+};
+
+/// Progress callback: (probe name, pass name). Called on the engine's thread.
+using ProgressFn = std::function<void(const std::string& probe, const std::string& pass)>;
+
+/// Loads, measures and returns the metrics document. Throws nd::Error with
+/// the kinds of src/core/error.h (model_load, input_load, input_mismatch,
+/// missing_operator, model_run, timeout, out_of_memory).
+MetricsDoc run_check(const CheckOptions& opt, const ProgressFn& progress = {});
+
+/// The LibTorch version this binary runs on, "1.13.1".
+std::string engine_libtorch_version();
+
+}  // namespace nd

@@ -1,0 +1,366 @@
+// The forward+backward measurement: one train-mode pass with the loss and
+// backward gives activations, output gradients and parameter gradients for
+// every module; a targeted second pass runs only when a NaN/Inf appeared,
+// to measure the inputs of the module where it started.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "core/error.h"
+#include "probes/session.h"
+
+namespace nd {
+namespace {
+
+double finite_or(double v, double fallback) { return std::isfinite(v) ? v : fallback; }
+
+MetricValue num(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+struct ParamGrad {
+  int64_t params = 0, without = 0, zero = 0, nonfinite = 0;
+  double sumsq = 0, absmax_param = 0;
+  int64_t param_nonfinite = 0;
+};
+
+ParamGrad param_grads(const torch::jit::Module& m) {
+  ParamGrad pg;
+  for (const auto& p : m.named_parameters(/*recurse=*/false)) {
+    const at::Tensor w = p.value;
+    if (w.numel()) {
+      const TensorStats ws = compute_stats(w.detach());
+      pg.absmax_param = std::max(pg.absmax_param, ws.absmax());
+      pg.param_nonfinite += ws.nonfinite();
+    }
+    if (!w.requires_grad()) continue;
+    ++pg.params;
+    const at::Tensor g = w.grad();
+    if (!g.defined()) {
+      ++pg.without;
+      continue;
+    }
+    const TensorStats gs = compute_stats(g.detach());
+    if (gs.nonfinite() == 0 && gs.zeros == gs.numel) ++pg.zero;
+    pg.nonfinite += gs.nonfinite();
+    pg.sumsq += gs.sumsq;
+  }
+  return pg;
+}
+
+void put_stats(MetricMap& m, const std::string& prefix, const TensorStats& s) {
+  m[prefix + ".numel"] = s.numel;
+  m[prefix + ".min"] = s.finite() ? s.min : 0.0;
+  m[prefix + ".max"] = s.finite() ? s.max : 0.0;
+  m[prefix + ".absmax"] = s.absmax();
+  m[prefix + ".mean"] = s.mean();
+  m[prefix + ".rms"] = s.rms();
+  m[prefix + ".std"] = s.std();
+  m[prefix + ".nan_count"] = s.nan;
+  m[prefix + ".inf_count"] = s.inf;
+  m[prefix + ".nonfinite_count"] = s.nonfinite();
+}
+
+// p-th quantile (0..1) of a 1-D tensor's values.
+double quantile_of(const at::Tensor& v, double q) {
+  at::Tensor s = std::get<0>(v.flatten().to(at::kDouble).sort());
+  const int64_t n = s.numel();
+  if (n == 0) return 0;
+  const double pos = q * static_cast<double>(n - 1);
+  const int64_t lo = static_cast<int64_t>(std::floor(pos)), hi = std::min(n - 1, lo + 1);
+  const double a = s[lo].item<double>(), b = s[hi].item<double>();
+  return a + (b - a) * (pos - static_cast<double>(lo));
+}
+
+}  // namespace
+
+void probe_forward_backward(Session& s) {
+  const auto& taps = s.inst->taps();
+  PassSpec spec;
+  spec.name = "train";
+  spec.probe = "forward_backward";
+  spec.train_mode = true;
+  spec.backward = true;
+
+  // Zero any stale gradients, then run.
+  for (const auto& p : s.model.module.parameters(true))
+    if (p.grad().defined()) p.mutable_grad() = at::Tensor();
+  PassResult r = s.run_pass(spec);
+  const Collector& col = *r.collector;
+  const auto& recs = col.records();
+
+  s.doc.probes["loss"] = {{"description", r.loss_description}};
+  const double loss_v = r.loss ? r.loss->item<double>() : std::numeric_limits<double>::quiet_NaN();
+  s.doc.model_metrics["loss.value"] = num(loss_v);
+  s.doc.model_metrics["loss.finite"] = std::isfinite(loss_v);
+  s.doc.probes["loss"]["value"] = num(loss_v);
+
+  // Module records in named_modules() order.
+  std::map<std::string, size_t> idx;
+  for (const auto& mi : s.model.modules) {
+    LayerMetrics lm;
+    lm.path = mi.path;
+    lm.kind = mi.kind;
+    lm.leaf = mi.leaf;
+    lm.parameters = mi.parameters;
+    lm.info = module_facts(mi);
+    lm.info["training"] = mi.training;
+    idx[mi.path] = s.doc.layers.size();
+    s.doc.layers.push_back(std::move(lm));
+  }
+  // Normalization ops found in the graph (eps etc. from the op itself: traced
+  // modules keep no attributes).
+  for (const auto& no : s.inst->norm_ops()) {
+    auto it = idx.find(no.module);
+    if (it == idx.end()) continue;
+    auto& info = s.doc.layers[it->second].info;
+    if (!info.contains("ops")) info["ops"] = nlohmann::json::array();
+    nlohmann::json o = no.args;
+    o["op"] = no.op;
+    info["ops"].push_back(o);
+    if (!info.contains("eps") && no.args.contains("eps") && no.args["eps"].is_number()) info["eps"] = no.args["eps"];
+  }
+
+  // Aggregate taps per module.
+  struct Agg {
+    TensorStats fwd, grad;
+    int64_t calls = 0, first_fire = -1, first_grad = -1, grad_calls = 0;
+    int64_t sat_n = 0, sat_sigmoid = 0, sat_tanh = 0, sat_sig_n = 0, sat_tanh_n = 0;
+    SoftmaxStats sm;
+    bool has_softmax = false;
+  };
+  std::map<std::string, Agg> agg;
+  for (const auto& t : taps) {
+    const TapRecord& rec = recs[static_cast<size_t>(t.id)];
+    if (rec.calls == 0) continue;
+    Agg& a = agg[t.module];
+    switch (t.kind) {
+      case TapKind::kModuleOutput:
+        a.fwd.merge(rec.fwd);
+        a.grad.merge(rec.grad);
+        a.calls += rec.calls;
+        a.grad_calls += rec.grad_calls;
+        if (rec.first_fire >= 0 && (a.first_fire < 0 || rec.first_fire < a.first_fire)) a.first_fire = rec.first_fire;
+        if (rec.first_grad >= 0 && (a.first_grad < 0 || rec.first_grad < a.first_grad)) a.first_grad = rec.first_grad;
+        break;
+      case TapKind::kSigmoidInput:
+        a.sat_sigmoid += rec.saturated;
+        a.sat_sig_n += rec.fwd.numel;
+        break;
+      case TapKind::kTanhInput:
+        a.sat_tanh += rec.saturated;
+        a.sat_tanh_n += rec.fwd.numel;
+        break;
+      case TapKind::kSoftmaxInput:
+        a.has_softmax = true;
+        a.sm.rows += rec.softmax.rows;
+        a.sm.onehot_rows += rec.softmax.onehot_rows;
+        a.sm.max_prob_sum += rec.softmax.max_prob_sum;
+        a.sm.entropy_sum += rec.softmax.entropy_sum;
+        a.sm.row_len_max = std::max(a.sm.row_len_max, rec.softmax.row_len_max);
+        a.sm.logit_absmax = std::max(a.sm.logit_absmax, rec.softmax.logit_absmax);
+        break;
+      case TapKind::kModuleInput:
+        break;
+    }
+  }
+
+  // Execution order: rank of each module's first output tap.
+  std::vector<std::pair<int64_t, std::string>> order;
+  for (const auto& [path, a] : agg)
+    if (a.first_fire >= 0) order.push_back({a.first_fire, path});
+  std::sort(order.begin(), order.end());
+  for (size_t i = 0; i < order.size(); ++i) s.doc.layers[idx[order[i].second]].exec_order = static_cast<int64_t>(i);
+
+  for (auto& [path, a] : agg) {
+    auto it = idx.find(path);
+    if (it == idx.end()) continue;
+    LayerMetrics& lm = s.doc.layers[it->second];
+    MetricMap& m = lm.metrics;
+    if (a.calls > 0) {
+      m["act.calls"] = a.calls;
+      put_stats(m, "act", a.fwd);
+      m["act.beyond_fp16_count"] = a.fwd.beyond_fp16;
+      m["act.zero_fraction"] = a.fwd.numel ? static_cast<double>(a.fwd.zeros) / static_cast<double>(a.fwd.numel) : 0.0;
+      m["act.fp16_headroom"] = a.fwd.absmax() > 0 ? num(kFp16Max / a.fwd.absmax()) : MetricValue("inf");
+      if (a.grad_calls > 0) {
+        m["grad.out_norm"] = num(a.grad.l2());
+        m["grad.out_rms"] = num(a.grad.rms());
+        m["grad.out_nonfinite_count"] = a.grad.nonfinite();
+      }
+    }
+    const int64_t sat_n = a.sat_sig_n + a.sat_tanh_n;
+    if (sat_n > 0) {
+      const double fs = a.sat_sig_n ? static_cast<double>(a.sat_sigmoid) / static_cast<double>(a.sat_sig_n) : 0.0;
+      const double ft = a.sat_tanh_n ? static_cast<double>(a.sat_tanh) / static_cast<double>(a.sat_tanh_n) : 0.0;
+      m["sat.fraction"] = std::max(fs, ft);
+      m["sat.op"] = fs >= ft && a.sat_sig_n ? "sigmoid" : "tanh";
+      m["sat.numel"] = sat_n;
+    }
+    if (a.has_softmax) {
+      m["softmax.rows"] = a.sm.rows;
+      if (a.sm.rows > 0) {
+        m["softmax.onehot_fraction"] = static_cast<double>(a.sm.onehot_rows) / static_cast<double>(a.sm.rows);
+        m["softmax.max_prob_mean"] = a.sm.max_prob_sum / static_cast<double>(a.sm.rows);
+        m["softmax.entropy_mean"] = a.sm.entropy_sum / static_cast<double>(a.sm.rows);
+      }
+      m["softmax.entropy_max"] = a.sm.row_len_max > 0 ? std::log(static_cast<double>(a.sm.row_len_max)) : 0.0;
+      m["softmax.logit_absmax"] = a.sm.logit_absmax;
+    }
+  }
+
+  // Parameters, gradients and norm gains, per module (direct parameters).
+  for (const auto& mi : s.model.modules) {
+    LayerMetrics& lm = s.doc.layers[idx[mi.path]];
+    MetricMap& m = lm.metrics;
+    const ParamGrad pg = param_grads(mi.module);
+    if (mi.parameters > 0) {
+      m["param.absmax"] = num(pg.absmax_param);
+      m["param.nonfinite_count"] = pg.param_nonfinite;
+    }
+    if (pg.params > 0) {
+      m["grad.params"] = pg.params;
+      m["grad.params_without_grad"] = pg.without;
+      m["grad.params_zero_grad"] = pg.zero;
+      m["grad.params_no_signal"] = pg.without + pg.zero;
+      m["grad.param_norm"] = num(std::sqrt(pg.sumsq));
+      m["grad.param_nonfinite_count"] = pg.nonfinite;
+    }
+    if (is_norm_kind(mi.kind)) {
+      if (lm.info.contains("eps") && lm.info["eps"].is_number()) m["norm.eps"] = lm.info["eps"];
+      if (mi.module.type()->hasAttribute("weight")) {
+        auto w = mi.module.attr("weight");
+        if (w.isTensor() && w.toTensor().defined() && w.toTensor().numel() > 0) {
+          at::Tensor g = w.toTensor().detach().abs().to(at::kDouble);
+          m["norm.gain_absmax"] = g.max().item<double>();
+          m["norm.gain_mean"] = g.mean().item<double>();
+          m["norm.gain_p99"] = quantile_of(g, 0.99);
+        }
+      }
+    }
+  }
+
+  // Activation growth through depth (leaf modules, execution order).
+  std::vector<LayerMetrics*> leaves;
+  for (auto& lm : s.doc.layers)
+    if (lm.leaf && lm.exec_order >= 0 && lm.metrics.count("act.rms")) leaves.push_back(&lm);
+  std::sort(leaves.begin(), leaves.end(), [](auto* a, auto* b) { return a->exec_order < b->exec_order; });
+  double ref = 0;
+  int seen = 0;
+  for (auto* lm : leaves) {
+    const double rms = lm->metrics["act.rms"].get<double>();
+    if (rms > 0 && std::isfinite(rms)) {
+      ref = std::max(ref, rms);
+      if (++seen == 3) break;
+    }
+  }
+  if (ref > 0) {
+    double gmax = 0;
+    std::string gmax_layer;
+    for (auto* lm : leaves) {
+      const double g = lm->metrics["act.rms"].get<double>() / ref;
+      lm->metrics["act.growth"] = g;
+      if (g > gmax) {
+        gmax = g;
+        gmax_layer = lm->path;
+      }
+    }
+    s.doc.model_metrics["act.growth_reference_rms"] = ref;
+    s.doc.model_metrics["act.growth_max"] = gmax;
+    s.doc.model_metrics["act.growth_max_layer"] = gmax_layer;
+  }
+
+  // Gradient profile: first vs last parameterized leaf module.
+  std::vector<LayerMetrics*> pleaves;
+  for (auto* lm : leaves)
+    if (lm->parameters > 0 && lm->metrics.count("grad.out_norm") && lm->metrics["grad.out_norm"].is_number())
+      pleaves.push_back(lm);
+  const bool forward_finite = col.first_nonfinite_tap() < 0 && std::isfinite(loss_v);
+  if (pleaves.size() >= 2 && forward_finite) {
+    const double first = pleaves.front()->metrics["grad.out_norm"].get<double>();
+    const double last = pleaves.back()->metrics["grad.out_norm"].get<double>();
+    if (last > 0 && std::isfinite(first)) {
+      s.doc.model_metrics["grad.input_output_ratio"] = first / last;
+      s.doc.model_metrics["grad.first_layer"] = pleaves.front()->path;
+      s.doc.model_metrics["grad.last_layer"] = pleaves.back()->path;
+      s.doc.model_metrics["grad.first_norm"] = first;
+      s.doc.model_metrics["grad.last_norm"] = last;
+    }
+  }
+
+  // Where NaN/Inf started, forward.
+  const bool inputs_finite = !s.doc.model_metrics["input.any_nonfinite"].get<bool>();
+  if (col.first_nonfinite_tap() >= 0 && inputs_finite) {
+    const std::string culprit = taps[static_cast<size_t>(col.first_nonfinite_tap())].module;
+    auto it = idx.find(culprit);
+    if (it != idx.end()) {
+      LayerMetrics& lm = s.doc.layers[it->second];
+      lm.metrics["fwd.first_nonfinite"] = true;
+      // Targeted pass: the same forward with taps on this module's inputs.
+      InstrumentOptions io;
+      io.op_taps = false;
+      io.inspect_inputs_of = culprit;
+      InstrumentedModel probe(s.model, io);
+      PassSpec ps;
+      ps.name = "train-inputs-of-first-nonfinite";
+      ps.probe = "forward_backward";
+      ps.train_mode = true;
+      ps.instrumented = &probe;
+      PassResult pr = s.run_pass(std::move(ps));
+      TensorStats in;
+      for (const auto& t : probe.taps())
+        if (t.kind == TapKind::kModuleInput) in.merge(pr.collector->records()[static_cast<size_t>(t.id)].fwd);
+      lm.metrics["fwd.input_absmax"] = in.absmax();
+      lm.metrics["fwd.input_min"] = in.finite() ? in.min : 0.0;
+      lm.metrics["fwd.input_max"] = in.finite() ? in.max : 0.0;
+      lm.metrics["fwd.input_nonfinite_count"] = in.nonfinite();
+    }
+  }
+
+  // Where NaN/Inf started, backward (only meaningful when forward was finite).
+  if (forward_finite) {
+    std::string culprit, from;
+    const int64_t g = col.first_nonfinite_grad_tap();
+    if (g >= 0) {
+      const TapSite& site = taps[static_cast<size_t>(g)];
+      from = site.module;
+      // The gradient w.r.t. this module's output went non-finite inside the
+      // backward of the op that consumed it: name that module when there is one.
+      culprit = (site.consumers.size() == 1 && !site.consumers.front().empty()) ? site.consumers.front() : site.module;
+    } else {
+      // Only parameter gradients: the parameterized module nearest the loss.
+      int64_t best = -1;
+      for (auto& lm : s.doc.layers) {
+        auto it = lm.metrics.find("grad.param_nonfinite_count");
+        if (it != lm.metrics.end() && it->second.get<int64_t>() > 0 && lm.exec_order > best) {
+          best = lm.exec_order;
+          culprit = lm.path;
+        }
+      }
+      from = culprit;
+    }
+    if (!culprit.empty() && idx.count(culprit)) {
+      LayerMetrics& lm = s.doc.layers[idx[culprit]];
+      lm.metrics["grad.first_nonfinite"] = true;
+      lm.metrics["grad.nonfinite_from"] = from;
+      if (idx.count(from) && s.doc.layers[idx[from]].metrics.count("grad.out_nonfinite_count"))
+        lm.metrics["grad.nonfinite_from_count"] = s.doc.layers[idx[from]].metrics["grad.out_nonfinite_count"];
+      auto& fl = s.doc.layers[idx.count(from) ? idx[from] : idx[culprit]];
+      (void)fl;
+    }
+  }
+
+  s.doc.probes["forward_backward"] = {
+      {"pass", "train"},
+      {"taps", taps.size()},
+      {"baked_batch_norm_flags", s.inst->baked_batch_norm()},
+      {"baked_dropout_flags", s.inst->baked_dropout()},
+      {"modules_measured", order.size()},
+  };
+  (void)finite_or;
+}
+
+}  // namespace nd

@@ -1,0 +1,85 @@
+// Internal to src/probes: the state shared by the probes of one check run.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/script.h>
+
+#include "instrument/instrument.h"
+#include "metrics/metrics.h"
+#include "model/model.h"
+#include "probes/engine.h"
+
+namespace nd {
+
+/// One forward argument, after loading or synthesis.
+struct ArgValue {
+  std::string name;
+  c10::IValue value;  ///< usually a tensor
+  std::string source; ///< "file:PATH", "synthetic:SPEC"
+};
+
+/// What one pass produced.
+struct PassResult {
+  std::string name;
+  std::unique_ptr<Collector> collector;
+  c10::IValue output;
+  std::optional<at::Tensor> loss;   ///< train passes with backward
+  std::string loss_description;
+  double seconds = 0;
+};
+
+/// Options for Session::run_pass.
+struct PassSpec {
+  std::string name;            ///< "train", "eval", ... (listed in the report)
+  std::string probe;           ///< the probe that asked for it
+  bool train_mode = false;     ///< module.train(true) and baked flags -> true
+  bool dropout = true;         ///< false: dropout ops become identity
+  bool backward = false;       ///< compute the loss and run backward (needs train_mode or grad)
+  const InstrumentedModel* instrumented = nullptr;  ///< default: the session's
+  std::vector<c10::IValue> args;  ///< default (empty): the session's arguments
+};
+
+class Session {
+ public:
+  Session(const CheckOptions& opt, const ProgressFn& progress);
+
+  const CheckOptions& opt;
+  ProgressFn progress;
+  LoadedModel model;
+  std::vector<ArgValue> args;
+  std::unique_ptr<InstrumentedModel> inst;
+  MetricsDoc doc;
+  std::chrono::steady_clock::time_point started;
+
+  /// Runs one pass. Buffers (BatchNorm running statistics) are restored after
+  /// train-mode passes and the module's saved mode is restored. Throws
+  /// nd::Error (model_run / input_mismatch / out_of_memory) with a trimmed
+  /// message when forward or backward raises.
+  PassResult run_pass(PassSpec spec);
+
+  /// The forward arguments as IValues.
+  std::vector<c10::IValue> arg_values() const;
+  /// The tensors forward returned, flattened (tuple/list/dict values in order).
+  static std::vector<at::Tensor> output_tensors(const c10::IValue& out);
+  /// Throws nd::Error(timeout) when --timeout has passed; `where` names the probe.
+  void check_timeout(const std::string& where) const;
+};
+
+/// Loads --input files / synthesizes --input-shape arguments into s.args and
+/// fills s.doc.inputs (input metrics). Throws nd::Error.
+void load_arguments(Session& s);
+
+/// The forward+backward measurement (activations, gradients, NaN origin,
+/// layer inventory). Always runs first.
+void probe_forward_backward(Session& s);
+
+/// Trims a LibTorch/TorchScript exception text to the lines a user needs
+/// (the final error line, without C++ frames).
+std::string trim_torch_error(const std::string& what);
+
+}  // namespace nd
