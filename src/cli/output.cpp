@@ -91,7 +91,7 @@ void write_reports(const std::vector<OutputTarget>& targets, const MetricsDoc& d
   for (const auto& t : targets) {
     std::string text;
     if (t.format == "json") {
-      text = build_json_report(doc, findings, ctx).dump(2) + "\n";
+      text = dump_json_report(build_json_report(doc, findings, ctx));
     } else {
       TextOptions o = topt;
       if (!t.path.empty()) o.color = false;
@@ -105,7 +105,7 @@ void write_error_reports(const std::vector<OutputTarget>& targets, const Metrics
   for (const auto& t : targets) {
     if (t.format != "json") continue;
     try {
-      write_output(t.path, build_error_report(doc, ctx).dump(2) + "\n");
+      write_output(t.path, dump_json_report(build_error_report(doc, ctx)));
     } catch (const Error& e) {
       std::fprintf(stderr, "normdoctor: error: %s\n", e.what());
     }

@@ -69,6 +69,15 @@ TORCH_LIBRARY(normdoctor, m) {
 
 bool is_tensor(const Value* v) { return v->type()->kind() == c10::TypeKind::TensorType; }
 
+// A tuple with at least one tensor element (a module returning (out, attn)).
+bool is_tensor_tuple(const Value* v) {
+  auto tt = v->type()->cast<c10::TupleType>();
+  if (!tt) return false;
+  for (const auto& e : tt->elements())
+    if (e->kind() == c10::TypeKind::TensorType) return true;
+  return false;
+}
+
 void collect_nodes(Block* b, std::vector<Node*>& out) {
   for (Node* n : b->nodes()) {
     out.push_back(n);
@@ -291,7 +300,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     const auto& chain = scopes.chain(n);
     if (chain.empty()) continue;
     for (Value* v : n->outputs()) {
-      if (!is_tensor(v)) continue;
+      if (!is_tensor(v) && !is_tensor_tuple(v)) continue;
       Plan p{v, n, {}};
       for (const std::string& mod : chain) {
         bool used_outside = false;
@@ -314,8 +323,29 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     for (auto it = p.modules.rbegin(); it != p.modules.rend(); ++it) {
       TapSite& site = new_tap(TapKind::kModuleOutput, *it);
       ids.push_back(site.id);
-      cur = insert_tap_after(after, cur, site.id);
-      after = cur->node();
+      if (is_tensor(cur)) {
+        cur = insert_tap_after(after, cur, site.id);
+        after = cur->node();
+      } else {
+        // Tuple output: unpack, tap each tensor element, pack again.
+        Node* un = graph_->create(c10::prim::TupleUnpack, {cur}, 0);
+        for (const auto& et : cur->type()->cast<c10::TupleType>()->elements()) un->addOutput()->setType(et);
+        un->insertAfter(after);
+        after = un;
+        std::vector<Value*> elems;
+        for (Value* e : un->outputs()) {
+          if (is_tensor(e)) {
+            e = insert_tap_after(after, e, site.id);
+            after = e->node();
+          }
+          elems.push_back(e);
+        }
+        Node* pack = graph_->createTuple(elems);
+        pack->output()->setType(cur->type());
+        pack->insertAfter(after);
+        after = pack;
+        cur = pack->output();
+      }
       tapped[*it] = cur;
     }
     for (const auto& u : uses) {

@@ -3,11 +3,14 @@
 // rejects) and .safetensors files.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
+
+#include "formats/dtype.h"
 
 namespace nd {
 
@@ -31,5 +34,9 @@ struct BatchFile {
 /// Python class it met), a container holding something else than tensors, or
 /// a TorchScript model given as a batch.
 BatchFile read_batch_file(const std::string& path);
+
+/// LibTorch's type for a file's element type; empty for the types this
+/// LibTorch cannot hold (uint16/32/64 and float8 are newer than 1.13).
+std::optional<at::ScalarType> scalar_type_of(formats::DType t);
 
 }  // namespace nd

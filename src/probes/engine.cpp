@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
+#include "model/batch_file.h"
 #include "model/op_fallbacks.h"
 #include "probes/session.h"
 
@@ -28,6 +29,15 @@ std::string trim_torch_error(const std::string& what) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '.')) s.pop_back();
   if (s.size() > 600) s = s.substr(0, 600) + " ...";
   return s;
+}
+
+c10::optional<at::Tensor> Session::load_target() {
+  if (opt.target_file.empty()) return c10::nullopt;
+  BatchFile b = read_batch_file(opt.target_file);
+  if (b.positional.size() == 1) return b.positional.front();
+  if (b.keyword.size() == 1) return b.keyword.front().second;
+  throw load_error(error_kind::kInputLoad, opt.target_file + ": --target must hold one tensor, found " +
+                                               std::to_string(b.positional.size() + b.keyword.size()));
 }
 
 Session::Session(const CheckOptions& o, const ProgressFn& p)
@@ -113,33 +123,60 @@ at::Tensor pick_loss_output(const c10::IValue& out, const CheckOptions& opt, std
                   "); no gradient can flow, so the backward measurements cannot run");
 }
 
-at::Tensor compute_loss(const at::Tensor& y, const CheckOptions& opt, std::string& desc) {
+// The loss of the backward pass. auto: cross-entropy against seeded random
+// labels for [N, C] logits; otherwise a random projection,
+// sum(output * r) / N with r ~ N(0, 1) seeded. A projection's gradient is a
+// random direction whatever the output is, where a mean square of a
+// normalized output (LayerNorm/RMSNorm last) is constant and would make
+// every gradient vanish.
+at::Tensor compute_loss(const at::Tensor& y0, const CheckOptions& opt, const std::string& what,
+                        const c10::optional<at::Tensor>& target, std::string& desc) {
+  const at::Tensor y = y0.to(at::kFloat);
+  if (target) {
+    const at::Tensor& t = *target;
+    const bool class_ids = !t.is_floating_point() && t.dim() == y.dim() - 1 && y.dim() >= 2 && t.size(0) == y.size(0);
+    if ((opt.loss == "auto" || opt.loss == "cross_entropy") && class_ids) {
+      desc = "cross_entropy of " + what + " against --target " + opt.target_file;
+      return at::cross_entropy_loss(y, t.to(at::kLong).to(y.device()));
+    }
+    if ((opt.loss == "auto" || opt.loss == "mse") && t.sizes() == y.sizes()) {
+      desc = "mean square error of " + what + " against --target " + opt.target_file;
+      return (y - t.to(at::kFloat).to(y.device())).pow(2).mean();
+    }
+    throw load_error(error_kind::kInputMismatch,
+                     opt.target_file + ": target " + c10::str(t.sizes()) + " " + std::string(c10::toString(t.scalar_type())) +
+                         " does not fit " + what + " " + c10::str(y.sizes()) +
+                         " (expected class ids [N, ...] for cross_entropy, or a float tensor of the output's shape for mse)");
+  }
   if (y.numel() == 1 && opt.loss == "auto") {
-    desc = "the model's scalar output (used as the loss)";
+    desc = "the model's scalar " + what + " (used as the loss)";
     return y.sum();
   }
   std::string kind = opt.loss;
-  at::Tensor target;
-  if (kind == "auto") {
-    kind = (y.dim() == 2 && y.size(1) > 1) ? "cross_entropy" : "mse";
-  }
+  if (kind == "auto") kind = (y.dim() == 2 && y.size(1) > 1) ? "cross_entropy" : "projection";
+  at::Generator gen = at::detail::createCPUGenerator(opt.seed + 7);
+  const std::string seed = "seed " + std::to_string(opt.seed);
   if (kind == "cross_entropy") {
     if (y.dim() < 2)
       throw usage_error("--loss cross_entropy needs [N, C] (or [N, C, ...]) logits; forward returned shape " +
                         c10::str(y.sizes()));
-    at::Generator gen = at::detail::createCPUGenerator(opt.seed + 7);
     std::vector<int64_t> tshape{y.size(0)};
     for (int64_t d = 2; d < y.dim(); ++d) tshape.push_back(y.size(d));
-    target = at::randint(0, y.size(1), tshape, gen, at::TensorOptions().dtype(at::kLong));
-    desc = "cross_entropy against seeded random labels (seed " + std::to_string(opt.seed) + ")";
-    return at::cross_entropy_loss(y.to(at::kFloat), target.to(y.device()));
+    at::Tensor target = at::randint(0, y.size(1), tshape, gen, at::TensorOptions().dtype(at::kLong));
+    desc = "cross_entropy of " + what + " against random labels (" + seed + ")";
+    return at::cross_entropy_loss(y, target.to(y.device()));
   }
   if (kind == "sum") {
-    desc = "sum of the output";
-    return y.to(at::kFloat).sum();
+    desc = "sum of " + what;
+    return y.sum();
   }
-  desc = "mean square of the output";
-  return y.to(at::kFloat).pow(2).mean();
+  if (kind == "mse") {
+    desc = "mean square of " + what;
+    return y.pow(2).mean();
+  }
+  at::Tensor r = at::randn(y.sizes(), gen, at::TensorOptions().dtype(at::kFloat)).to(y.device());
+  desc = "random projection of " + what + ", sum(y * r) / N with r ~ N(0, 1) (" + seed + ")";
+  return (y * r).sum() / static_cast<double>(std::max<int64_t>(1, y.dim() ? y.size(0) : 1));
 }
 
 }  // namespace
@@ -169,12 +206,15 @@ PassResult Session::run_pass(PassSpec spec) {
   try {
     model.module.train(spec.train_mode);
     if (spec.backward) {
+      if (!target_loaded) {
+        target = load_target();
+        target_loaded = true;
+      }
       torch::AutoGradMode grad(true);
       r.output = const_cast<InstrumentedModel&>(im).run(a, cfg, *r.collector);
-      at::Tensor y = pick_loss_output(r.output, opt, r.loss_description);
-      std::string ldesc;
-      at::Tensor loss = compute_loss(y, opt, ldesc);
-      r.loss_description = ldesc + " of " + r.loss_description;
+      std::string which;
+      at::Tensor y = pick_loss_output(r.output, opt, which);
+      at::Tensor loss = compute_loss(y, opt, which, target, r.loss_description);
       r.loss = loss.detach();
       if (loss.requires_grad()) loss.backward();
     } else {

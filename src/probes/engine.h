@@ -19,7 +19,7 @@ struct CheckOptions {
   std::vector<std::string> input_files;   ///< --input, repeatable (one batch each)
   std::vector<std::string> input_shapes;  ///< --input-shape specs, one per forward argument
   std::string target_file;                ///< --target (labels for the loss), optional
-  std::string loss = "auto";              ///< auto | mse | cross_entropy | sum
+  std::string loss = "auto";              ///< auto | projection | mse | cross_entropy | sum
   std::optional<int64_t> output_index;    ///< --output-index: which output feeds the loss
   uint64_t seed = 0;                      ///< --seed: every random choice
   std::string precision = "fp32";         ///< --precision fp32|fp16|bf16 (emulated on CPU)

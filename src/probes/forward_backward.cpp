@@ -22,6 +22,7 @@ MetricValue num(double v) {
 }
 
 struct ParamGrad {
+  bool zero_weight = false;  ///< a weight of 2+ dims that is exactly zero (zero-initialized layer)
   int64_t params = 0, without = 0, zero = 0, nonfinite = 0;
   double sumsq = 0, absmax_param = 0;
   int64_t param_nonfinite = 0;
@@ -35,6 +36,7 @@ ParamGrad param_grads(const torch::jit::Module& m) {
       const TensorStats ws = compute_stats(w.detach());
       pg.absmax_param = std::max(pg.absmax_param, ws.absmax());
       pg.param_nonfinite += ws.nonfinite();
+      if (p.name == "weight" && w.dim() >= 2 && ws.zeros == ws.numel) pg.zero_weight = true;
     }
     if (!w.requires_grad()) continue;
     ++pg.params;
@@ -213,10 +215,37 @@ void probe_forward_backward(Session& s) {
   }
 
   // Parameters, gradients and norm gains, per module (direct parameters).
+  // A layer whose weight is exactly zero (a zero-initialized head, as in
+  // torchvision's ViT) passes exactly zero gradient to everything before it
+  // on this step; the first update ends that. Such zeros are explained, not a
+  // missing gradient path.
+  std::vector<ParamGrad> pgs;
+  std::string zero_layer;
+  int64_t zero_layer_order = -1;
   for (const auto& mi : s.model.modules) {
+    pgs.push_back(param_grads(mi.module));
+    const int64_t eo = s.doc.layers[idx[mi.path]].exec_order;
+    if (pgs.back().zero_weight && eo > zero_layer_order) {
+      zero_layer = mi.path;
+      zero_layer_order = eo;
+    }
+  }
+  int64_t blocked = 0;
+  for (size_t k = 0; k < s.model.modules.size(); ++k) {
+    const auto& mi = s.model.modules[k];
     LayerMetrics& lm = s.doc.layers[idx[mi.path]];
     MetricMap& m = lm.metrics;
-    const ParamGrad pg = param_grads(mi.module);
+    const ParamGrad& pg = pgs[k];
+    // Upstream of the zero layer: ran before it, or an ancestor of it (whose
+    // own parameters, e.g. a class token, enter somewhere inside).
+    const bool ancestor = !zero_layer.empty() && mi.path != zero_layer &&
+                          (mi.path.empty() || zero_layer.rfind(mi.path + ".", 0) == 0);
+    const bool explained = pg.zero > 0 && !zero_layer.empty() && mi.path != zero_layer &&
+                           (lm.exec_order < zero_layer_order || ancestor);  // -1: its forward never ran as a call (params used by a parent)
+    if (explained) {
+      m["grad.zero_explained_by"] = zero_layer;
+      ++blocked;
+    }
     if (mi.parameters > 0) {
       m["param.absmax"] = num(pg.absmax_param);
       m["param.nonfinite_count"] = pg.param_nonfinite;
@@ -225,7 +254,7 @@ void probe_forward_backward(Session& s) {
       m["grad.params"] = pg.params;
       m["grad.params_without_grad"] = pg.without;
       m["grad.params_zero_grad"] = pg.zero;
-      m["grad.params_no_signal"] = pg.without + pg.zero;
+      m["grad.params_no_signal"] = pg.without + (explained ? 0 : pg.zero);
       m["grad.param_norm"] = num(std::sqrt(pg.sumsq));
       m["grad.param_nonfinite_count"] = pg.nonfinite;
     }
@@ -241,6 +270,11 @@ void probe_forward_backward(Session& s) {
         }
       }
     }
+  }
+
+  if (blocked > 0) {
+    s.doc.model_metrics["grad.zero_weight_layer"] = zero_layer;
+    s.doc.model_metrics["grad.blocked_layers"] = blocked;
   }
 
   // Activation growth through depth (leaf modules, execution order).
@@ -282,7 +316,8 @@ void probe_forward_backward(Session& s) {
   if (pleaves.size() >= 2 && forward_finite) {
     const double first = pleaves.front()->metrics["grad.out_norm"].get<double>();
     const double last = pleaves.back()->metrics["grad.out_norm"].get<double>();
-    if (last > 0 && std::isfinite(first)) {
+    const bool blocked_first = first == 0 && pleaves.front()->metrics.count("grad.zero_explained_by");
+    if (last > 0 && std::isfinite(first) && !blocked_first) {
       s.doc.model_metrics["grad.input_output_ratio"] = first / last;
       s.doc.model_metrics["grad.first_layer"] = pleaves.front()->path;
       s.doc.model_metrics["grad.last_layer"] = pleaves.back()->path;

@@ -55,6 +55,8 @@ class Session {
   std::unique_ptr<InstrumentedModel> inst;
   MetricsDoc doc;
   std::chrono::steady_clock::time_point started;
+  c10::optional<at::Tensor> target;   ///< --target, loaded on the first backward pass
+  bool target_loaded = false;
 
   /// Runs one pass. Buffers (BatchNorm running statistics) are restored after
   /// train-mode passes and the module's saved mode is restored. Throws
@@ -62,6 +64,8 @@ class Session {
   /// message when forward or backward raises.
   PassResult run_pass(PassSpec spec);
 
+  /// Reads --target (one tensor). Throws nd::Error (input_load).
+  c10::optional<at::Tensor> load_target();
   /// The forward arguments as IValues.
   std::vector<c10::IValue> arg_values() const;
   /// The tensors forward returned, flattened (tuple/list/dict values in order).

@@ -5,6 +5,7 @@
 // metric. Rules never run the model. No LibTorch header here.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,6 +52,7 @@ struct Rule {
   std::string since = "0.1.0";        ///< normdoctor version that introduced it
   bool data_dependent = false;        ///< depends on the input distribution (lower severity on synthetic inputs)
   std::string source_file;            ///< where it was read from (for error messages)
+  int source_line = 1;                ///< line of the `id` key in source_file
 };
 
 /// One diagnosed problem. Sorted deterministically by the engine.
@@ -71,15 +73,31 @@ struct Finding {
 Rule load_rule_file(const std::string& path);
 
 /// Loads every *.toml in `dir`, sorted by id. Throws nd::Error (rule_file) on
-/// a bad file or a duplicate id, and (usage) when the folder does not exist.
+/// a bad file or a duplicate id, and (usage) when the folder does not exist
+/// or holds no *.toml file.
 std::vector<Rule> load_rules(const std::string& dir);
 
-/// Evaluates the rules on the document. Deterministic: findings sorted by
-/// severity (error first), then rule id, then layer execution order, then path.
+/// Evaluates the rules on the document (semantics: docs/rules.md).
+/// Deterministic: findings sorted by severity (error first), then rule id,
+/// then layer execution order, then path, then input index.
 std::vector<Finding> evaluate_rules(const std::vector<Rule>& rules, const MetricsDoc& doc);
 
 /// Formats a metric value for messages: numbers with 3 significant digits
 /// (1.23e+05 style beyond 1e5 or below 1e-3), bools as true/false, strings as is.
+/// Integers below 1e15 print exactly (counts stay exact); NaN/Inf print as
+/// nan, inf, -inf; null as null.
 std::string format_metric(const MetricValue& v);
+
+/// The placeholder names of a message template, in order of appearance
+/// ("{layer} reaches {act.absmax}" -> {"layer", "act.absmax"}). Throws
+/// std::invalid_argument on an unbalanced brace or an empty/invalid name.
+std::vector<std::string> message_placeholders(const std::string& tmpl);
+
+/// Renders a message template: each {name} replaced by fill(name). Throws
+/// std::invalid_argument on a malformed template, like message_placeholders.
+std::string render_template(const std::string& tmpl, const std::function<std::string(const std::string&)>& fill);
+
+/// The rule with this id, or nullptr.
+const Rule* find_rule(const std::vector<Rule>& rules, const std::string& id);
 
 }  // namespace nd

@@ -1,0 +1,373 @@
+// The terminal report: header, findings as compiler-style diagnostics, a
+// per-layer table with a depth profile, a summary line.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "report/report.h"
+
+namespace nd {
+
+namespace {
+
+constexpr const char* kReset = "\x1b[0m";
+constexpr const char* kBold = "\x1b[1m";
+constexpr const char* kDim = "\x1b[2m";
+constexpr const char* kRed = "\x1b[1;31m";
+constexpr const char* kYellow = "\x1b[1;33m";
+constexpr const char* kCyan = "\x1b[1;36m";
+
+/// Leaf rows beyond which the layer table is elided, and how many rows it
+/// keeps at each end (plus every row with a finding).
+constexpr std::size_t kMaxTableRows = 60;
+constexpr std::size_t kKeepEdgeRows = 10;
+constexpr int kBarWidth = 20;
+
+class Painter {
+ public:
+  explicit Painter(bool on) : on_(on) {}
+  std::string operator()(const std::string& s, const char* code) const {
+    return on_ && !s.empty() ? code + s + kReset : s;
+  }
+
+ private:
+  bool on_;
+};
+
+const char* severity_color(Severity s) {
+  switch (s) {
+    case Severity::kError: return kRed;
+    case Severity::kWarning: return kYellow;
+    case Severity::kInfo: return kCyan;
+  }
+  return kBold;
+}
+
+/// Terminal cells of a UTF-8 string (one per code point; no wide characters here).
+std::size_t cells(const std::string& s) {
+  std::size_t n = 0;
+  for (unsigned char c : s)
+    if ((c & 0xC0) != 0x80) ++n;
+  return n;
+}
+
+std::string pad_right(const std::string& s, std::size_t w) {
+  const std::size_t n = cells(s);
+  return n >= w ? s : s + std::string(w - n, ' ');
+}
+
+std::string pad_left(const std::string& s, std::size_t w) {
+  const std::size_t n = cells(s);
+  return n >= w ? s : std::string(w - n, ' ') + s;
+}
+
+/// Keeps the tail of a too-long string: "…ers.11.mlp.fc2".
+std::string fit_tail(const std::string& s, std::size_t w) {
+  if (cells(s) <= w || w < 2) return s;
+  std::size_t drop = cells(s) - (w - 1), i = 0;
+  while (drop > 0 && i < s.size()) {
+    ++i;
+    while (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) ++i;
+    --drop;
+  }
+  return "\u2026" + s.substr(i);
+}
+
+std::string layer_name(const std::string& path) { return path.empty() ? "<root>" : path; }
+
+std::string with_thousands(int64_t v) {
+  std::string digits = std::to_string(v < 0 ? -v : v), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+std::string json_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : format_metric(v); }
+
+std::string shape_text(const nlohmann::json& shape) {
+  if (!shape.is_array()) return json_text(shape);
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + json_text(shape[i]);
+  return s + "]";
+}
+
+/// Appends `tokens` joined by `sep` after `prefix` (which takes `prefix_cells`
+/// terminal cells; it may hold ANSI codes), wrapping at `width` with
+/// continuation lines indented to the prefix's width.
+void wrap_tokens(std::ostringstream& out, const std::string& prefix, std::size_t prefix_cells,
+                 const std::vector<std::string>& tokens, const std::string& sep, std::size_t width) {
+  auto rtrim = [](std::string& s) { s.erase(s.find_last_not_of(' ') + 1); };
+  const std::string indent(prefix_cells, ' ');
+  std::string line = prefix;
+  std::size_t col = prefix_cells;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const std::string piece = tokens[i] + (i + 1 < tokens.size() ? sep : "");
+    std::string visible = piece;
+    rtrim(visible);
+    if (i > 0 && col + cells(visible) > width) {
+      rtrim(line);
+      out << line << '\n';
+      line = indent;
+      col = prefix_cells;
+    }
+    line += piece;
+    col += cells(piece);
+  }
+  rtrim(line);
+  out << line << '\n';
+}
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> words;
+  std::istringstream in(s);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+void render_header(std::ostringstream& out, const MetricsDoc& doc, const ReportContext& ctx, const Painter& paint) {
+  out << paint("normdoctor " + ctx.tool_version, kBold);
+  if (!ctx.libtorch_version.empty()) out << " (libtorch " << ctx.libtorch_version << ")";
+  out << '\n';
+
+  const auto& m = doc.model;
+  std::string model_line = m.contains("path") ? json_text(m["path"]) : std::string("(unknown)");
+  std::vector<std::string> facts;
+  if (m.contains("kind")) facts.push_back(json_text(m["kind"]));
+  if (m.contains("parameters") && m["parameters"].is_number_integer())
+    facts.push_back(with_thousands(m["parameters"].get<int64_t>()) + " parameters");
+  if (!facts.empty()) {
+    model_line += " (";
+    for (std::size_t i = 0; i < facts.size(); ++i) model_line += (i ? ", " : "") + facts[i];
+    model_line += ")";
+  }
+  out << "model   " << model_line << '\n';
+
+  for (std::size_t i = 0; i < doc.inputs.size(); ++i) {
+    const auto& in = doc.inputs[i];
+    std::string line = in.name + ":";
+    if (in.info.contains("dtype")) line += " " + json_text(in.info["dtype"]);
+    if (in.info.contains("shape")) line += " " + shape_text(in.info["shape"]);
+    if (in.info.contains("source")) line += " (" + json_text(in.info["source"]) + ")";
+    out << (i == 0 ? "inputs  " : "        ") << line << '\n';
+  }
+
+  if (doc.probes.is_object() && doc.probes.contains("loss")) {
+    const auto& loss = doc.probes["loss"];
+    std::string text;
+    if (loss.is_object()) {
+      for (const char* key : {"name", "kind", "description"})
+        if (loss.contains(key)) {
+          text = json_text(loss[key]);
+          break;
+        }
+      if (text.empty()) text = loss.dump();
+    } else {
+      text = json_text(loss);
+    }
+    auto v = doc.model_metrics.find("loss.value");
+    if (v != doc.model_metrics.end()) text += " = " + format_metric(v->second);
+    out << "loss    " << text << '\n';
+  }
+
+  if (!doc.passes.empty()) {
+    std::string line;
+    for (const auto& p : doc.passes) {
+      std::string name = p.is_object() && p.contains("name") ? json_text(p["name"]) : json_text(p);
+      if (p.is_object() && p.contains("mode")) name += " (" + json_text(p["mode"]) + ")";
+      line += (line.empty() ? "" : ", ") + name;
+    }
+    out << "passes  " << line << '\n';
+  }
+}
+
+void render_finding(std::ostringstream& out, const Finding& f, const Painter& paint, std::size_t width) {
+  const std::string sev = severity_name(f.severity);
+  out << paint(sev + "[" + f.rule_id + "]", severity_color(f.severity)) << ' ' << f.failure_mode;
+  if (f.layer)
+    out << " at " << paint(layer_name(*f.layer), kBold);
+  else if (f.input)
+    out << " at input " << paint(*f.input, kBold);
+  out << ": " << f.message << '\n';
+
+  if (f.evidence.is_object() && !f.evidence.empty()) {
+    std::vector<std::string> items;
+    for (const auto& [k, v] : f.evidence.items()) items.push_back(k + "=" + format_metric(v));
+    wrap_tokens(out, "  " + paint("evidence:", kDim) + " ", 12, items, ", ", width);
+  }
+  // One fix: "  fix: text"; several: numbered, so a wrapped line is not read as the next fix.
+  for (std::size_t i = 0; i < f.fix.size(); ++i) {
+    const std::string number = f.fix.size() > 1 ? std::to_string(i + 1) + ". " : std::string();
+    const std::string lead = i == 0 ? "  " + paint("fix:", kDim) + " " : std::string(7, ' ');
+    wrap_tokens(out, lead + number, 7 + number.size(), split_words(f.fix[i]), " ", width);
+  }
+  out << "  " << paint("see:", kDim) << " normdoctor explain " << f.rule_id << '\n';
+}
+
+std::string metric_cell(const LayerMetrics& l, const char* name) {
+  auto it = l.metrics.find(name);
+  return it == l.metrics.end() ? std::string("-") : format_metric(it->second);
+}
+
+/// A horizontal bar of `eighths` eighth-cells, padded to kBarWidth cells.
+std::string bar(int eighths) {
+  static const char* kPartial[] = {"", "\u258f", "\u258e", "\u258d", "\u258c", "\u258b", "\u258a", "\u2589"};
+  std::string s;
+  for (int i = 0; i < eighths / 8; ++i) s += "\u2588";
+  s += kPartial[eighths % 8];
+  return pad_right(s, kBarWidth);
+}
+
+void render_layers(std::ostringstream& out, const MetricsDoc& doc, const std::vector<Finding>& findings,
+                   const Painter& paint) {
+  std::vector<const LayerMetrics*> rows;
+  std::size_t not_run = 0;
+  for (const auto& l : doc.layers) {
+    if (!l.leaf) continue;
+    if (l.exec_order < 0)
+      ++not_run;
+    else
+      rows.push_back(&l);
+  }
+  if (rows.empty()) return;
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const LayerMetrics* a, const LayerMetrics* b) { return a->exec_order < b->exec_order; });
+
+  struct Mark {
+    std::set<std::string> ids;
+    Severity worst = Severity::kInfo;
+  };
+  std::map<std::string, Mark> marks;  // layer path -> rule ids of its findings
+  for (const auto& f : findings) {
+    if (!f.layer) continue;
+    Mark& m = marks[*f.layer];
+    m.ids.insert(f.rule_id);
+    m.worst = std::max(m.worst, f.severity);
+  }
+
+  // log10(act.rms) scale for the bar column, whole decades.
+  std::vector<double> logs(rows.size(), std::nan(""));
+  double lo = INFINITY, hi = -INFINITY;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    auto it = rows[i]->metrics.find("act.rms");
+    if (it == rows[i]->metrics.end() || !it->second.is_number()) continue;
+    const double rms = it->second.get<double>();
+    if (!(rms > 0) || !std::isfinite(rms)) continue;
+    logs[i] = std::log10(rms);
+    lo = std::min(lo, std::floor(logs[i]));
+    hi = std::max(hi, std::ceil(logs[i]));
+  }
+  if (hi <= lo) hi = lo + 1;
+
+  std::size_t w_idx = 1, w_path = 4, w_kind = 4;
+  for (const auto* l : rows) {
+    w_idx = std::max(w_idx, std::to_string(l->exec_order).size());
+    w_path = std::max(w_path, cells(layer_name(l->path)));
+    w_kind = std::max(w_kind, cells(l->kind));
+  }
+  w_path = std::min<std::size_t>(w_path, 40);
+  w_kind = std::min<std::size_t>(w_kind, 20);
+  const std::size_t w_num = 10, w_grad = 13;
+
+  std::vector<bool> keep(rows.size(), rows.size() <= kMaxTableRows);
+  if (rows.size() > kMaxTableRows) {
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      keep[i] = i < kKeepEdgeRows || i + kKeepEdgeRows >= rows.size() || marks.count(rows[i]->path) > 0;
+  }
+
+  out << '\n' << paint("layers", kBold) << " (leaf modules in execution order)\n";
+  std::string scale = std::isfinite(lo) ? "log10(act.rms) " + format_metric(lo) + ".." + format_metric(hi)
+                                        : std::string("log10(act.rms)");
+  std::string head = "  " + pad_left("#", w_idx) + "  " + pad_right("path", w_path) + "  " + pad_right("kind", w_kind) +
+                     "  " + pad_left("act.absmax", w_num) + "  " + pad_left("act.rms", w_num) + "  " +
+                     pad_left("grad.out_norm", w_grad) + "  " + scale;
+  out << paint(head, kDim) << '\n';
+
+  std::size_t elided_total = 0;
+  for (std::size_t i = 0; i < rows.size();) {
+    if (!keep[i]) {
+      std::size_t j = i;
+      while (j < rows.size() && !keep[j]) ++j;
+      out << paint("  ... " + std::to_string(j - i) + " rows elided ...", kDim) << '\n';
+      elided_total += j - i;
+      i = j;
+      continue;
+    }
+    const LayerMetrics& l = *rows[i];
+    std::string line = "  " + pad_left(std::to_string(l.exec_order), w_idx) + "  " +
+                       pad_right(fit_tail(layer_name(l.path), w_path), w_path) + "  " +
+                       pad_right(fit_tail(l.kind, w_kind), w_kind) + "  " +
+                       pad_left(metric_cell(l, "act.absmax"), w_num) + "  " + pad_left(metric_cell(l, "act.rms"), w_num) +
+                       "  " + pad_left(metric_cell(l, "grad.out_norm"), w_grad) + "  ";
+    if (std::isnan(logs[i])) {
+      line += pad_right("-", kBarWidth);
+    } else {
+      // At least one eighth so the smallest value stays visible.
+      const int eighths = 1 + static_cast<int>(std::lround((logs[i] - lo) / (hi - lo) * (kBarWidth * 8 - 1)));
+      line += bar(eighths);
+    }
+    auto m = marks.find(l.path);
+    if (m != marks.end()) {
+      std::string ids;
+      for (const auto& id : m->second.ids) ids += (ids.empty() ? "" : ",") + id;
+      line += "  " + paint(ids, severity_color(m->second.worst));
+    }
+    line.erase(line.find_last_not_of(' ') + 1);
+    out << line << '\n';
+    ++i;
+  }
+  if (elided_total > 0)
+    out << paint("  (" + std::to_string(elided_total) + " of " + std::to_string(rows.size()) +
+                     " rows elided; kept the first and last " + std::to_string(kKeepEdgeRows) +
+                     " and every row with a finding)",
+                 kDim)
+        << '\n';
+  if (not_run > 0)
+    out << paint("  (" + std::to_string(not_run) + " leaf module" + (not_run == 1 ? "" : "s") +
+                     " did not run in the measurement pass)",
+                 kDim)
+        << '\n';
+}
+
+std::string plural(int n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
+
+}  // namespace
+
+std::string render_text(const MetricsDoc& doc, const std::vector<Finding>& findings, const ReportContext& ctx,
+                        const TextOptions& opt) {
+  const Painter paint(opt.color);
+  const std::size_t width = static_cast<std::size_t>(std::max(40, opt.width));
+  std::ostringstream out;
+
+  render_header(out, doc, ctx, paint);
+  if (ctx.status == "error")
+    out << '\n'
+        << paint("normdoctor failed", kRed) << " (" << (ctx.error_kind.empty() ? "internal" : ctx.error_kind)
+        << "): " << ctx.error_message << '\n';
+
+  // Grouped by severity, error first; within a group the engine's order.
+  std::vector<const Finding*> sorted;
+  for (const auto& f : findings) sorted.push_back(&f);
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const Finding* a, const Finding* b) { return a->severity > b->severity; });
+  if (sorted.empty() && ctx.status != "error") out << "\nno findings\n";
+  for (const Finding* f : sorted) {
+    out << '\n';
+    render_finding(out, *f, paint, width);
+  }
+
+  if (opt.show_layers) render_layers(out, doc, findings, paint);
+
+  const SeverityCounts c = count_findings(findings);
+  out << '\n'
+      << paint(plural(c.error, "error") + ", " + plural(c.warning, "warning") + ", " + std::to_string(c.info) + " info",
+               kBold)
+      << '\n';
+  if (!ctx.rerun_hint.empty()) out << ctx.rerun_hint << '\n';
+  return out.str();
+}
+
+}  // namespace nd

@@ -1,0 +1,179 @@
+// Rule evaluation: rules x metrics document -> sorted findings (docs/rules.md).
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <tuple>
+#include <unordered_map>
+
+#include "rules/rules.h"
+
+namespace nd {
+
+namespace {
+
+/// A metric as a number: JSON numbers, and the strings "nan", "inf", "-inf"
+/// (how the JSON report writes non-finite values) so a document read back
+/// from a report compares the same.
+std::optional<double> as_number(const MetricValue& v) {
+  if (v.is_number()) return v.get<double>();
+  if (v.is_string()) {
+    const auto& s = v.get_ref<const std::string&>();
+    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (s == "inf") return std::numeric_limits<double>::infinity();
+    if (s == "-inf") return -std::numeric_limits<double>::infinity();
+  }
+  return std::nullopt;
+}
+
+/// One condition on one metric value. Missing, null, NaN and type mismatches are false.
+bool holds(const Condition& c, const MetricValue* v) {
+  if (!v || v->is_null()) return false;
+  if (c.value.is_number()) {
+    const auto x = as_number(*v);
+    if (!x || std::isnan(*x)) return false;
+    const double t = c.value.get<double>();
+    if (c.op == "<") return *x < t;
+    if (c.op == "<=") return *x <= t;
+    if (c.op == ">") return *x > t;
+    if (c.op == ">=") return *x >= t;
+    if (c.op == "==") return *x == t;
+    if (c.op == "!=") return *x != t;
+    return false;
+  }
+  const bool same_type = (c.value.is_boolean() && v->is_boolean()) || (c.value.is_string() && v->is_string());
+  if (!same_type) return false;
+  if (c.op == "==") return *v == c.value;
+  if (c.op == "!=") return *v != c.value;
+  return false;
+}
+
+bool all_hold(const Rule& r, const MetricMap* local, const MetricMap& model) {
+  for (const auto& c : r.when)
+    if (!holds(c, lookup_metric(local, model, c.metric))) return false;
+  return true;
+}
+
+bool kind_matches(const Rule& r, const std::string& kind) {
+  if (r.kinds.empty()) return true;
+  for (const auto& pattern : r.kinds)
+    if (fnmatch(pattern.c_str(), kind.c_str(), 0) == 0) return true;
+  return false;
+}
+
+/// Every `when` metric, then every `evidence` metric, that the entity has.
+nlohmann::json collect_evidence(const Rule& r, const MetricMap* local, const MetricMap& model) {
+  nlohmann::json ev = nlohmann::json::object();
+  auto add = [&](const std::string& name) {
+    if (const MetricValue* v = lookup_metric(local, model, name)) ev[name] = *v;
+  };
+  for (const auto& c : r.when) add(c.metric);
+  for (const auto& e : r.evidence) add(e);
+  return ev;
+}
+
+/// The rule's message with its placeholders filled (the template was checked at load).
+std::string render_message(const Rule& r, const MetricMap* local, const MetricMap& model,
+                           const std::optional<std::string>& layer, const std::optional<std::string>& input) {
+  return render_template(r.message, [&](const std::string& name) -> std::string {
+    if (name == "layer") return layer ? (layer->empty() ? "<root>" : *layer) : "n/a";
+    if (name == "input") return input ? *input : "n/a";
+    const MetricValue* v = lookup_metric(local, model, name);
+    return v ? format_metric(*v) : "n/a";
+  });
+}
+
+Severity lower(Severity s) { return s == Severity::kError ? Severity::kWarning : Severity::kInfo; }
+
+struct Keyed {
+  Finding f;
+  int64_t exec;         ///< layer's exec_order; -1 without layer; max for layers that never ran
+  int64_t input_index;  ///< -1 unless input scope
+};
+
+}  // namespace
+
+std::vector<Finding> evaluate_rules(const std::vector<Rule>& rules, const MetricsDoc& doc) {
+  const MetricMap& model = doc.model_metrics;
+  const MetricValue* syn = lookup_metric(nullptr, model, "run.synthetic_inputs");
+  const bool synthetic = syn && syn->is_boolean() && syn->get<bool>();
+
+  std::unordered_map<std::string, int64_t> exec_of;
+  for (const auto& l : doc.layers)
+    exec_of.emplace(l.path, l.exec_order < 0 ? std::numeric_limits<int64_t>::max() : l.exec_order);
+
+  std::vector<Keyed> found;
+  auto emit = [&](const Rule& r, const MetricMap* local, std::optional<std::string> layer,
+                  std::optional<std::string> input, int64_t input_index, nlohmann::json extra) {
+    Finding f;
+    f.rule_id = r.id;
+    f.failure_mode = r.failure_mode;
+    f.severity = r.severity;
+    f.message = render_message(r, local, model, layer, input);
+    f.evidence = collect_evidence(r, local, model);
+    for (auto& [k, v] : extra.items()) f.evidence[k] = v;
+    f.fix = r.fix;
+    if (r.data_dependent && synthetic) {
+      f.synthetic_inputs = true;
+      f.severity = lower(f.severity);
+      f.message += " (measured on synthetic inputs)";
+    }
+    int64_t exec = -1;
+    if (layer) {
+      auto it = exec_of.find(*layer);
+      exec = it == exec_of.end() ? std::numeric_limits<int64_t>::max() : it->second;
+    }
+    f.layer = std::move(layer);
+    f.input = std::move(input);
+    found.push_back({std::move(f), exec, input_index});
+  };
+
+  for (const Rule& r : rules) {
+    if (r.scope == "model") {
+      if (!all_hold(r, nullptr, model)) continue;
+      std::optional<std::string> layer;
+      if (!r.layer_from.empty()) {
+        const MetricValue* v = lookup_metric(nullptr, model, r.layer_from);
+        if (v && v->is_string()) layer = v->get<std::string>();
+      }
+      emit(r, nullptr, layer, std::nullopt, -1, nlohmann::json::object());
+    } else if (r.scope == "input") {
+      for (const auto& in : doc.inputs)
+        if (all_hold(r, &in.metrics, model)) emit(r, &in.metrics, std::nullopt, in.name, in.index, nlohmann::json::object());
+    } else {  // layer
+      std::vector<const LayerMetrics*> matched;
+      for (const auto& l : doc.layers)
+        if (kind_matches(r, l.kind) && all_hold(r, &l.metrics, model)) matched.push_back(&l);
+      if (matched.empty()) continue;
+      if (r.select == "first") {
+        // Smallest exec_order among layers that ran; a layer that never ran
+        // (-1) only when no matching layer ran; doc order breaks ties.
+        const LayerMetrics* best = nullptr;
+        for (const LayerMetrics* l : matched) {
+          if (!best) { best = l; continue; }
+          const bool l_ran = l->exec_order >= 0, b_ran = best->exec_order >= 0;
+          if (l_ran && (!b_ran || l->exec_order < best->exec_order)) best = l;
+        }
+        emit(r, &best->metrics, best->path, std::nullopt, -1,
+             nlohmann::json{{"matched_layers", static_cast<int64_t>(matched.size())}});
+      } else {
+        for (const LayerMetrics* l : matched) emit(r, &l->metrics, l->path, std::nullopt, -1, nlohmann::json::object());
+      }
+    }
+  }
+
+  static const std::string kNoLayer;
+  std::stable_sort(found.begin(), found.end(), [](const Keyed& a, const Keyed& b) {
+    const int sa = -static_cast<int>(a.f.severity), sb = -static_cast<int>(b.f.severity);
+    const bool la = a.f.layer.has_value(), lb = b.f.layer.has_value();
+    return std::tie(sa, a.f.rule_id, a.exec, la, la ? *a.f.layer : kNoLayer, a.input_index) <
+           std::tie(sb, b.f.rule_id, b.exec, lb, lb ? *b.f.layer : kNoLayer, b.input_index);
+  });
+  std::vector<Finding> out;
+  out.reserve(found.size());
+  for (auto& k : found) out.push_back(std::move(k.f));
+  return out;
+}
+
+}  // namespace nd

@@ -1,0 +1,444 @@
+// One "catches" and one "catches not" case per shipped rule (hadolint style):
+// a synthetic metrics document that must fire the rule, with the layer and
+// evidence it must report, and a healthy twin that must stay silent.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "rules/rules.h"
+#include "test_util.h"
+
+using ndtest::input;
+using ndtest::layer;
+using nlohmann::json;
+
+namespace {
+
+const std::vector<nd::Rule>& shipped() {
+  static const std::vector<nd::Rule> rules = nd::load_rules((ndtest::source_dir() / "rules").string());
+  return rules;
+}
+
+/// Findings of the shipped rule `id` alone.
+std::vector<nd::Finding> run(const std::string& id, const nd::MetricsDoc& doc) {
+  const nd::Rule* r = nd::find_rule(shipped(), id);
+  EXPECT_NE(r, nullptr) << id << " is not shipped";
+  if (!r) return {};
+  return nd::evaluate_rules({*r}, doc);
+}
+
+/// Rules with a catches / catches-not pair below; a new rule file fails
+/// ShippedRulesHaveCases until it gets one.
+const std::set<std::string> kCovered = {"IN001",  "IN002",   "ACT001",  "ACT002",  "ACT003",  "ACT004",
+                                        "ACT005", "NORM001", "GRAD001", "GRAD002", "GRAD003", "GRAD004",
+                                        "GRAD005"};
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+}  // namespace
+
+TEST(RuleCases, ShippedRulesHaveCases) {
+  for (const auto& r : shipped()) EXPECT_TRUE(kCovered.count(r.id)) << r.id << " has no catches/catches-not case";
+}
+
+// ---- IN001 nonfinite-input ------------------------------------------------
+
+nd::MetricsDoc in001_doc(int nonfinite) {
+  nd::MetricsDoc doc;
+  doc.inputs.push_back(input("x", 0, {{"input.nonfinite_count", 0}, {"input.nan_count", 0}, {"input.inf_count", 0},
+                                      {"input.numel", 48}}));
+  doc.inputs.push_back(input("mask", 1, {{"input.nonfinite_count", nonfinite}, {"input.nan_count", nonfinite ? 2 : 0},
+                                         {"input.inf_count", nonfinite ? 1 : 0}, {"input.numel", 64}}));
+  return doc;
+}
+
+TEST(IN001, Catches) {
+  const auto f = run("IN001", in001_doc(3));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rule_id, "IN001");
+  EXPECT_EQ(f[0].failure_mode, "nonfinite-input");
+  EXPECT_EQ(f[0].severity, nd::Severity::kError);
+  EXPECT_EQ(f[0].layer, std::nullopt);
+  EXPECT_EQ(f[0].input, "mask");
+  EXPECT_EQ(f[0].evidence, (json{{"input.nonfinite_count", 3}, {"input.nan_count", 2}, {"input.inf_count", 1},
+                                 {"input.numel", 64}}));
+  EXPECT_EQ(f[0].message, "input mask holds 3 non-finite values (2 nan, 1 inf) before any layer runs");
+  EXPECT_EQ(f[0].fix.size(), 3u);
+}
+
+TEST(IN001, CatchesNot) { EXPECT_TRUE(run("IN001", in001_doc(0)).empty()); }
+
+// ---- IN002 input-scale ----------------------------------------------------
+
+nd::MetricsDoc in002_doc(double scale) {
+  nd::MetricsDoc doc;
+  doc.inputs.push_back(input("image", 0, {{"input.is_float", true}, {"input.scale", scale}, {"input.mean", scale},
+                                          {"input.std", 70.3}, {"input.min", 0}, {"input.max", 255},
+                                          {"input.absmax", 255}}));
+  // Token ids are large but not a float signal: never an input-scale finding.
+  doc.inputs.push_back(input("input_ids", 1, {{"input.is_float", false}, {"input.absmax", 30000}}));
+  doc.model_metrics["run.synthetic_inputs"] = false;
+  return doc;
+}
+
+TEST(IN002, Catches) {
+  const auto f = run("IN002", in002_doc(110.7));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "input-scale");
+  EXPECT_EQ(f[0].severity, nd::Severity::kWarning);
+  EXPECT_EQ(f[0].input, "image");
+  EXPECT_FALSE(f[0].synthetic_inputs);
+  EXPECT_EQ(f[0].evidence["input.scale"], 110.7);
+  EXPECT_EQ(f[0].evidence["input.is_float"], true);
+  EXPECT_EQ(f[0].evidence["input.max"], 255);
+  EXPECT_EQ(f[0].message,
+            "input image has scale 111 (mean 111, std 70.3), far from the unit scale the first layer's initialization "
+            "assumes");
+}
+
+TEST(IN002, CatchesNot) { EXPECT_TRUE(run("IN002", in002_doc(1.02)).empty()); }
+
+TEST(IN002, LoweredOnSyntheticInputs) {
+  nd::MetricsDoc doc = in002_doc(110.7);
+  doc.model_metrics["run.synthetic_inputs"] = true;
+  const auto f = run("IN002", doc);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].severity, nd::Severity::kInfo);
+  EXPECT_TRUE(f[0].synthetic_inputs);
+  EXPECT_EQ(f[0].message.substr(f[0].message.size() - 31), " (measured on synthetic inputs)");
+}
+
+// ---- ACT001 nonfinite-forward ---------------------------------------------
+
+nd::MetricsDoc act001_doc(bool broken) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("", "Net", 9, false));
+  doc.layers.push_back(layer("blocks.0.fc", "Linear", 0, true, {{"act.nan_count", 0}, {"fwd.first_nonfinite", false}}));
+  nd::MetricMap bad = {{"act.nan_count", broken ? 12 : 0}, {"act.inf_count", 0}, {"fwd.first_nonfinite", broken},
+                       {"param.absmax", 0.5}};
+  if (broken) {
+    bad["fwd.input_absmax"] = 3.2e4;
+    bad["fwd.input_nonfinite_count"] = 0;
+  }
+  doc.layers.push_back(layer("blocks.3.fc", "Linear", 3, true, bad));
+  // Downstream of the first one: non-finite too, but not the first.
+  doc.layers.push_back(layer("blocks.4.fc", "Linear", 4, true,
+                             {{"act.nan_count", broken ? 64 : 0}, {"fwd.first_nonfinite", false}}));
+  return doc;
+}
+
+TEST(ACT001, Catches) {
+  const auto f = run("ACT001", act001_doc(true));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "nonfinite-forward");
+  EXPECT_EQ(f[0].severity, nd::Severity::kError);
+  EXPECT_EQ(f[0].layer, "blocks.3.fc");
+  EXPECT_EQ(f[0].evidence, (json{{"fwd.first_nonfinite", true}, {"act.nan_count", 12}, {"act.inf_count", 0},
+                                 {"fwd.input_absmax", 3.2e4}, {"fwd.input_nonfinite_count", 0},
+                                 {"param.absmax", 0.5}}));
+  EXPECT_EQ(f[0].message,
+            "blocks.3.fc is the first module to output non-finite values (12 nan, 0 inf) although the model inputs "
+            "were finite; its inputs reach 32000");
+}
+
+TEST(ACT001, CatchesNot) { EXPECT_TRUE(run("ACT001", act001_doc(false)).empty()); }
+
+// ---- ACT002 activation-growth ---------------------------------------------
+
+nd::MetricsDoc act002_doc(double peak) {
+  nd::MetricsDoc doc;
+  const char* paths[] = {"blocks.0.fc", "blocks.1.fc", "blocks.2.fc", "blocks.19.fc"};
+  const double growth[] = {1.0, 50.0, std::min(peak, 1500.0), peak};
+  const double rms[] = {0.3, 15.0, 450.0, 78000.0};
+  const double absmax[] = {1.2, 60.0, 1800.0, 312000.0};
+  // blocks.19.fc first in named_modules order but last to run: select=first
+  // must go by execution order, not by document order.
+  for (int i : {3, 0, 1, 2})
+    doc.layers.push_back(layer(paths[i], "Linear", i, true,
+                               {{"act.growth", growth[i]}, {"act.rms", rms[i]}, {"act.absmax", absmax[i]}}));
+  doc.model_metrics["act.growth_max"] = peak;
+  doc.model_metrics["act.growth_max_layer"] = "blocks.19.fc";
+  return doc;
+}
+
+TEST(ACT002, CatchesFirstLayerInExecutionOrder) {
+  const auto f = run("ACT002", act002_doc(2.6e5));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "activation-growth");
+  EXPECT_EQ(f[0].severity, nd::Severity::kWarning);
+  EXPECT_EQ(f[0].layer, "blocks.2.fc");
+  EXPECT_EQ(f[0].evidence, (json{{"act.growth", 1500.0}, {"act.rms", 450.0}, {"act.absmax", 1800.0},
+                                 {"act.growth_max", 2.6e5}, {"act.growth_max_layer", "blocks.19.fc"},
+                                 {"matched_layers", 2}}));
+  EXPECT_EQ(f[0].message,
+            "blocks.2.fc output RMS is 1500x the first layers' (450), activations grow with depth up to 2.6e+05x at "
+            "blocks.19.fc");
+}
+
+TEST(ACT002, CatchesNot) { EXPECT_TRUE(run("ACT002", act002_doc(900)).empty()); }
+
+// ---- ACT003 fp16-overflow-risk --------------------------------------------
+
+nd::MetricsDoc act003_doc(double headroom) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("embed", "Embedding", 0, true, {{"act.fp16_headroom", 20.0}, {"act.absmax", 3275.2}}));
+  doc.layers.push_back(layer("zero", "Identity", 1, true, {{"act.fp16_headroom", kInf}, {"act.absmax", 0.0}}));
+  doc.layers.push_back(layer("blocks.7.mlp", "Linear", 2, true,
+                             {{"act.fp16_headroom", headroom}, {"act.absmax", 65504 / headroom},
+                              {"act.beyond_fp16_count", 0}}));
+  doc.layers.push_back(layer("blocks.8.mlp", "Linear", 3, true,
+                             {{"act.fp16_headroom", headroom / 2}, {"act.absmax", 131008 / headroom},
+                              {"act.beyond_fp16_count", 7}}));
+  doc.model_metrics["run.synthetic_inputs"] = false;
+  return doc;
+}
+
+TEST(ACT003, Catches) {
+  const auto f = run("ACT003", act003_doc(1.6));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "fp16-overflow-risk");
+  EXPECT_EQ(f[0].severity, nd::Severity::kWarning);
+  EXPECT_EQ(f[0].layer, "blocks.7.mlp");
+  EXPECT_EQ(f[0].evidence, (json{{"act.fp16_headroom", 1.6}, {"act.absmax", 40940.0},
+                                 {"act.beyond_fp16_count", 0}, {"matched_layers", 2}}));
+  EXPECT_EQ(f[0].message,
+            "blocks.7.mlp output reaches 40940, only 1.6x below the fp16 maximum 65504 (0 values beyond it)");
+  EXPECT_FALSE(f[0].synthetic_inputs);
+}
+
+TEST(ACT003, CatchesNot) { EXPECT_TRUE(run("ACT003", act003_doc(4.5)).empty()); }
+
+TEST(ACT003, LoweredOnSyntheticInputs) {
+  nd::MetricsDoc doc = act003_doc(1.6);
+  doc.model_metrics["run.synthetic_inputs"] = true;
+  const auto f = run("ACT003", doc);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].severity, nd::Severity::kInfo);
+  EXPECT_TRUE(f[0].synthetic_inputs);
+  EXPECT_EQ(f[0].message,
+            "blocks.7.mlp output reaches 40940, only 1.6x below the fp16 maximum 65504 (0 values beyond it) "
+            "(measured on synthetic inputs)");
+}
+
+// ---- ACT004 saturated-activation ------------------------------------------
+
+nd::MetricsDoc act004_doc(double fraction) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("gate", "GatedUnit", 0, true,
+                             {{"sat.fraction", fraction}, {"sat.op", "sigmoid"}, {"sat.numel", 4096}}));
+  doc.layers.push_back(layer("cell", "Cell", 1, true, {{"sat.fraction", 0.2}, {"sat.op", "tanh"}, {"sat.numel", 4096}}));
+  return doc;
+}
+
+TEST(ACT004, Catches) {
+  const auto f = run("ACT004", act004_doc(0.73));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "saturated-activation");
+  EXPECT_EQ(f[0].layer, "gate");
+  EXPECT_EQ(f[0].evidence, (json{{"sat.fraction", 0.73}, {"sat.op", "sigmoid"}, {"sat.numel", 4096}}));
+  EXPECT_EQ(f[0].message,
+            "0.73 of the sigmoid inputs in gate sit in the flat region where its gradient nearly vanishes (4096 "
+            "values measured)");
+}
+
+TEST(ACT004, CatchesNot) { EXPECT_TRUE(run("ACT004", act004_doc(0.5)).empty()); }
+
+// ---- ACT005 softmax-collapse ----------------------------------------------
+
+nd::MetricsDoc act005_doc(double onehot) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("encoder.layers.0.attn", "MultiheadAttention", 0, true,
+                             {{"softmax.onehot_fraction", onehot}, {"softmax.rows", 64},
+                              {"softmax.max_prob_mean", 0.995}, {"softmax.entropy_mean", 0.021},
+                              {"softmax.entropy_max", 2.77}, {"softmax.logit_absmax", 48.5}}));
+  // Fully one-hot but only two rows: too few to call it a collapse.
+  doc.layers.push_back(layer("pool", "AttentionPool", 1, true,
+                             {{"softmax.onehot_fraction", 1.0}, {"softmax.rows", 2}}));
+  return doc;
+}
+
+TEST(ACT005, Catches) {
+  const auto f = run("ACT005", act005_doc(0.97));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "softmax-collapse");
+  EXPECT_EQ(f[0].layer, "encoder.layers.0.attn");
+  EXPECT_EQ(f[0].evidence, (json{{"softmax.onehot_fraction", 0.97}, {"softmax.rows", 64},
+                                 {"softmax.max_prob_mean", 0.995}, {"softmax.entropy_mean", 0.021},
+                                 {"softmax.entropy_max", 2.77}, {"softmax.logit_absmax", 48.5}}));
+  EXPECT_EQ(f[0].message,
+            "0.97 of the 64 softmax rows in encoder.layers.0.attn are near one-hot (mean entropy 0.021 of at most "
+            "2.77 nats), logits reach 48.5");
+}
+
+TEST(ACT005, CatchesNot) { EXPECT_TRUE(run("ACT005", act005_doc(0.4)).empty()); }
+
+// ---- NORM001 norm-gain-growth ---------------------------------------------
+
+nd::MetricsDoc norm001_doc(double p99) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("layers.0.input_layernorm", "LlamaRMSNorm", 0, true,
+                             {{"norm.gain_p99", 1.1}, {"norm.gain_absmax", 1.3}, {"norm.gain_mean", 1.0}}));
+  doc.layers.push_back(layer("layers.1.post_attention_layernorm", "LlamaRMSNorm", 1, true,
+                             {{"norm.gain_p99", p99}, {"norm.gain_absmax", 400}, {"norm.gain_mean", 2.5}}));
+  return doc;
+}
+
+TEST(NORM001, Catches) {
+  const auto f = run("NORM001", norm001_doc(35));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "norm-gain-growth");
+  EXPECT_EQ(f[0].layer, "layers.1.post_attention_layernorm");
+  EXPECT_EQ(f[0].evidence, (json{{"norm.gain_p99", 35.0}, {"norm.gain_absmax", 400}, {"norm.gain_mean", 2.5}}));
+  EXPECT_EQ(f[0].message,
+            "layers.1.post_attention_layernorm multiplies its normalized output by gains up to 400 (p99 35, mean "
+            "2.5), far from the initial 1");
+}
+
+TEST(NORM001, CatchesNot) { EXPECT_TRUE(run("NORM001", norm001_doc(9.5)).empty()); }
+
+// ---- GRAD001 nonfinite-gradient -------------------------------------------
+
+nd::MetricsDoc grad001_doc(bool broken) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("encoder", "Linear", 0, true, {{"grad.first_nonfinite", false}, {"grad.out_nonfinite_count", broken ? 5 : 0}}));
+  doc.layers.push_back(layer("head", "Linear", 1, true,
+                             {{"grad.first_nonfinite", broken}, {"grad.out_nonfinite_count", broken ? 10 : 0},
+                              {"grad.param_nonfinite_count", broken ? 640 : 0}, {"grad.backward_order", 0}}));
+  return doc;
+}
+
+TEST(GRAD001, Catches) {
+  const auto f = run("GRAD001", grad001_doc(true));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "nonfinite-gradient");
+  EXPECT_EQ(f[0].severity, nd::Severity::kError);
+  EXPECT_EQ(f[0].layer, "head");
+  EXPECT_EQ(f[0].evidence, (json{{"grad.first_nonfinite", true}, {"grad.out_nonfinite_count", 10},
+                                 {"grad.param_nonfinite_count", 640}, {"grad.backward_order", 0}}));
+  EXPECT_EQ(f[0].message,
+            "head is the first module in backward order with non-finite gradients (10 in its output gradient, 640 in "
+            "its parameter gradients)");
+}
+
+TEST(GRAD001, CatchesNot) { EXPECT_TRUE(run("GRAD001", grad001_doc(false)).empty()); }
+
+// ---- GRAD002 exploding-gradients / GRAD003 vanishing-gradients -------------
+
+nd::MetricsDoc grad_ratio_doc(double first_norm, double last_norm, double ratio) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("conv1", "Conv2d", 0, true, {{"grad.param_norm", first_norm}}));
+  doc.layers.push_back(layer("fc", "Linear", 1, true, {{"grad.param_norm", last_norm}}));
+  doc.model_metrics = {{"grad.input_output_ratio", ratio},
+                       {"grad.first_layer", "conv1"},
+                       {"grad.last_layer", "fc"},
+                       {"grad.first_norm", first_norm},
+                       {"grad.last_norm", last_norm}};
+  return doc;
+}
+
+TEST(GRAD002, Catches) {
+  const auto f = run("GRAD002", grad_ratio_doc(5.0, 0.002, 2500.0));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "exploding-gradients");
+  EXPECT_EQ(f[0].layer, "conv1");  // layer_from = grad.first_layer
+  EXPECT_EQ(f[0].evidence, (json{{"grad.input_output_ratio", 2500.0}, {"grad.first_norm", 5.0},
+                                 {"grad.last_norm", 0.002}, {"grad.first_layer", "conv1"},
+                                 {"grad.last_layer", "fc"}}));
+  EXPECT_EQ(f[0].message,
+            "gradient norm at conv1 is 2500x that at fc (5 vs 0.002), gradients explode toward the input");
+}
+
+TEST(GRAD002, CatchesNot) {
+  EXPECT_TRUE(run("GRAD002", grad_ratio_doc(0.3, 0.1, 3.0)).empty());
+  EXPECT_TRUE(run("GRAD002", grad_ratio_doc(1e-6, 0.1, 1e-5)).empty());  // vanishing is GRAD003's
+}
+
+TEST(GRAD003, Catches) {
+  const auto f = run("GRAD003", grad_ratio_doc(1e-6, 0.1, 1e-5));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "vanishing-gradients");
+  EXPECT_EQ(f[0].layer, "conv1");
+  EXPECT_EQ(f[0].evidence["grad.input_output_ratio"], 1e-5);
+  EXPECT_EQ(f[0].evidence["grad.first_norm"], 1e-6);
+  EXPECT_EQ(f[0].evidence["grad.last_layer"], "fc");
+  EXPECT_EQ(f[0].message,
+            "gradient norm at conv1 is only 1e-05x that at fc (1e-06 vs 0.1), gradients vanish toward the input");
+}
+
+TEST(GRAD003, CatchesNot) {
+  EXPECT_TRUE(run("GRAD003", grad_ratio_doc(0.03, 0.1, 0.3)).empty());
+  EXPECT_TRUE(run("GRAD003", grad_ratio_doc(0.0, 0.0, std::nan(""))).empty());  // ratio NaN: no gradient at all is not "vanishing"
+}
+
+// ---- GRAD004 no-gradient-path ---------------------------------------------
+
+nd::MetricsDoc grad004_doc(int without, int zero) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("backbone", "Linear", 0, true,
+                             {{"grad.params", 2}, {"grad.params_without_grad", 0}, {"grad.params_zero_grad", 0},
+                              {"grad.params_no_signal", 0}}));
+  doc.layers.push_back(layer("aux_head", "Linear", 1, true,
+                             {{"grad.params", 2}, {"grad.params_without_grad", without},
+                              {"grad.params_zero_grad", zero}, {"grad.params_no_signal", without + zero}}));
+  return doc;
+}
+
+TEST(GRAD004, Catches) {
+  const auto f = run("GRAD004", grad004_doc(2, 0));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "no-gradient-path");
+  EXPECT_EQ(f[0].layer, "aux_head");
+  EXPECT_EQ(f[0].evidence, (json{{"grad.params_no_signal", 2}, {"grad.params", 2}, {"grad.params_without_grad", 2},
+                                 {"grad.params_zero_grad", 0}}));
+  EXPECT_EQ(f[0].message,
+            "aux_head has 2 of 2 trainable parameters without gradient signal (2 got none, 0 got all zeros)");
+}
+
+TEST(GRAD004, CatchesNot) { EXPECT_TRUE(run("GRAD004", grad004_doc(0, 0)).empty()); }
+
+// ---- GRAD005 no-gradient-path (zero-initialized layer) -------------------
+
+nd::MetricsDoc grad005_doc(int blocked) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("conv_proj", "Conv2d", 0, true, {{"grad.params", 2}, {"grad.params_zero_grad", 2},
+                                                              {"grad.params_no_signal", 0},
+                                                              {"grad.zero_explained_by", "heads.head"}}));
+  doc.layers.push_back(layer("heads.head", "Linear", 1, true, {{"grad.params", 2}, {"grad.params_no_signal", 0}}));
+  if (blocked) {
+    doc.model_metrics["grad.zero_weight_layer"] = "heads.head";
+    doc.model_metrics["grad.blocked_layers"] = blocked;
+  }
+  return doc;
+}
+
+TEST(GRAD005, Catches) {
+  const auto f = run("GRAD005", grad005_doc(20));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "no-gradient-path");
+  EXPECT_EQ(f[0].severity, nd::Severity::kInfo);
+  EXPECT_EQ(f[0].layer, "heads.head");
+  EXPECT_EQ(f[0].evidence, (json{{"grad.blocked_layers", 20}, {"grad.zero_weight_layer", "heads.head"}}));
+  // The layer-scope rule stays silent on zeros the zero layer explains.
+  EXPECT_TRUE(run("GRAD004", grad005_doc(20)).empty());
+}
+
+TEST(GRAD005, CatchesNot) { EXPECT_TRUE(run("GRAD005", grad005_doc(0)).empty()); }
+
+// ---- the whole catalog on one healthy model -------------------------------
+
+TEST(RuleCases, HealthyModelHasNoFindings) {
+  nd::MetricsDoc doc;
+  doc.inputs.push_back(input("x", 0, {{"input.is_float", true}, {"input.scale", 1.0}, {"input.nonfinite_count", 0}}));
+  doc.layers.push_back(layer("", "Net", 3, false));
+  doc.layers.push_back(layer("fc1", "Linear", 0, true,
+                             {{"act.growth", 1.0}, {"act.fp16_headroom", 3000.0}, {"fwd.first_nonfinite", false},
+                              {"grad.first_nonfinite", false}, {"grad.params_no_signal", 0}}));
+  doc.layers.push_back(layer("norm", "LayerNorm", 1, true,
+                             {{"act.growth", 1.2}, {"norm.gain_p99", 1.0}, {"grad.params_no_signal", 0}}));
+  doc.layers.push_back(layer("attn", "Attention", 2, true,
+                             {{"softmax.onehot_fraction", 0.0}, {"softmax.rows", 64}, {"sat.fraction", 0.01}}));
+  doc.model_metrics = {{"grad.input_output_ratio", 1.7}, {"grad.first_layer", "fc1"}, {"run.synthetic_inputs", false}};
+  EXPECT_TRUE(nd::evaluate_rules(shipped(), doc).empty());
+}

@@ -1,0 +1,156 @@
+// Every shipped rule file (rules/*.toml) against the catalog conventions:
+// loads, names a valid slug, documents itself (explain parts, references,
+// fixes), and only names metrics that docs/metrics.md defines.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <regex>
+#include <set>
+
+#include "rules/catalog.h"
+#include "rules/rules.h"
+#include "test_util.h"
+
+namespace {
+
+std::vector<nd::Rule> shipped() { return nd::load_rules((ndtest::source_dir() / "rules").string()); }
+
+/// Every backticked metric-like name in docs/metrics.md.
+std::set<std::string> documented_metrics() {
+  const std::string text = ndtest::read_file(ndtest::source_dir() / "docs" / "metrics.md");
+  std::set<std::string> out;
+  const std::regex name("`([a-z0-9_]+(\\.[a-z0-9_]+)+)`");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), name); it != std::sregex_iterator(); ++it)
+    out.insert((*it)[1].str());
+  return out;
+}
+
+std::string conditions(const nd::Rule& r) {
+  std::string s;
+  for (const auto& c : r.when) s += (s.empty() ? "" : " and ") + c.metric + " " + c.op + " " + c.value.dump();
+  return s;
+}
+
+struct Expected {
+  const char* id;
+  const char* slug;
+  nd::Severity severity;
+  const char* scope;
+  const char* select;
+  bool data_dependent;
+  const char* layer_from;
+  const char* when;
+};
+
+const Expected kExpected[] = {
+    {"ACT001", "nonfinite-forward", nd::Severity::kError, "layer", "all", false, "", "fwd.first_nonfinite == true"},
+    {"ACT002", "activation-growth", nd::Severity::kWarning, "layer", "first", false, "", "act.growth > 1000"},
+    {"ACT003", "fp16-overflow-risk", nd::Severity::kWarning, "layer", "first", true, "", "act.fp16_headroom < 2"},
+    {"ACT004", "saturated-activation", nd::Severity::kWarning, "layer", "all", true, "", "sat.fraction > 0.5"},
+    {"ACT005", "softmax-collapse", nd::Severity::kWarning, "layer", "all", false, "",
+     "softmax.onehot_fraction > 0.9 and softmax.rows >= 4"},
+    {"GRAD001", "nonfinite-gradient", nd::Severity::kError, "layer", "all", false, "", "grad.first_nonfinite == true"},
+    {"GRAD002", "exploding-gradients", nd::Severity::kWarning, "model", "all", false, "grad.first_layer",
+     "grad.input_output_ratio > 1000"},
+    {"GRAD003", "vanishing-gradients", nd::Severity::kWarning, "model", "all", false, "grad.first_layer",
+     "grad.input_output_ratio < 0.001"},
+    {"GRAD004", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "", "grad.params_no_signal > 0"},
+    {"GRAD005", "no-gradient-path", nd::Severity::kInfo, "model", "all", false, "grad.zero_weight_layer",
+     "grad.blocked_layers > 0"},
+    {"IN001", "nonfinite-input", nd::Severity::kError, "input", "all", false, "", "input.nonfinite_count > 0"},
+    {"IN002", "input-scale", nd::Severity::kWarning, "input", "all", true, "",
+     "input.is_float == true and input.scale > 10"},
+    {"NORM001", "norm-gain-growth", nd::Severity::kWarning, "layer", "all", false, "", "norm.gain_p99 > 10"},
+};
+
+}  // namespace
+
+TEST(ShippedRules, TheCatalogAsSpecified) {
+  const auto rules = shipped();
+  ASSERT_EQ(rules.size(), std::size(kExpected));
+  for (std::size_t i = 0; i < rules.size(); ++i) {
+    const nd::Rule& r = rules[i];
+    const Expected& e = kExpected[i];
+    SCOPED_TRACE(r.id);
+    EXPECT_EQ(r.id, e.id);
+    EXPECT_EQ(r.failure_mode, e.slug);
+    EXPECT_EQ(r.severity, e.severity);
+    EXPECT_EQ(r.scope, e.scope);
+    EXPECT_EQ(r.select, e.select);
+    EXPECT_EQ(r.data_dependent, e.data_dependent);
+    EXPECT_EQ(r.layer_from, e.layer_from);
+    EXPECT_EQ(conditions(r), e.when);
+  }
+}
+
+TEST(ShippedRules, FileNamedByIdWithValidSlug) {
+  for (const auto& r : shipped()) {
+    SCOPED_TRACE(r.source_file);
+    EXPECT_EQ(ndtest::fs::path(r.source_file).filename().string(), r.id + ".toml");
+    EXPECT_TRUE(nd::is_failure_mode(r.failure_mode)) << r.failure_mode;
+    EXPECT_EQ(r.lifecycle, "stable");
+    EXPECT_EQ(r.since, "0.1.0");
+  }
+}
+
+TEST(ShippedRules, ExplainHasTheFixedPartsInOrder) {
+  const std::vector<std::string> parts = {"What it detects", "Why it matters", "Example", "How to fix",
+                                          "When to ignore"};
+  for (const auto& r : shipped()) {
+    SCOPED_TRACE(r.id);
+    ASSERT_FALSE(r.title.empty());
+    EXPECT_NE(r.title.back(), '.') << "titles have no final period";
+    std::vector<std::string> lines;
+    std::istringstream in(r.explain);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    std::ptrdiff_t previous = -1;
+    for (const auto& p : parts) {
+      const auto at = std::find(lines.begin(), lines.end(), p);
+      ASSERT_NE(at, lines.end()) << "explain misses the part '" << p << "' (a line of its own)";
+      EXPECT_EQ(std::count(lines.begin(), lines.end(), p), 1) << p;
+      EXPECT_GT(at - lines.begin(), previous) << "'" << p << "' out of order";
+      EXPECT_TRUE(at + 1 != lines.end() && !(at + 1)->empty()) << "'" << p << "' has no text";
+      previous = at - lines.begin();
+    }
+    // The title is the first sentence of the explanation (clang-tidy style).
+    EXPECT_EQ(r.explain.rfind("What it detects\n" + r.title + ".", 0), 0u) << r.explain.substr(0, 80);
+  }
+}
+
+TEST(ShippedRules, ReferencesAndFixes) {
+  for (const auto& r : shipped()) {
+    SCOPED_TRACE(r.id);
+    EXPECT_GE(r.references.size(), 2u) << "a source for the method and one for the threshold";
+    bool threshold_source = false;
+    for (const auto& ref : r.references) threshold_source |= ref.find("threshold") != std::string::npos;
+    EXPECT_TRUE(threshold_source) << "one reference explains the threshold";
+    EXPECT_GE(r.fix.size(), 2u);
+    for (const auto& f : r.fix) EXPECT_FALSE(f.empty());
+  }
+}
+
+TEST(ShippedRules, MessagesFollowTheConventions) {
+  for (const auto& r : shipped()) {
+    SCOPED_TRACE(r.id);
+    ASSERT_FALSE(r.message.empty());
+    EXPECT_FALSE(r.message.front() >= 'A' && r.message.front() <= 'Z') << "messages start lowercase";
+    EXPECT_NE(r.message.back(), '.') << "messages have no final period";
+    EXPECT_EQ(r.message.find('\n'), std::string::npos);
+  }
+}
+
+TEST(ShippedRules, NameOnlyDocumentedMetrics) {
+  const auto documented = documented_metrics();
+  ASSERT_TRUE(documented.count("act.growth")) << "docs/metrics.md parser found no names";
+  for (const auto& r : shipped()) {
+    SCOPED_TRACE(r.id);
+    std::vector<std::string> names = nd::message_placeholders(r.message);
+    for (const auto& c : r.when) names.push_back(c.metric);
+    names.insert(names.end(), r.evidence.begin(), r.evidence.end());
+    if (!r.layer_from.empty()) names.push_back(r.layer_from);
+    for (const auto& n : names) {
+      if (n == "layer" || n == "input") continue;
+      EXPECT_TRUE(documented.count(n)) << "'" << n << "' is not documented in docs/metrics.md";
+    }
+  }
+}
