@@ -313,7 +313,14 @@ void probe_forward_backward(Session& s) {
     if (lm->parameters > 0 && lm->metrics.count("grad.out_norm") && lm->metrics["grad.out_norm"].is_number())
       pleaves.push_back(lm);
   const bool forward_finite = col.first_nonfinite_tap() < 0 && std::isfinite(loss_v);
-  if (pleaves.size() >= 2 && forward_finite) {
+  bool grads_finite = col.first_nonfinite_grad_tap() < 0;
+  for (const auto& lm : s.doc.layers) {
+    auto it = lm.metrics.find("grad.param_nonfinite_count");
+    if (it != lm.metrics.end() && it->second.get<int64_t>() > 0) grads_finite = false;
+  }
+  // A NaN gradient reads as a zero norm (norms are over finite values): the
+  // profile says nothing then, and nonfinite-gradient is the finding.
+  if (pleaves.size() >= 2 && forward_finite && grads_finite) {
     const double first = pleaves.front()->metrics["grad.out_norm"].get<double>();
     const double last = pleaves.back()->metrics["grad.out_norm"].get<double>();
     const bool blocked_first = first == 0 && pleaves.front()->metrics.count("grad.zero_explained_by");
@@ -381,10 +388,13 @@ void probe_forward_backward(Session& s) {
       LayerMetrics& lm = s.doc.layers[idx[culprit]];
       lm.metrics["grad.first_nonfinite"] = true;
       lm.metrics["grad.nonfinite_from"] = from;
-      if (idx.count(from) && s.doc.layers[idx[from]].metrics.count("grad.out_nonfinite_count"))
-        lm.metrics["grad.nonfinite_from_count"] = s.doc.layers[idx[from]].metrics["grad.out_nonfinite_count"];
-      auto& fl = s.doc.layers[idx.count(from) ? idx[from] : idx[culprit]];
-      (void)fl;
+      int64_t count = 0;
+      if (g >= 0) {
+        count = recs[static_cast<size_t>(g)].grad.nonfinite();
+      } else if (lm.metrics.count("grad.param_nonfinite_count")) {
+        count = lm.metrics["grad.param_nonfinite_count"].get<int64_t>();
+      }
+      lm.metrics["grad.nonfinite_count"] = count;
     }
   }
 

@@ -58,6 +58,7 @@ nd::MetricsDoc basic_doc() {
   doc.model_metrics = {{"run.precision", "fp32"},
                        {"run.synthetic_inputs", false},
                        {"act.growth_max", 30000.0},
+                       {"act.growth_reference_rms", 0.3},
                        {"act.growth_max_layer", "fc3"},
                        {"grad.input_output_ratio", 2500.0},
                        {"grad.first_layer", "fc1"},

@@ -160,6 +160,7 @@ nd::MetricsDoc act002_doc(double peak) {
                                {{"act.growth", growth[i]}, {"act.rms", rms[i]}, {"act.absmax", absmax[i]}}));
   doc.model_metrics["act.growth_max"] = peak;
   doc.model_metrics["act.growth_max_layer"] = "blocks.19.fc";
+  doc.model_metrics["act.growth_reference_rms"] = 0.3;
   return doc;
 }
 
@@ -171,10 +172,10 @@ TEST(ACT002, CatchesFirstLayerInExecutionOrder) {
   EXPECT_EQ(f[0].layer, "blocks.2.fc");
   EXPECT_EQ(f[0].evidence, (json{{"act.growth", 1500.0}, {"act.rms", 450.0}, {"act.absmax", 1800.0},
                                  {"act.growth_max", 2.6e5}, {"act.growth_max_layer", "blocks.19.fc"},
-                                 {"matched_layers", 2}}));
+                                 {"act.growth_reference_rms", 0.3}, {"matched_layers", 2}}));
   EXPECT_EQ(f[0].message,
-            "blocks.2.fc output RMS is 1500x the first layers' (450), activations grow with depth up to 2.6e+05x at "
-            "blocks.19.fc");
+            "blocks.2.fc output RMS 450 is 1500x that of the first layers (0.3); activations keep growing with depth, "
+            "up to 2.6e+05x at blocks.19.fc");
 }
 
 TEST(ACT002, CatchesNot) { EXPECT_TRUE(run("ACT002", act002_doc(900)).empty()); }
@@ -304,8 +305,9 @@ nd::MetricsDoc grad001_doc(bool broken) {
   nd::MetricsDoc doc;
   doc.layers.push_back(layer("encoder", "Linear", 0, true, {{"grad.first_nonfinite", false}, {"grad.out_nonfinite_count", broken ? 5 : 0}}));
   doc.layers.push_back(layer("head", "Linear", 1, true,
-                             {{"grad.first_nonfinite", broken}, {"grad.out_nonfinite_count", broken ? 10 : 0},
-                              {"grad.param_nonfinite_count", broken ? 640 : 0}, {"grad.backward_order", 0}}));
+                             {{"grad.first_nonfinite", broken}, {"grad.out_nonfinite_count", 0},
+                              {"grad.nonfinite_from", "encoder"}, {"grad.nonfinite_count", broken ? 10 : 0},
+                              {"grad.param_nonfinite_count", broken ? 640 : 0}}));
   return doc;
 }
 
@@ -315,11 +317,11 @@ TEST(GRAD001, Catches) {
   EXPECT_EQ(f[0].failure_mode, "nonfinite-gradient");
   EXPECT_EQ(f[0].severity, nd::Severity::kError);
   EXPECT_EQ(f[0].layer, "head");
-  EXPECT_EQ(f[0].evidence, (json{{"grad.first_nonfinite", true}, {"grad.out_nonfinite_count", 10},
-                                 {"grad.param_nonfinite_count", 640}, {"grad.backward_order", 0}}));
+  EXPECT_EQ(f[0].evidence, (json{{"grad.first_nonfinite", true}, {"grad.nonfinite_from", "encoder"},
+                                 {"grad.nonfinite_count", 10}, {"grad.param_nonfinite_count", 640}}));
   EXPECT_EQ(f[0].message,
-            "head is the first module in backward order with non-finite gradients (10 in its output gradient, 640 in "
-            "its parameter gradients)");
+            "the gradient first turns non-finite in the backward of head: 10 NaN/Inf values in the gradient reaching "
+            "encoder, although the forward pass and the loss were finite");
 }
 
 TEST(GRAD001, CatchesNot) { EXPECT_TRUE(run("GRAD001", grad001_doc(false)).empty()); }

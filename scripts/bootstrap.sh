@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# README command 1: install dependencies, build, and run normdoctor check on
+# the bundled example model (fixtures/example.pt: the seed story, twenty
+# linear layers whose activations grow from ~0.3 to ~80,000).
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$here"
+scripts/install-deps.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build --target normdoctor
+set +e
+./build/normdoctor check fixtures/example.pt --input fixtures/example.input.pt
+rc=$?
+set -e
+echo "normdoctor exited with $rc (1 = findings at or above --fail-on, as expected for this example)"
+[ "$rc" -le 1 ]
