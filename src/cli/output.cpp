@@ -31,7 +31,12 @@ std::vector<OutputTarget> plan_outputs(const std::vector<std::string>& formats, 
   if (formats.empty()) {
     if (outputs.size() > 1) throw usage_error("several -o given without --format: give one --format per -o");
     if (outputs.empty()) return {{"text", ""}};
-    return {{ends_with(outputs[0], ".json") ? "json" : "text", outputs[0]}};
+    const std::string& o = outputs[0];
+    const char* format = ends_with(o, ".json")    ? "json"
+                         : ends_with(o, ".sarif") ? "sarif"
+                         : ends_with(o, ".xml")   ? "junit"
+                                                  : "text";
+    return {{format, o}};
   }
   if (outputs.size() > formats.size())
     throw usage_error("more -o (" + std::to_string(outputs.size()) + ") than --format (" + std::to_string(formats.size()) +
@@ -87,25 +92,21 @@ void write_output(const std::string& path, const std::string& text) {
 }
 
 void write_reports(const std::vector<OutputTarget>& targets, const MetricsDoc& doc,
-                   const std::vector<Finding>& findings, const ReportContext& ctx, const TextOptions& topt) {
+                   const std::vector<Finding>& findings, const std::vector<Rule>& rules, const ReportContext& ctx,
+                   const TextOptions& topt) {
   for (const auto& t : targets) {
-    std::string text;
-    if (t.format == "json") {
-      text = dump_json_report(build_json_report(doc, findings, ctx));
-    } else {
-      TextOptions o = topt;
-      if (!t.path.empty()) o.color = false;
-      text = render_text(doc, findings, ctx, o);
-    }
-    write_output(t.path, text);
+    TextOptions o = topt;
+    if (!t.path.empty()) o.color = false;
+    write_output(t.path, render_report(t.format, &doc, findings, rules, ctx, o));
   }
 }
 
-void write_error_reports(const std::vector<OutputTarget>& targets, const MetricsDoc* doc, const ReportContext& ctx) {
+void write_error_reports(const std::vector<OutputTarget>& targets, const MetricsDoc* doc,
+                         const std::vector<Rule>& rules, const ReportContext& ctx) {
   for (const auto& t : targets) {
-    if (t.format != "json") continue;
+    if (t.format == "text") continue;
     try {
-      write_output(t.path, dump_json_report(build_error_report(doc, ctx)));
+      write_output(t.path, render_report(t.format, doc, {}, rules, ctx, TextOptions{}));
     } catch (const Error& e) {
       std::fprintf(stderr, "normdoctor: error: %s\n", e.what());
     }

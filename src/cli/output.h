@@ -17,7 +17,8 @@ struct OutputTarget {
 };
 
 /// Pairs formats with outputs in order: the i-th --format goes to the i-th -o.
-/// No --format: "text" (or "json" when the only -o ends in .json). One more
+/// No --format: "text", or by the only -o's extension: .json json, .sarif
+/// sarif, .xml junit. One more
 /// format than outputs: the last goes to stdout. Throws nd::Error (usage) for
 /// more outputs than formats (when there are several), or two reports on stdout.
 std::vector<OutputTarget> plan_outputs(const std::vector<std::string>& formats, const std::vector<std::string>& outputs);
@@ -30,13 +31,17 @@ void check_writable(const std::string& path);
 /// then rename), or to stdout when path is "". Throws nd::Error (output).
 void write_output(const std::string& path, const std::string& text);
 
-/// Renders and writes every target.
+/// Renders and writes every target. `rules` are the rules evaluated.
 void write_reports(const std::vector<OutputTarget>& targets, const MetricsDoc& doc,
-                   const std::vector<Finding>& findings, const ReportContext& ctx, const TextOptions& topt);
+                   const std::vector<Finding>& findings, const std::vector<Rule>& rules, const ReportContext& ctx,
+                   const TextOptions& topt);
 
-/// Writes the error report for a failed run: JSON targets get the JSON error
-/// report; text targets print nothing (stderr already has the message).
-void write_error_reports(const std::vector<OutputTarget>& targets, const MetricsDoc* doc, const ReportContext& ctx);
+/// Writes the error report for a failed run: every format has one (JSON
+/// status "error", SARIF executionSuccessful false, a JUnit <error>, a
+/// GitHub ::error line) except text, which prints nothing (stderr already
+/// has the message). Write errors are printed, not thrown.
+void write_error_reports(const std::vector<OutputTarget>& targets, const MetricsDoc* doc,
+                         const std::vector<Rule>& rules, const ReportContext& ctx);
 
 /// The rules folder: `flag` if given, else $NORMDOCTOR_RULES_DIR, else the
 /// installed folder (share/normdoctor/rules next to the binary's prefix),

@@ -73,6 +73,8 @@ enum class GlobalId : uint8_t {
   kTensorClass,     // torch.Tensor
   kParameterClass,  // torch.nn.parameter.Parameter
   kCodecsEncode,    // _codecs.encode (bytes in protocol 2)
+  kRestoreTypeTag,  // torch.jit._pickle.restore_type_tag(value, type_str): TorchScript's
+                    // type annotation on a container (traced_inputs.pkl); returns value
 };
 
 enum class NKind : uint8_t {
@@ -128,6 +130,7 @@ constexpr GlobalName kGlobals[] = {
     {"torch._tensor", "Tensor", GlobalId::kTensorClass},
     {"torch.nn.parameter", "Parameter", GlobalId::kParameterClass},
     {"_codecs", "encode", GlobalId::kCodecsEncode},
+    {"torch.jit._pickle", "restore_type_tag", GlobalId::kRestoreTypeTag},
 };
 
 // Pickle opcodes (Python's Lib/pickle.py names).
@@ -197,8 +200,8 @@ class Machine {
 
   // ---- arena ----
   uint32_t new_node(NKind kind) {
-    if (nodes_.size() >= limits_.max_nodes) {
-      malformed("more than " + std::to_string(limits_.max_nodes) + " objects");
+    if (nodes_.size() >= limits_.max_objects) {
+      malformed("more than " + std::to_string(limits_.max_objects) + " objects");
     }
     nodes_.emplace_back();
     nodes_.back().kind = kind;
@@ -237,7 +240,18 @@ class Machine {
   const std::string& str_of(uint32_t n) const { return strings_[nodes_[n].ref]; }
 
   // ---- stack ----
-  void push(uint32_t n) { stack_.push_back(n); }
+  void push(uint32_t n) {
+    if (stack_.size() >= limits_.max_objects) {
+      malformed("stack holds more than " + std::to_string(limits_.max_objects) + " objects");
+    }
+    stack_.push_back(n);
+  }
+  void memo_put(uint32_t key, uint32_t n) {
+    if (memo_.size() >= limits_.max_objects && memo_.count(key) == 0) {
+      malformed("memo holds more than " + std::to_string(limits_.max_objects) + " objects");
+    }
+    memo_[key] = n;
+  }
   uint32_t pop() {
     if (stack_.size() <= floor()) malformed("stack underflow");
     const uint32_t n = stack_.back();
@@ -502,6 +516,11 @@ class Machine {
         }
         return new_string(NKind::kBytes, std::move(out));
       }
+      case GlobalId::kRestoreTypeTag: {
+        want(2, 2);
+        as_str(args[1], "restore_type_tag type");
+        return args[0];
+      }
       case GlobalId::kStorageClass:
       case GlobalId::kUntypedStorage:
       case GlobalId::kTensorClass:
@@ -622,6 +641,7 @@ class Machine {
           if (stack_.size() <= floor()) malformed("STOP with an empty stack");
           return stack_.back();
         case op::MARK:
+          if (marks_.size() >= limits_.max_objects) malformed("too many open MARKs");
           marks_.push_back(stack_.size());
           break;
         case op::POP:
@@ -777,7 +797,9 @@ class Machine {
         case op::STACK_GLOBAL: {
           const uint32_t name = pop();
           const uint32_t module = pop();
-          push(resolve_global(as_str(module, "STACK_GLOBAL module"), as_str(name, "STACK_GLOBAL name")));
+          const std::string module_name = as_str(module, "STACK_GLOBAL module");
+          const std::string global_name = as_str(name, "STACK_GLOBAL name");
+          push(resolve_global(module_name, global_name));
           break;
         }
         case op::INST: {
@@ -825,16 +847,16 @@ class Machine {
           push(persistent_load(pop()));
           break;
         case op::BINPUT:
-          memo_[static_cast<uint32_t>(read_le(1, "BINPUT"))] = top();
-          break;
         case op::LONG_BINPUT:
-          memo_[static_cast<uint32_t>(read_le(4, "LONG_BINPUT"))] = top();
+        case op::PUT: {
+          const uint32_t key = code == op::BINPUT        ? static_cast<uint32_t>(read_le(1, "BINPUT"))
+                               : code == op::LONG_BINPUT ? static_cast<uint32_t>(read_le(4, "LONG_BINPUT"))
+                                                         : parse_memo_index(read_line("PUT index"));
+          memo_put(key, top());
           break;
-        case op::PUT:
-          memo_[parse_memo_index(read_line("PUT index"))] = top();
-          break;
+        }
         case op::MEMOIZE:
-          memo_[static_cast<uint32_t>(memo_.size())] = top();
+          memo_put(static_cast<uint32_t>(memo_.size()), top());
           break;
         case op::BINGET:
           push(memo_get(static_cast<uint32_t>(read_le(1, "BINGET"))));

@@ -63,11 +63,13 @@ struct PickleValue {
 /// Python-style name of a kind for messages: "None", "bool", "int", "str", "tuple", "Tensor", ...
 const char* pickle_kind_name(PickleValue::Kind kind);
 
-/// Limits that keep hostile input cheap. The defaults fit any real batch file.
+/// Limits that keep hostile input cheap. The defaults fit any real batch file
+/// (torch.save writes about 30 objects per tensor).
 struct PickleLimits {
   std::size_t max_depth = 100;          ///< nesting of containers in the result
-  std::size_t max_nodes = 1u << 20;     ///< nodes in the result (memo references expanded)
-  std::size_t max_bytes = 64u << 20;    ///< string/bytes payload in the result (expanded)
+  std::size_t max_objects = 1u << 20;   ///< objects, stack entries and memo entries while running
+  std::size_t max_nodes = 1u << 17;     ///< nodes in the result (memo references expanded)
+  std::size_t max_bytes = 16u << 20;    ///< string/bytes payload in the result (expanded)
 };
 
 /// Runs the pickle in [data, data+size). `source` names it in messages

@@ -41,11 +41,15 @@ bool valid_utf8(std::string_view s) {
   return true;
 }
 
-std::string printable(std::string_view s) {
+std::string printable(std::string_view s, std::size_t max_bytes) {
   static const char* hex = "0123456789abcdef";
   std::string out;
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size();) {
+    if (out.size() >= max_bytes) {
+      out += "...";
+      break;
+    }
     const auto c = static_cast<unsigned char>(s[i]);
     const std::size_t len = utf8_sequence(s, i);
     if (len == 0 || (len == 1 && (c < 0x20 || c == 0x7f) && c != '\n')) {

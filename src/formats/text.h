@@ -1,6 +1,7 @@
 // Text helpers shared by the parsers.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -11,8 +12,9 @@ namespace nd::formats {
 bool valid_utf8(std::string_view s);
 
 /// `s` with every byte that is not part of well-formed UTF-8, and every ASCII
-/// control character, written as \xNN. Error messages go through it: they end
-/// up in JSON reports, which must be valid UTF-8, and on terminals.
-std::string printable(std::string_view s);
+/// control character but newline, written as \xNN, and cut after `max_bytes`
+/// bytes of output (marked "..."). Error messages go through it: they end up
+/// in JSON reports, which must be valid UTF-8, and on terminals.
+std::string printable(std::string_view s, std::size_t max_bytes = 2000);
 
 }  // namespace nd::formats

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
 #include <set>
 
 #include <torch/csrc/jit/api/function_impl.h>
@@ -53,8 +56,8 @@ bool flag_impl(int64_t kind, bool orig) {
   PassContext* ctx = g_pass;
   if (!ctx) return orig;
   switch (kind) {
-    case 0: return ctx->cfg.training;
-    case 1: return ctx->cfg.training && ctx->cfg.dropout;
+    case 0: return ctx->cfg.keep_baked ? orig : ctx->cfg.training;
+    case 1: return (ctx->cfg.keep_baked ? orig : ctx->cfg.training) && ctx->cfg.dropout;
     case 2: return orig && ctx->cfg.dropout;
     default: return orig;
   }
@@ -62,7 +65,10 @@ bool flag_impl(int64_t kind, bool orig) {
 
 TORCH_LIBRARY(normdoctor, m) {
   m.def("tap(int id, Tensor(a) x) -> Tensor(a)", tap_impl);
-  m.def("flag(int kind, bool orig) -> bool", flag_impl);
+  // CONSERVATIVE: the JIT treats the op as having side effects, so constant
+  // propagation never folds flag(<const>, <const>) into the value it had on
+  // the first run (which would freeze the mode of the first pass forever).
+  m.def(torch::schema("flag(int kind, bool orig) -> bool", c10::AliasAnalysisKind::CONSERVATIVE), flag_impl);
 }
 
 // ---------------------------------------------------------------------------
@@ -117,6 +123,32 @@ nlohmann::json ivalue_json(const c10::optional<c10::IValue>& v) {
 
 void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
   at::Tensor x = x0.detach();
+  if (site.kind == TapKind::kBatchNormInput) {
+    BatchNormStats b;
+    if (x.is_floating_point() && x.dim() >= 2 && x.numel() > 0) {
+      const int64_t n = x.size(0), c = x.size(1);
+      at::Tensor xv = x.reshape({n, c, -1}).to(at::kDouble);
+      b.examples = n;
+      b.spatial = xv.size(2);
+      b.example_mean = xv.mean(2).cpu();
+      b.example_var = xv.var(2, /*unbiased=*/false).cpu();
+      b.mean = b.example_mean.mean(0);
+      b.var = (b.example_var + b.example_mean.pow(2)).mean(0) - b.mean.pow(2);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    TapRecord& r = records_[static_cast<size_t>(site.id)];
+    const int64_t seq = fire_seq_++;
+    if (r.first_fire < 0) {
+      r.first_fire = seq;
+      r.bn = b;
+    }
+    ++r.calls;
+    last_bn_tap_ = site.id;
+    return;
+  }
+  if (slice0_batch > 0 && (site.kind == TapKind::kModuleOutput || site.kind == TapKind::kModuleInput) && x.dim() >= 1 &&
+      x.size(0) == slice0_batch)
+    x = x.select(0, 0).contiguous();
   TensorStats s;
   int64_t saturated = 0;
   SoftmaxStats sm;
@@ -183,7 +215,58 @@ ScopeResolver::ScopeResolver(const LoadedModel& model) : model_(model) {
 const std::vector<std::string>& ScopeResolver::chain(const Node* node) {
   static const std::vector<std::string> kEmpty;
   auto cs = node->callstack();
-  if (!cs) return kEmpty;
+  if (!cs) {
+    // LibTorch gives no call stack to prim::If/prim::Loop nodes (and to the
+    // nodes in their blocks) when it inlines functions, nor to the root's
+    // own nodes. In order: a node reading a module attribute (`if
+    // self.training:`) lies in that module; an If/Loop lies in the deepest
+    // scope common to the nodes inside it; a node in a block lies where its
+    // If/Loop does; a top-level node lies in the root.
+    auto hit = cache_.find(node);
+    if (hit != cache_.end()) return hit->second;
+    std::vector<std::string> result;
+    bool found = false;
+    for (const Value* in : node->inputs()) {
+      const Node* d = in->node();
+      if (d->kind() != c10::prim::GetAttr) continue;
+      auto path = module_path_of(d->input());
+      if (!path || path->empty()) continue;
+      size_t pos = 0;
+      while ((pos = path->find('.', pos)) != std::string::npos) {
+        if (index_.count(path->substr(0, pos))) result.push_back(path->substr(0, pos));
+        ++pos;
+      }
+      result.push_back(*path);
+      found = true;
+      break;
+    }
+    if (!found && !node->blocks().empty()) {
+      bool first = true;
+      std::function<void(const Block*)> visit = [&](const Block* b) {
+        for (const Node* n : b->nodes()) {
+          if (n->callstack()) {
+            const auto& c = chain(n);
+            if (first) {
+              result = c;
+              first = false;
+            } else {
+              size_t k = 0;
+              while (k < result.size() && k < c.size() && result[k] == c[k]) ++k;
+              result.resize(k);
+            }
+          }
+          for (const Block* sb : n->blocks()) visit(sb);
+        }
+      };
+      for (const Block* b : node->blocks()) visit(b);
+      found = !first;
+    }
+    if (!found) {
+      const Node* owner = node->owningBlock() ? node->owningBlock()->owningNode() : nullptr;
+      if (owner) result = chain(owner);
+    }
+    return cache_.emplace(node, std::move(result)).first->second;
+  }
   const void* key = cs->get();
   auto hit = cache_.find(key);
   if (hit != cache_.end()) return hit->second;
@@ -226,11 +309,35 @@ const std::vector<std::string>& ScopeResolver::chain(const Node* node) {
       }
     }
     if (!found.empty()) {
+      // A container missing from the call stack is still a scope the node
+      // lies in: add every path between `cur` and `found`.
+      size_t pos = cur.empty() ? 0 : cur.size() + 1;
+      while ((pos = found.find('.', pos)) != std::string::npos) {
+        const std::string mid = found.substr(0, pos);
+        if (index_.count(mid) && (out.empty() || out.back() != mid)) out.push_back(mid);
+        ++pos;
+      }
       cur = found;
       out.push_back(cur);
     }
   }
   return cache_.emplace(key, std::move(out)).first->second;
+}
+
+bool ScopeResolver::known(const Node*) const { return true; }
+
+std::optional<std::string> ScopeResolver::module_path_of(const Value* v) const {
+  const Node* d = v->node();
+  if (d->kind() == c10::prim::Param) {
+    if (v->offset() == 0) return std::string();  // self
+    return std::nullopt;
+  }
+  if (d->kind() != c10::prim::GetAttr || !v->type()->cast<c10::ClassType>()) return std::nullopt;
+  auto parent = module_path_of(d->input());
+  if (!parent) return std::nullopt;
+  const std::string p = parent->empty() ? d->s(c10::attr::name) : *parent + "." + d->s(c10::attr::name);
+  if (!index_.count(p)) return std::nullopt;
+  return p;
 }
 
 // ---------------------------------------------------------------------------
@@ -263,6 +370,15 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     }
     return scopes.chain(user);
   };
+  // Consumers whose scope is unknown (no call stack) say nothing about
+  // whether a value leaves a module; the graph's return is the root.
+  auto consumer_known = [&](Node* user) {
+    if (user->kind() == c10::prim::Return) {
+      Node* owner = user->owningBlock()->owningNode();
+      return owner == nullptr || scopes.known(owner);
+    }
+    return scopes.known(user);
+  };
   auto inside = [](const std::vector<std::string>& chain, const std::string& path) {
     return std::find(chain.begin(), chain.end(), path) != chain.end();
   };
@@ -285,10 +401,10 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   std::vector<Node*> op_nodes, norm_nodes, flag_nodes;
   for (Node* n : nodes) {
     const auto k = n->kind();
-    if (k == c10::aten::sigmoid || k == c10::aten::tanh || k == c10::aten::softmax ||
-        k == c10::aten::sigmoid_ || k == c10::aten::tanh_)
-      op_nodes.push_back(n);
     const std::string kq = k.toQualString();
+    if (k == c10::aten::sigmoid || k == c10::aten::tanh || k == c10::aten::softmax ||
+        k == c10::aten::sigmoid_ || k == c10::aten::tanh_ || kq == "aten::batch_norm")
+      op_nodes.push_back(n);
     if (kq == "aten::batch_norm" || kq == "aten::layer_norm" || kq == "aten::group_norm" ||
         kq == "aten::instance_norm" || kq == "aten::rms_norm")
       norm_nodes.push_back(n);
@@ -297,6 +413,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         kq == "aten::alpha_dropout_" || kq == "aten::feature_alpha_dropout" || kq == "aten::feature_alpha_dropout_")
       flag_nodes.push_back(n);
     if (k == c10::prim::Constant || k == c10::prim::GetAttr) continue;
+    if (!scopes.known(n)) continue;
     const auto& chain = scopes.chain(n);
     if (chain.empty()) continue;
     for (Value* v : n->outputs()) {
@@ -305,7 +422,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       for (const std::string& mod : chain) {
         bool used_outside = false;
         for (const auto& u : v->uses())
-          if (!inside(consumer_chain(u.user), mod)) used_outside = true;
+          if (consumer_known(u.user) && !inside(consumer_chain(u.user), mod)) used_outside = true;
         if (used_outside) p.modules.push_back(mod);
       }
       if (!p.modules.empty()) plans.push_back(std::move(p));
@@ -349,6 +466,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       tapped[*it] = cur;
     }
     for (const auto& u : uses) {
+      if (!consumer_known(u.user)) continue;
       const auto& cc = consumer_chain(u.user);
       for (const std::string& mod : p.modules) {  // outer -> inner
         if (!inside(cc, mod)) {
@@ -436,6 +554,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       const auto k = n->kind();
       TapKind kind = (k == c10::aten::softmax) ? TapKind::kSoftmaxInput
                      : (k == c10::aten::sigmoid || k == c10::aten::sigmoid_) ? TapKind::kSigmoidInput
+                     : (std::string(k.toQualString()) == "aten::batch_norm") ? TapKind::kBatchNormInput
                                                                                : TapKind::kTanhInput;
       const auto& chain = scopes.chain(n);
       TapSite& site = new_tap(kind, chain.empty() ? std::string() : chain.back());
@@ -482,11 +601,15 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   // can be switched off for a pass.
   for (Node* n : flag_nodes) {
     const bool bn = std::string(n->kind().toQualString()) == "aten::batch_norm";
+    (bn ? bn_nodes_ : dropout_nodes_)++;
     const size_t idx = bn ? 5 : 2;
     if (idx >= n->inputs().size()) continue;
     Value* orig = n->input(idx);
     auto c = torch::jit::toIValue(orig);
-    const bool baked = c.has_value() && c->isBool();
+    // A constant flag in a traced graph is the mode at tracing time. In a
+    // scripted model it is the author's code (F.dropout(x, training=True),
+    // BatchNorm without running stats): left alone.
+    const bool baked = model.kind == "traced" && c.has_value() && c->isBool();
     if (baked) {
       (bn ? baked_bn_ : baked_dropout_)++;
       baked_values_.push_back(c->toBool());
@@ -502,6 +625,10 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   }
 
   graph_->lint();
+  if (const char* dump = std::getenv("NORMDOCTOR_DUMP_GRAPH"); dump && *dump) {
+    std::cerr << "normdoctor: instrumented graph (" << taps_.size() << " taps):\n" << *graph_;
+    for (const auto& t : taps_) std::cerr << "  tap " << t.id << " kind " << static_cast<int>(t.kind) << " module '" << t.module << "'\n";
+  }
   fn_ = std::make_unique<torch::jit::GraphFunction>("normdoctor_forward", graph_, nullptr,
                                                      torch::jit::ExecutorExecutionMode::SIMPLE);
 }
@@ -511,6 +638,7 @@ c10::IValue InstrumentedModel::run(const std::vector<c10::IValue>& args, const P
   ctx.taps = &taps_;
   ctx.collector = &collector;
   ctx.cfg = cfg;
+  collector.slice0_batch = cfg.slice0_batch;
   torch::jit::Stack stack;
   stack.reserve(args.size() + 1);
   stack.emplace_back(model_.module._ivalue());

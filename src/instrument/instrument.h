@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ enum class TapKind : int {
   kSigmoidInput = 2,  ///< the input of aten::sigmoid
   kTanhInput = 3,     ///< the input of aten::tanh
   kSoftmaxInput = 4,  ///< the logits entering aten::softmax
+  kBatchNormInput = 5,  ///< the input of aten::batch_norm (per-channel statistics)
 };
 
 /// One tap inserted in the graph.
@@ -48,12 +50,27 @@ struct PassConfig {
   bool training = false;     ///< mode of batch_norm/dropout flags that tracing baked in
   bool dropout = true;       ///< false: every dropout op is replaced by identity for this pass
   bool record_grad = false;  ///< register gradient hooks on tapped tensors that require grad
+  /// > 0: module-output statistics cover only example 0 of tensors whose
+  /// axis 0 has this size (to compare one example alone and inside a batch).
+  int64_t slice0_batch = 0;
+  /// true: flags that tracing baked in keep their saved value (the model as
+  /// a user runs it); false: they follow `training` (the switch restored).
+  bool keep_baked = false;
 };
 
 /// Statistics gathered by the taps of one pass. Thread-safe for gradient hooks.
 struct SoftmaxStats {
   int64_t rows = 0, onehot_rows = 0, row_len_max = 0;
   double max_prob_sum = 0, entropy_sum = 0, logit_absmax = 0;
+};
+/// Per-channel statistics of a batch_norm input [N, C, *] (first call in the pass).
+struct BatchNormStats {
+  int64_t examples = 0;        ///< N
+  int64_t spatial = 1;         ///< elements per example and channel
+  at::Tensor mean;             ///< [C] over N and spatial (float64, CPU)
+  at::Tensor var;              ///< [C] biased, over N and spatial
+  at::Tensor example_mean;     ///< [N, C] per example, over spatial
+  at::Tensor example_var;      ///< [N, C] per example, over spatial
 };
 struct TapRecord {
   int64_t calls = 0;
@@ -64,6 +81,7 @@ struct TapRecord {
   int64_t grad_calls = 0;
   int64_t first_grad = -1;        ///< sequence number of its first gradient hook call
   TensorStats grad;               ///< gradient w.r.t. the tapped tensor
+  BatchNormStats bn;              ///< kBatchNormInput only
 };
 class Collector {
  public:
@@ -75,6 +93,9 @@ class Collector {
   /// First tap (by gradient hook order) whose gradient held NaN/Inf; -1 if none.
   int64_t first_nonfinite_grad_tap() const { return first_nonfinite_grad_; }
   int64_t fires() const { return fire_seq_; }
+  /// The last batch_norm input tap that fired (names the layer when batch_norm raises); -1 if none.
+  int64_t last_batch_norm_tap() const { return last_bn_tap_; }
+  int64_t slice0_batch = 0;  ///< copied from PassConfig by InstrumentedModel::run
 
   // Called by the tap operator and the gradient hooks.
   void on_forward(const TapSite& site, const at::Tensor& x);
@@ -85,6 +106,7 @@ class Collector {
   std::vector<TapRecord> records_;
   int64_t fire_seq_ = 0, grad_seq_ = 0;
   int64_t first_nonfinite_fwd_ = -1, first_nonfinite_grad_ = -1;
+  int64_t last_bn_tap_ = -1;
 };
 
 /// Options for building the instrumented graph.
@@ -112,6 +134,9 @@ class InstrumentedModel {
   int64_t baked_batch_norm() const { return baked_bn_; }
   int64_t baked_dropout() const { return baked_dropout_; }
   std::vector<bool> baked_values() const { return baked_values_; }
+  /// All batch_norm / dropout nodes (baked or not).
+  int64_t batch_norm_nodes() const { return bn_nodes_; }
+  int64_t dropout_nodes() const { return dropout_nodes_; }
   /// Modules that own at least one tap, by path.
   const std::map<std::string, std::vector<int64_t>>& taps_by_module() const { return by_module_; }
   /// Graph size (nodes, after inlining) for the report.
@@ -124,7 +149,7 @@ class InstrumentedModel {
   std::vector<TapSite> taps_;
   std::vector<NormOpSite> norm_ops_;
   std::map<std::string, std::vector<int64_t>> by_module_;
-  int64_t baked_bn_ = 0, baked_dropout_ = 0, graph_nodes_ = 0;
+  int64_t baked_bn_ = 0, baked_dropout_ = 0, graph_nodes_ = 0, bn_nodes_ = 0, dropout_nodes_ = 0;
   std::vector<bool> baked_values_;
 };
 
@@ -134,6 +159,15 @@ class ScopeResolver {
  public:
   explicit ScopeResolver(const LoadedModel& model);
   const std::vector<std::string>& chain(const torch::jit::Node* node);
+  /// False for nodes without a call stack of their own or of an enclosing
+  /// node (LibTorch gives none to prim::If/prim::Loop and their blocks'
+  /// nodes when inlining functions): their scope is unknown.
+  bool known(const torch::jit::Node* node) const;
+  /// The named_modules() path of a module-typed value reached from self by
+  /// prim::GetAttr; nullopt when it is not one.
+  std::optional<std::string> module_path_of(const torch::jit::Value* v) const;
+  /// named_modules() paths of the model (for tests).
+  const std::map<std::string, size_t>& paths() const { return index_; }
 
  private:
   const LoadedModel& model_;

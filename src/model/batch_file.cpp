@@ -31,11 +31,15 @@ using formats::TensorRef;
 const char* const kExpected =
     "expected a tensor, or a tuple, list or dict of tensors saved with torch.save, or a .safetensors file";
 
-// First line of a LibTorch exception, without its C++ backtrace.
+// First line of a LibTorch exception, without its C++ backtrace or its plea
+// for better messages.
 std::string first_line(const char* what) {
   std::string s(what);
   const auto nl = s.find('\n');
-  return nl == std::string::npos ? s : s.substr(0, nl);
+  if (nl != std::string::npos) s.resize(nl);
+  const auto plea = s.find("  (Could this error message be improved?");
+  if (plea != std::string::npos) s.resize(plea);
+  return s;
 }
 
 class File {
@@ -88,6 +92,10 @@ class ZipBatch {
         [this](uint64_t off, void* out, std::size_t n) { return file_.read_at(off, out, n); },
         file_.size(), path_);
     find_prefix(entries);
+    if (!has("version") && !has(".data/version")) {
+      fail(path_, "is a zip archive without a version record: not a torch.save file (" +
+                      std::string(kExpected) + ")");
+    }
 
     try {
       reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path_);

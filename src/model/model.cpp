@@ -109,9 +109,21 @@ void precheck_archive(const std::string& path) {
                          kExportHint);
 }
 
+// Scripted code compiles Python functions (F.dropout, F.batch_norm, user
+// helpers) that show up in inlined call stacks as entries without a module;
+// a traced graph records aten ops directly, so only module methods appear.
+bool calls_free_function(const torch::jit::Node* n) {
+  auto cs = n->callstack();
+  if (!cs) return false;
+  for (const auto& e : (*cs)->vec())
+    if (!std::get<2>(e)) return true;
+  return false;
+}
+
 bool graph_reads_training(const torch::jit::Block* b, bool& has_control_flow) {
   bool reads = false;
   for (const torch::jit::Node* n : b->nodes()) {
+    if (calls_free_function(n)) has_control_flow = true;  // counts as scripted evidence
     if (n->kind() == c10::prim::If || n->kind() == c10::prim::Loop) has_control_flow = true;
     if (n->kind() == c10::prim::GetAttr && n->s(c10::attr::name) == "training") reads = true;
     for (const torch::jit::Block* sb : n->blocks()) reads = graph_reads_training(sb, has_control_flow) || reads;
@@ -163,10 +175,11 @@ LoadedModel load_model(const std::string& path) {
   const bool reads_training = graph_reads_training(graph->block(), control_flow);
   if (reads_training || control_flow) {
     lm.kind = "scripted";
-    lm.kind_reason = reads_training ? "forward reads module training flags" : "forward has control flow (prim::If/prim::Loop)";
+    lm.kind_reason = reads_training ? "forward reads module training flags"
+                                    : "forward has control flow or calls compiled Python functions";
   } else {
     lm.kind = "traced";
-    lm.kind_reason = "forward has no control flow and never reads a training flag (a traced graph)";
+    lm.kind_reason = "forward has no control flow, calls no compiled function and never reads a training flag (a traced graph)";
   }
 
   const auto& schema = lm.module.get_method("forward").function().getSchema();

@@ -72,6 +72,22 @@ std::vector<at::Tensor> Session::output_tensors(const c10::IValue& out) {
   return ts;
 }
 
+double Session::relative_difference(const c10::IValue& a, const c10::IValue& b) {
+  const auto ta = output_tensors(a), tb = output_tensors(b);
+  if (ta.size() != tb.size()) return std::numeric_limits<double>::quiet_NaN();
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ta.size(); ++i) {
+    if (!ta[i].is_floating_point() || !tb[i].is_floating_point()) continue;
+    if (ta[i].sizes() != tb[i].sizes()) return std::numeric_limits<double>::quiet_NaN();
+    at::Tensor x = ta[i].detach().to(at::kDouble), y = tb[i].detach().to(at::kDouble);
+    at::Tensor ok = at::isfinite(x).logical_and(at::isfinite(y));
+    num += (x - y).masked_fill(ok.logical_not(), 0).pow(2).sum().item<double>();
+    den += y.masked_fill(ok.logical_not(), 0).pow(2).sum().item<double>();
+  }
+  if (den == 0) return num == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return std::sqrt(num / den);
+}
+
 namespace {
 
 std::string shapes_of(const std::vector<ArgValue>& args) {
@@ -203,6 +219,8 @@ PassResult Session::run_pass(PassSpec spec) {
   cfg.training = spec.train_mode;
   cfg.dropout = spec.dropout;
   cfg.record_grad = spec.backward;
+  cfg.slice0_batch = spec.slice0;
+  cfg.keep_baked = spec.keep_baked;
   try {
     model.module.train(spec.train_mode);
     if (spec.backward) {
@@ -224,6 +242,7 @@ PassResult Session::run_pass(PassSpec spec) {
   } catch (const Error&) {
     model.module.train(saved_mode);
     for (auto& [live, copy] : saved) live.detach().copy_(copy);
+    failed_collector = std::move(r.collector);
     throw;
   } catch (const std::bad_alloc&) {
     model.module.train(saved_mode);
@@ -232,6 +251,7 @@ PassResult Session::run_pass(PassSpec spec) {
   } catch (const std::exception& e) {
     model.module.train(saved_mode);
     for (auto& [live, copy] : saved) live.detach().copy_(copy);
+    failed_collector = std::move(r.collector);
     const std::string msg = trim_torch_error(e.what());
     if (msg.find("out of memory") != std::string::npos || msg.find("DefaultCPUAllocator: can't allocate") != std::string::npos)
       throw Error(error_kind::kOutOfMemory, ExitCode::kLoad,
@@ -244,7 +264,8 @@ PassResult Session::run_pass(PassSpec spec) {
   for (auto& [live, copy] : saved) live.detach().copy_(copy);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   doc.passes.push_back({{"name", spec.name}, {"probe", spec.probe}, {"mode", spec.train_mode ? "train" : "eval"},
-                        {"dropout", spec.dropout}, {"backward", spec.backward}, {"seconds", r.seconds}});
+                        {"dropout", spec.dropout}, {"backward", spec.backward},
+                        {"traced_flags", spec.keep_baked ? "as saved" : "follow the pass mode"}, {"seconds", r.seconds}});
   return r;
 }
 
@@ -273,7 +294,9 @@ MetricsDoc run_check(const CheckOptions& opt, const ProgressFn& progress) {
   s.doc.model["graph_nodes"] = s.inst->graph_nodes();
   s.doc.model["taps"] = s.inst->taps().size();
 
+  build_inventory(s);
   probe_forward_backward(s);
+  probe_normalization(s);
 
   const auto used = fallbacks_called();
   if (!used.empty()) {

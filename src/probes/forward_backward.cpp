@@ -79,29 +79,9 @@ double quantile_of(const at::Tensor& v, double q) {
 
 }  // namespace
 
-void probe_forward_backward(Session& s) {
-  const auto& taps = s.inst->taps();
-  PassSpec spec;
-  spec.name = "train";
-  spec.probe = "forward_backward";
-  spec.train_mode = true;
-  spec.backward = true;
-
-  // Zero any stale gradients, then run.
-  for (const auto& p : s.model.module.parameters(true))
-    if (p.grad().defined()) p.mutable_grad() = at::Tensor();
-  PassResult r = s.run_pass(spec);
-  const Collector& col = *r.collector;
-  const auto& recs = col.records();
-
-  s.doc.probes["loss"] = {{"description", r.loss_description}};
-  const double loss_v = r.loss ? r.loss->item<double>() : std::numeric_limits<double>::quiet_NaN();
-  s.doc.model_metrics["loss.value"] = num(loss_v);
-  s.doc.model_metrics["loss.finite"] = std::isfinite(loss_v);
-  s.doc.probes["loss"]["value"] = num(loss_v);
-
-  // Module records in named_modules() order.
+void build_inventory(Session& s) {
   std::map<std::string, size_t> idx;
+  // Module records in named_modules() order.
   for (const auto& mi : s.model.modules) {
     LayerMetrics lm;
     lm.path = mi.path;
@@ -125,6 +105,56 @@ void probe_forward_backward(Session& s) {
     info["ops"].push_back(o);
     if (!info.contains("eps") && no.args.contains("eps") && no.args["eps"].is_number()) info["eps"] = no.args["eps"];
   }
+
+}
+
+void probe_forward_backward(Session& s) {
+  const auto& taps = s.inst->taps();
+  PassSpec spec;
+  spec.name = "train";
+  spec.probe = "forward_backward";
+  spec.train_mode = true;
+  spec.backward = true;
+
+  // Zero any stale gradients, then run.
+  for (const auto& p : s.model.module.parameters(true))
+    if (p.grad().defined()) p.mutable_grad() = at::Tensor();
+  PassResult r;
+  try {
+    r = s.run_pass(spec);
+  } catch (const Error& e) {
+    // BatchNorm in train mode with one value per channel: PyTorch raises
+    // "Expected more than 1 value per channel when training". That is a
+    // finding about the layer, not a failure of the check.
+    const std::string what = e.what();
+    if (what.find("Expected more than 1 value per channel") == std::string::npos || !s.failed_collector) throw;
+    const int64_t t = s.failed_collector->last_batch_norm_tap();
+    const std::string layer = t >= 0 ? taps[static_cast<size_t>(t)].module : std::string();
+    // Scripted BatchNorm raises in its own check, before aten::batch_norm
+    // (and its tap) runs: then the eval pass's shapes name the layer.
+    if (LayerMetrics* lm = t >= 0 ? s.doc.find_layer(layer) : nullptr) {
+      lm->metrics["bn.batch_of_one"] = true;
+      lm->metrics["bn.values_per_channel"] = 1;
+    }
+    s.train_pass_error = "train-mode forward raised at " + (layer.empty() ? std::string("a batch_norm") : layer) +
+                         ": " + what.substr(what.find("raised in the train pass: ") == std::string::npos ? 0 : what.find("raised in the train pass: ") + 26);
+    s.doc.assumptions.push_back("the train-mode pass could not run (" + s.train_pass_error +
+                                "); activation and gradient measurements are missing");
+    s.doc.probes["forward_backward"] = {{"pass", "train"}, {"error", s.train_pass_error}};
+    return;
+  }
+  const Collector& col = *r.collector;
+  const auto& recs = col.records();
+  s.train_output = r.output;
+
+  s.doc.probes["loss"] = {{"description", r.loss_description}};
+  const double loss_v = r.loss ? r.loss->item<double>() : std::numeric_limits<double>::quiet_NaN();
+  s.doc.model_metrics["loss.value"] = num(loss_v);
+  s.doc.model_metrics["loss.finite"] = std::isfinite(loss_v);
+  s.doc.probes["loss"]["value"] = num(loss_v);
+
+  std::map<std::string, size_t> idx;
+  for (size_t i = 0; i < s.doc.layers.size(); ++i) idx[s.doc.layers[i].path] = i;
 
   // Aggregate taps per module.
   struct Agg {

@@ -1,10 +1,13 @@
 // Forward arguments: batch files (--input), synthesized tensors
-// (--input-shape), and their metrics.
+// (--input-shape), inferred ones (neither flag: infer_inputs.cpp), and their
+// metrics.
 #include <sstream>
 
 #include "core/error.h"
+#include "formats/input_spec.h"
 #include "instrument/stats.h"
 #include "model/batch_file.h"
+#include "model/synth_inputs.h"
 #include "probes/session.h"
 
 namespace nd {
@@ -67,6 +70,71 @@ std::vector<ArgValue> bind(const LoadedModel& m, const BatchFile& b) {
   return out;
 }
 
+// Binds --input-shape specs to forward's arguments (NAME= by name, the others
+// in order over the arguments no spec names) and synthesizes them from one
+// generator seeded with --seed, in forward's argument order.
+std::vector<ArgValue> synthesize(const LoadedModel& m, const std::vector<std::string>& texts, uint64_t seed,
+                                 std::vector<std::string>& assumptions) {
+  std::vector<formats::InputShapeSpec> specs;
+  for (const auto& t : texts) specs.push_back(formats::parse_input_shape_spec(t));
+  std::vector<const formats::InputShapeSpec*> slot(m.args.size(), nullptr);
+  for (const auto& sp : specs) {
+    if (sp.name.empty()) continue;
+    size_t i = 0;
+    while (i < m.args.size() && m.args[i].name != sp.name) ++i;
+    if (i == m.args.size())
+      throw usage_error("--input-shape '" + sp.text + "': '" + sp.name + "' is not an argument of the model's " +
+                        arg_list(m));
+    if (slot[i])
+      throw usage_error("--input-shape '" + sp.text + "': argument '" + sp.name + "' is already given by '" +
+                        slot[i]->text + "'");
+    slot[i] = &sp;
+  }
+  size_t next = 0;
+  for (const auto& sp : specs) {
+    if (!sp.name.empty()) continue;
+    while (next < m.args.size() && slot[next]) ++next;
+    if (next == m.args.size())
+      throw usage_error("--input-shape '" + sp.text + "': more specs than the model's " + arg_list(m) + " takes");
+    slot[next++] = &sp;
+  }
+  // Arguments up to the last one given must all be given (forward takes them
+  // positionally); later ones keep their defaults.
+  size_t last = 0;
+  for (size_t i = 0; i < slot.size(); ++i)
+    if (slot[i]) last = i + 1;
+  for (size_t i = 0; i < slot.size(); ++i) {
+    if (slot[i] || (i >= last && m.args[i].has_default)) continue;
+    throw usage_error("--input-shape: no spec for argument '" + m.args[i].name + "' of the model's " + arg_list(m) +
+                      "; add --input-shape " + m.args[i].name + "=DIMS[:DTYPE][:LOW..HIGH]");
+  }
+  std::vector<ArgValue> out;
+  at::Generator gen = make_input_generator(seed);
+  for (size_t i = 0; i < last; ++i) {
+    const auto& sp = *slot[i];
+    if (m.args[i].type != "Tensor" && m.args[i].type != "Optional[Tensor]")
+      throw usage_error("--input-shape '" + sp.text + "': argument '" + m.args[i].name + "' is a " + m.args[i].type +
+                        ", not a tensor");
+    at::Tensor t = synthesize_input(sp, gen);
+    std::string values;
+    if (sp.constant()) {
+      std::ostringstream v;
+      v << "every element " << sp.low;
+      values = v.str();
+    } else if (sp.has_range) {
+      std::ostringstream v;
+      v << (formats::dtype_is_integral(sp.dtype) ? "uniform integers in [" : "uniform in [") << sp.low << ", " << sp.high << ")";
+      values = v.str();
+    } else {
+      values = formats::dtype_is_integral(sp.dtype) ? "uniform 0/1" : "standard normal values";
+    }
+    assumptions.push_back("input '" + m.args[i].name + "' synthesized from --input-shape " + sp.text + ": " + describe(t) +
+                          ", " + values + " (seed " + std::to_string(seed) + ")");
+    out.push_back({m.args[i].name, t, "synthetic:" + sp.text});
+  }
+  return out;
+}
+
 }  // namespace
 
 void load_arguments(Session& s) {
@@ -93,13 +161,15 @@ void load_arguments(Session& s) {
     if (batches.size() > 1)
       s.doc.assumptions.push_back(std::to_string(batches.size()) + " batch files joined along axis 0 into one batch");
   } else if (!opt.input_shapes.empty()) {
-    throw usage_error("--input-shape is not wired yet");
+    s.args = synthesize(s.model, opt.input_shapes, opt.seed, s.doc.assumptions);
   } else {
-    std::ostringstream ss;
-    ss << "no inputs: give a sample batch with --input FILE (torch.save of a tensor, tuple, list or dict, or .safetensors) "
-          "or shapes with --input-shape, for the model's "
-       << arg_list(s.model);
-    throw Error(error_kind::kInputInference, ExitCode::kUsage, ss.str());
+    infer_arguments(s);
+  }
+  if (opt.input_files.empty() && !s.args.empty()) {
+    s.doc.assumptions.push_back(
+        "the inputs were made by normdoctor, not read from a batch: findings that depend on the data (input scale, "
+        "statistics against data, saturation, overflow headroom) are marked as measured on synthetic inputs and "
+        "lowered one severity; run again with --input batch.pt for a diagnosis of real data");
   }
 
   bool any_nonfinite = false, synthetic = false;
@@ -126,9 +196,11 @@ void load_arguments(Session& s) {
       im.metrics["input.inf_count"] = st.inf;
       im.metrics["input.nonfinite_count"] = st.nonfinite();
       if (is_float) im.metrics["input.scale"] = std::max(std::fabs(st.mean()), st.std());
-      im.metrics["input.synthetic"] = a.source.rfind("synthetic", 0) == 0;
+      // Made by normdoctor (--input-shape or inferred), not the user's data.
+      const bool made = a.source.rfind("synthetic", 0) == 0 || a.source.rfind("inferred", 0) == 0;
+      im.metrics["input.synthetic"] = made;
       any_nonfinite = any_nonfinite || st.nonfinite() > 0;
-      synthetic = synthetic || a.source.rfind("synthetic", 0) == 0;
+      synthetic = synthetic || made;
     }
     s.doc.inputs.push_back(std::move(im));
   }

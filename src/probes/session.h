@@ -40,6 +40,8 @@ struct PassSpec {
   bool train_mode = false;     ///< module.train(true) and baked flags -> true
   bool dropout = true;         ///< false: dropout ops become identity
   bool backward = false;       ///< compute the loss and run backward (needs train_mode or grad)
+  int64_t slice0 = 0;          ///< > 0: module outputs measured on example 0 only (PassConfig::slice0_batch)
+  bool keep_baked = false;     ///< PassConfig::keep_baked: run traced flags as saved
   const InstrumentedModel* instrumented = nullptr;  ///< default: the session's
   std::vector<c10::IValue> args;  ///< default (empty): the session's arguments
 };
@@ -55,6 +57,9 @@ class Session {
   std::unique_ptr<InstrumentedModel> inst;
   MetricsDoc doc;
   std::chrono::steady_clock::time_point started;
+  std::unique_ptr<Collector> failed_collector;  ///< the collector of the last pass that raised
+  std::string train_pass_error;       ///< why the train pass could not run ("" when it ran)
+  c10::IValue train_output;           ///< output of the train pass (dropout on)
   c10::optional<at::Tensor> target;   ///< --target, loaded on the first backward pass
   bool target_loaded = false;
 
@@ -70,6 +75,9 @@ class Session {
   std::vector<c10::IValue> arg_values() const;
   /// The tensors forward returned, flattened (tuple/list/dict values in order).
   static std::vector<at::Tensor> output_tensors(const c10::IValue& out);
+  /// ||a - b|| / ||b|| over the floating tensors of two outputs of the same
+  /// structure (non-finite elements ignored); NaN when they do not match.
+  static double relative_difference(const c10::IValue& a, const c10::IValue& b);
   /// Throws nd::Error(timeout) when --timeout has passed; `where` names the probe.
   void check_timeout(const std::string& where) const;
 };
@@ -77,6 +85,23 @@ class Session {
 /// Loads --input files / synthesizes --input-shape arguments into s.args and
 /// fills s.doc.inputs (input metrics). Throws nd::Error.
 void load_arguments(Session& s);
+
+/// No --input and no --input-shape: makes forward's required arguments from
+/// the model file (src/probes/infer_inputs.cpp, docs/inputs.md): the example
+/// inputs torch.jit.trace stored (traced_inputs record), else what forward's
+/// graph does with each argument, checked by running forward in eval mode.
+/// Appends to s.args (source "inferred: <how>") and one sentence per input to
+/// s.doc.assumptions. Throws nd::Error (input_inference, exit 2) naming the
+/// argument that could not be inferred and the flags that give it.
+void infer_arguments(Session& s);
+
+/// The layer inventory: one LayerMetrics per named_modules() entry, with
+/// module facts and the normalization ops found in the graph.
+void build_inventory(Session& s);
+
+/// Normalization probes: train/eval drift, BatchNorm statistics against the
+/// data, batch dependence in eval mode, small-batch noise, mode problems.
+void probe_normalization(Session& s);
 
 /// The forward+backward measurement (activations, gradients, NaN origin,
 /// layer inventory). Always runs first.

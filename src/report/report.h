@@ -1,7 +1,8 @@
-// Report renderers: findings + metrics -> text | json (more formats later).
+// Report renderers: findings + metrics -> text | json | sarif | junit | github.
 // No LibTorch header here.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,15 @@ namespace nd {
 
 /// Current JSON report schema version (docs/report.md). Bump on any
 /// incompatible change; additions bump the minor part.
-inline constexpr const char* kReportSchemaVersion = "1.0";
+inline constexpr const char* kReportSchemaVersion = "1.1";
+
+/// A remark for the reader about the run, not about the model (an unused
+/// suppression): where it points (file and line, may be empty) and the text.
+struct ReportNote {
+  std::string file;
+  int line = 0;
+  std::string text;
+};
 
 /// What the report needs besides metrics and findings.
 struct ReportContext {
@@ -26,6 +35,17 @@ struct ReportContext {
   int exit_code = 0;               ///< the exit code this run ends with
   nlohmann::json options = nlohmann::json::object();  ///< effective options (flags)
   std::string rerun_hint;          ///< command to re-run with real batches (synthetic inputs)
+  std::string model_path;          ///< the model as given on the command line (when doc has none)
+  /// Effective configuration (config file + flags), the JSON report's `config`.
+  nlohmann::ordered_json config = nlohmann::ordered_json::object();
+  std::string severity = "info";   ///< lowest severity shown (--severity)
+  int hidden = 0;                  ///< findings below `severity`, not shown
+  int suppressed = 0;              ///< findings removed by suppressions of the config
+  /// Rules whose severity the config changed: id -> their default severity.
+  std::map<std::string, Severity> default_severity;
+  /// Rules with findings below `severity` (JUnit marks them skipped).
+  std::vector<std::string> hidden_rules;
+  std::vector<ReportNote> notes;   ///< remarks for the reader (unused suppressions, ...)
 };
 
 /// A JSON report document. Insertion-ordered, so the keys keep the order of
@@ -70,5 +90,38 @@ struct TextOptions {
 /// per-layer table with a depth profile.
 std::string render_text(const MetricsDoc& doc, const std::vector<Finding>& findings,
                         const ReportContext& ctx, const TextOptions& opt);
+
+/// One finding as plain text, the way the text report shows it without
+/// colors or wrapping: "SEVERITY[ID] slug at MODULE: message", then the
+/// evidence, the fixes and "see: normdoctor explain ID", one per line.
+std::string finding_text(const Finding& f);
+
+/// SARIF 2.1.0 for GitHub code scanning (docs/report.md, "SARIF"): the rules
+/// evaluated as tool.driver.rules, one result per finding located at the
+/// model file (line 1) with the module path as a logical location. A failed
+/// run (ctx.status "error") gives no results and a tool execution
+/// notification. `doc` may be null for a failed run.
+std::string render_sarif(const MetricsDoc* doc, const std::vector<Finding>& findings,
+                         const std::vector<Rule>& rules, const ReportContext& ctx);
+
+/// JUnit XML: one testcase per rule evaluated that found nothing (passed) and
+/// one failing testcase per finding, named "RULE MODULE" (unique), the
+/// finding's whole text in the failure body. A failed run gives one testcase
+/// with an <error>.
+std::string render_junit(const MetricsDoc* doc, const std::vector<Finding>& findings,
+                         const std::vector<Rule>& rules, const ReportContext& ctx);
+
+/// GitHub Actions workflow commands: one "::error", "::warning" or "::notice"
+/// line per finding (file = the model), then a summary line.
+std::string render_github(const MetricsDoc* doc, const std::vector<Finding>& findings, const ReportContext& ctx);
+
+/// The --format names, in the order the help lists them.
+const std::vector<std::string>& report_formats();
+
+/// Renders `format` (one of report_formats()). With ctx.status "error" the
+/// failure report of that format ("" for text: stderr has the message).
+/// `doc` may be null only for a failed run.
+std::string render_report(const std::string& format, const MetricsDoc* doc, const std::vector<Finding>& findings,
+                          const std::vector<Rule>& rules, const ReportContext& ctx, const TextOptions& topt);
 
 }  // namespace nd

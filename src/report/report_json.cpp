@@ -153,8 +153,10 @@ oj build(const MetricsDoc* doc, const std::vector<Finding>& findings, const Repo
   r["probes"] = doc ? probes_value(*doc) : oj::object();
   r["findings"] = findings_value(findings);
   const SeverityCounts c = count_findings(findings);
-  r["summary"] = oj{{"error", c.error}, {"warning", c.warning}, {"info", c.info}, {"total", c.total()}};
+  r["summary"] = oj{{"error", c.error}, {"warning", c.warning}, {"info", c.info}, {"total", c.total()},
+                    {"hidden", failed ? 0 : ctx.hidden}, {"suppressed", failed ? 0 : ctx.suppressed}};
   r["options"] = to_report_value(ctx.options);
+  r["config"] = ctx.config.is_object() ? ctx.config : oj::object();
   r["exit_code"] = ctx.exit_code;
   r["timing"] = timing_value(doc);
   return r;

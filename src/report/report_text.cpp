@@ -173,6 +173,9 @@ void render_header(std::ostringstream& out, const MetricsDoc& doc, const ReportC
     out << "loss    " << text << '\n';
   }
 
+  if (ctx.config.is_object() && ctx.config.contains("file") && ctx.config["file"].is_string())
+    out << "config  " << ctx.config["file"].get<std::string>() << '\n';
+
   if (!doc.passes.empty()) {
     std::string line;
     for (const auto& p : doc.passes) {
@@ -362,10 +365,18 @@ std::string render_text(const MetricsDoc& doc, const std::vector<Finding>& findi
   if (opt.show_layers) render_layers(out, doc, findings, paint);
 
   const SeverityCounts c = count_findings(findings);
+  std::string also;
+  if (ctx.hidden > 0) also += std::to_string(ctx.hidden) + " below --severity " + ctx.severity + " not shown";
+  if (ctx.suppressed > 0) also += (also.empty() ? "" : ", ") + std::to_string(ctx.suppressed) + " suppressed by the config";
   out << '\n'
       << paint(plural(c.error, "error") + ", " + plural(c.warning, "warning") + ", " + std::to_string(c.info) + " info",
                kBold)
-      << '\n';
+      << (also.empty() ? "" : " (" + also + ")") << '\n';
+  for (const auto& n : ctx.notes) {
+    out << paint("note:", kCyan) << ' ';
+    if (!n.file.empty()) out << n.file << (n.line > 0 ? ":" + std::to_string(n.line) : "") << ": ";
+    out << n.text << '\n';
+  }
   if (!ctx.rerun_hint.empty()) out << ctx.rerun_hint << '\n';
   return out.str();
 }

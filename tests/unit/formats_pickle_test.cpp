@@ -355,6 +355,26 @@ TEST(FormatsPickle, SelfReferenceAndExpansionAreBounded) {
   expect_error(bomb, "once expanded");
 }
 
+TEST(FormatsPickle, LimitsAreConfigurable) {
+  Pickle p;
+  p.proto(2).mark();
+  for (int i = 0; i < 20; ++i) p.int1(static_cast<uint8_t>(i));
+  p.op('l').stop();
+  auto run = [&p](const nd::formats::PickleLimits& limits) {
+    return parse_torch_pickle(reinterpret_cast<const uint8_t*>(p.b.data()), p.b.size(), "batch.pt", limits);
+  };
+  EXPECT_EQ(run({}).items.size(), 20u);
+  nd::formats::PickleLimits few_objects;
+  few_objects.max_objects = 10;
+  EXPECT_THROW(run(few_objects), nd::Error);
+  nd::formats::PickleLimits few_nodes;
+  few_nodes.max_nodes = 10;
+  EXPECT_THROW(run(few_nodes), nd::Error);
+  nd::formats::PickleLimits shallow;
+  shallow.max_depth = 0;
+  EXPECT_THROW(run(shallow), nd::Error);
+}
+
 TEST(FormatsPickle, EveryTruncationIsAnError) {
   Pickle p;
   p.proto(2).empty_list().put(0).mark();

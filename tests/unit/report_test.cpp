@@ -119,8 +119,9 @@ TEST(JsonReport, KeyOrderAndFindings) {
   const nd::MetricsDoc doc = basic_doc();
   const auto r = nd::build_json_report(doc, basic_findings(doc), basic_ctx());
   EXPECT_EQ(keys(r), (std::vector<std::string>{"schema_version", "tool", "status", "model", "inputs", "layers",
-                                               "probes", "findings", "summary", "options", "exit_code", "timing"}));
-  EXPECT_EQ(r["schema_version"], "1.0");
+                                               "probes", "findings", "summary", "options", "config", "exit_code",
+                                               "timing"}));
+  EXPECT_EQ(r["schema_version"], nd::kReportSchemaVersion);
   EXPECT_EQ(r["tool"], (nd::ReportJson{{"name", "normdoctor"}, {"version", "0.1.0"}, {"libtorch", "1.13.1"}}));
   EXPECT_EQ(keys(r["model"]), (std::vector<std::string>{"path", "sha256", "kind", "training", "parameters"}));
   EXPECT_EQ(keys(r["inputs"][0]), (std::vector<std::string>{"name", "index", "shape", "dtype", "source", "metrics"}));
@@ -140,7 +141,8 @@ TEST(JsonReport, KeyOrderAndFindings) {
   EXPECT_EQ(f[1]["layer"], "fc3");
   EXPECT_EQ(f[2]["rule_id"], "GRAD002");
   EXPECT_EQ(f[2]["layer"], "fc1");
-  EXPECT_EQ(r["summary"], (nd::ReportJson{{"error", 0}, {"warning", 3}, {"info", 0}, {"total", 3}}));
+  EXPECT_EQ(r["summary"], (nd::ReportJson{{"error", 0}, {"warning", 3}, {"info", 0}, {"total", 3}, {"hidden", 0},
+                                         {"suppressed", 0}}));
   EXPECT_EQ(r["exit_code"], 1);
   EXPECT_EQ(r["status"], "ok");
   EXPECT_FALSE(r.contains("error"));
@@ -210,7 +212,8 @@ TEST(ErrorReport, ShapeWithoutDocument) {
   ctx.exit_code = 3;
   const auto r = nd::build_error_report(nullptr, ctx);
   EXPECT_EQ(keys(r), (std::vector<std::string>{"schema_version", "tool", "status", "error", "model", "inputs", "layers",
-                                               "probes", "findings", "summary", "options", "exit_code", "timing"}));
+                                               "probes", "findings", "summary", "options", "config", "exit_code",
+                                               "timing"}));
   EXPECT_EQ(r["status"], "error");
   EXPECT_EQ(r["error"], (nd::ReportJson{{"kind", "model_load"}, {"message", "model.pt: not a TorchScript archive"}}));
   EXPECT_EQ(r["model"], nd::ReportJson::object());
@@ -218,7 +221,9 @@ TEST(ErrorReport, ShapeWithoutDocument) {
   EXPECT_EQ(r["layers"], nd::ReportJson::array());
   EXPECT_EQ(r["probes"], nd::ReportJson::object());
   EXPECT_EQ(r["findings"], nd::ReportJson::array());
-  EXPECT_EQ(r["summary"], (nd::ReportJson{{"error", 0}, {"warning", 0}, {"info", 0}, {"total", 0}}));
+  EXPECT_EQ(r["summary"], (nd::ReportJson{{"error", 0}, {"warning", 0}, {"info", 0}, {"total", 0}, {"hidden", 0},
+                                         {"suppressed", 0}}));
+  EXPECT_EQ(r["config"], nd::ReportJson::object());
   EXPECT_EQ(r["exit_code"], 3);
   EXPECT_EQ(r["timing"], (nd::ReportJson{{"seconds_total", 0.0}, {"passes", nd::ReportJson::array()}}));
 }

@@ -31,9 +31,10 @@ std::vector<nd::Finding> run(const std::string& id, const nd::MetricsDoc& doc) {
 
 /// Rules with a catches / catches-not pair below; a new rule file fails
 /// ShippedRulesHaveCases until it gets one.
-const std::set<std::string> kCovered = {"IN001",  "IN002",   "ACT001",  "ACT002",  "ACT003",  "ACT004",
-                                        "ACT005", "NORM001", "GRAD001", "GRAD002", "GRAD003", "GRAD004",
-                                        "GRAD005"};
+const std::set<std::string> kCovered = {"IN001",   "IN002",   "ACT001",  "ACT002",  "ACT003",  "ACT004",  "ACT005",
+                                        "NORM001", "GRAD001", "GRAD002", "GRAD003", "GRAD004", "GRAD005", "BN001",
+                                        "BN002",   "BN003",   "BN004",   "BN005",   "BN006",   "BN007",   "MODE001",
+                                        "MODE002", "MODE003", "MODE004"};
 
 const double kInf = std::numeric_limits<double>::infinity();
 
@@ -428,6 +429,392 @@ TEST(GRAD005, Catches) {
 
 TEST(GRAD005, CatchesNot) { EXPECT_TRUE(run("GRAD005", grad005_doc(0)).empty()); }
 
+// ---- BN001 bn-stale-running-stats (never estimated) ----------------------
+
+nd::MetricsDoc bn001_doc(int at_init) {
+  nd::MetricsDoc doc;
+  // layer1.0.bn1 comes first in named_modules order but runs after bn1.
+  doc.layers.push_back(layer("layer1.0.bn1", "BatchNorm2d", 3, true, {{"bn.at_initial_values", at_init > 1}}));
+  doc.layers.push_back(layer("bn1", "BatchNorm2d", 1, true, {{"bn.at_initial_values", at_init > 0}}));
+  doc.model_metrics["bn.layers"] = 20;
+  doc.model_metrics["bn.layers_at_init"] = at_init;
+  if (at_init > 0) {  // the probe writes these only when a layer is at its initial values
+    doc.model_metrics["bn.first_layer_at_init"] = "bn1";
+    doc.model_metrics["bn.layers_at_init_names"] = at_init > 1 ? "bn1, layer1.0.bn1" : "bn1";
+  }
+  doc.model_metrics["drift.rel_output_diff"] = at_init > 0 ? 1.8 : 0.03;
+  return doc;
+}
+
+TEST(BN001, Catches) {
+  const auto f = run("BN001", bn001_doc(2));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rule_id, "BN001");
+  EXPECT_EQ(f[0].failure_mode, "bn-stale-running-stats");
+  EXPECT_EQ(f[0].severity, nd::Severity::kWarning);
+  EXPECT_EQ(f[0].layer, "bn1");  // layer_from = bn.first_layer_at_init
+  EXPECT_EQ(f[0].evidence, (json{{"bn.layers_at_init", 2}, {"bn.layers", 20},
+                                 {"bn.layers_at_init_names", "bn1, layer1.0.bn1"},
+                                 {"bn.first_layer_at_init", "bn1"}, {"drift.rel_output_diff", 1.8}}));
+  EXPECT_EQ(f[0].message,
+            "2 of 20 BatchNorm layers still hold their initial running statistics (mean 0, variance 1), first bn1: "
+            "they were never estimated, so eval-mode outputs are not normalized");
+}
+
+TEST(BN001, CatchesNot) {
+  EXPECT_TRUE(run("BN001", bn001_doc(0)).empty());
+  // A model without BatchNorm: the probe writes bn.layers 0 and nothing else.
+  nd::MetricsDoc none;
+  none.model_metrics["bn.layers"] = 0;
+  EXPECT_TRUE(run("BN001", none).empty());
+}
+
+// ---- BN002 bn-stale-running-stats (mean far from running_mean) -----------
+
+nd::MetricsDoc bn002_doc(double z) {
+  nd::MetricsDoc doc;
+  // Still at its initial values: BN001's case, never BN002's, however large.
+  doc.layers.push_back(layer("stem.bn", "BatchNorm2d", 0, true,
+                             {{"bn.at_initial_values", true}, {"bn.mean_z", 10.0}, {"bn.channels", 32}}));
+  doc.layers.push_back(layer("bn1", "BatchNorm2d", 1, true,
+                             {{"bn.at_initial_values", false}, {"bn.mean_z", 0.2}, {"bn.channels", 64}}));
+  // layer2.0.bn1 first in document order, but runs after layer1.0.bn1.
+  doc.layers.push_back(layer("layer2.0.bn1", "BatchNorm2d", 5, true,
+                             {{"bn.at_initial_values", false}, {"bn.mean_z", z * 1.5}, {"bn.channels", 128}}));
+  doc.layers.push_back(layer("layer1.0.bn1", "BatchNorm2d", 2, true,
+                             {{"bn.at_initial_values", false}, {"bn.mean_z", z}, {"bn.mean_z_max", 6.4},
+                              {"bn.var_ratio", 1.3}, {"bn.num_batches_tracked", 125000}, {"bn.channels", 64}}));
+  doc.model_metrics["run.synthetic_inputs"] = false;
+  return doc;
+}
+
+TEST(BN002, CatchesFirstLayerInExecutionOrder) {
+  const auto f = run("BN002", bn002_doc(2.1));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rule_id, "BN002");
+  EXPECT_EQ(f[0].failure_mode, "bn-stale-running-stats");
+  EXPECT_EQ(f[0].severity, nd::Severity::kWarning);
+  EXPECT_EQ(f[0].layer, "layer1.0.bn1");
+  EXPECT_EQ(f[0].evidence, (json{{"bn.at_initial_values", false}, {"bn.mean_z", 2.1}, {"bn.mean_z_max", 6.4},
+                                 {"bn.var_ratio", 1.3}, {"bn.num_batches_tracked", 125000}, {"bn.channels", 64},
+                                 {"matched_layers", 2}}));
+  EXPECT_EQ(f[0].message,
+            "the batch mean of layer1.0.bn1's input is 2.1 running standard deviations from running_mean, averaged "
+            "over 64 channels (worst channel 6.4, variance ratio 1.3): the data has moved away from the statistics "
+            "or the statistics are stale");
+  EXPECT_FALSE(f[0].synthetic_inputs);
+}
+
+TEST(BN002, CatchesNot) { EXPECT_TRUE(run("BN002", bn002_doc(0.6)).empty()); }
+
+TEST(BN002, LoweredOnSyntheticInputs) {
+  nd::MetricsDoc doc = bn002_doc(2.1);
+  doc.model_metrics["run.synthetic_inputs"] = true;
+  const auto f = run("BN002", doc);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].severity, nd::Severity::kInfo);
+  EXPECT_TRUE(f[0].synthetic_inputs);
+}
+
+// ---- BN003 bn-stale-running-stats (variance far from running_var) --------
+
+nd::MetricsDoc bn003_doc(double ratio) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("stem.bn", "BatchNorm1d", 0, true,
+                             {{"bn.at_initial_values", true}, {"bn.var_ratio", 50.0}, {"bn.var_ratio_off", 50.0}}));
+  doc.layers.push_back(layer("features.bn", "BatchNorm1d", 1, true,
+                             {{"bn.at_initial_values", false}, {"bn.var_ratio", ratio},
+                              {"bn.var_ratio_off", std::max(ratio, 1 / ratio)}, {"bn.mean_z", 0.4}}));
+  doc.layers.push_back(layer("head.bn", "BatchNorm1d", 2, true,
+                             {{"bn.at_initial_values", false}, {"bn.var_ratio", 1.1}, {"bn.var_ratio_off", 1.1},
+                              {"bn.mean_z", 0.1}}));
+  doc.model_metrics["run.synthetic_inputs"] = false;
+  return doc;
+}
+
+TEST(BN003, Catches) {
+  const auto f = run("BN003", bn003_doc(0.01));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rule_id, "BN003");
+  EXPECT_EQ(f[0].failure_mode, "bn-stale-running-stats");
+  EXPECT_EQ(f[0].severity, nd::Severity::kWarning);
+  EXPECT_EQ(f[0].layer, "features.bn");
+  EXPECT_EQ(f[0].evidence, (json{{"bn.at_initial_values", false}, {"bn.var_ratio", 0.01}, {"bn.var_ratio_off", 100.0},
+                                 {"bn.mean_z", 0.4}, {"matched_layers", 1}}));
+  EXPECT_EQ(f[0].message,
+            "the batch variance of features.bn's input is 0.01x its running_var (geometric mean over channels, off "
+            "by 100x), so eval-mode outputs are scaled wrong by about the square root of that");
+  // Too large a variance fires as well as too small a one.
+  const auto up = run("BN003", bn003_doc(6.0));
+  ASSERT_EQ(up.size(), 1u);
+  EXPECT_EQ(up[0].layer, "features.bn");
+}
+
+TEST(BN003, CatchesNot) {
+  EXPECT_TRUE(run("BN003", bn003_doc(0.3)).empty());
+  EXPECT_TRUE(run("BN003", bn003_doc(3.5)).empty());
+}
+
+// ---- BN004 train-eval-drift -------------------------------------------------
+
+nd::MetricsDoc bn004_doc(double drift, double with_dropout) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("conv1", "Conv2d", 0, true));
+  doc.layers.push_back(layer("layer1.0.bn1", "BatchNorm2d", 1, true));
+  doc.model_metrics = {{"drift.rel_output_diff", drift},
+                       {"drift.rel_output_diff_with_dropout", with_dropout},
+                       {"run.synthetic_inputs", false}};
+  if (drift > 1e-4) {
+    doc.model_metrics["drift.first_layer"] = "layer1.0.bn1";
+    doc.model_metrics["drift.cause"] = "BatchNorm running statistics differ from the batch statistics";
+  }
+  return doc;
+}
+
+TEST(BN004, Catches) {
+  const auto f = run("BN004", bn004_doc(1.4, 1.9));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rule_id, "BN004");
+  EXPECT_EQ(f[0].failure_mode, "train-eval-drift");
+  EXPECT_EQ(f[0].severity, nd::Severity::kWarning);
+  EXPECT_EQ(f[0].layer, "layer1.0.bn1");  // layer_from = drift.first_layer
+  EXPECT_EQ(f[0].evidence, (json{{"drift.rel_output_diff", 1.4}, {"drift.rel_output_diff_with_dropout", 1.9},
+                                 {"drift.first_layer", "layer1.0.bn1"},
+                                 {"drift.cause", "BatchNorm running statistics differ from the batch statistics"}}));
+  EXPECT_EQ(f[0].message,
+            "with dropout switched off, the train-mode output differs from the eval-mode output by 1.4 of the eval "
+            "output's norm (1.9 with dropout); the two runs first diverge at layer1.0.bn1: BatchNorm running "
+            "statistics differ from the batch statistics");
+}
+
+TEST(BN004, CatchesNot) {
+  // Dropout alone makes train and eval differ: expected, not a finding.
+  EXPECT_TRUE(run("BN004", bn004_doc(0.04, 0.6)).empty());
+  EXPECT_TRUE(run("BN004", bn004_doc(0.0, 0.0)).empty());
+}
+
+// ---- BN005 eval-batch-dependence ---------------------------------------------
+
+nd::MetricsDoc bn005_doc(double diff) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("conv1", "Conv2d", 0, true));
+  doc.layers.push_back(layer("bn1", "BatchNorm2d", 1, true));
+  doc.model_metrics = {{"batchdep.max_rel_diff", diff},
+                       {"batchdep.worst_example", "0"},
+                       {"batchdep.reorder_rel_diff", diff > 1e-3 ? 0.35 : 0.0},
+                       {"batchdep.batch", 32}};
+  if (diff > 1e-3) {  // the probe looks for the layer only above the threshold
+    doc.model_metrics["batchdep.first_layer"] = "bn1";
+    doc.model_metrics["batchdep.cause"] =
+        "a traced graph baked training=True into batch_norm: eval mode still uses batch statistics";
+  }
+  return doc;
+}
+
+TEST(BN005, Catches) {
+  const auto f = run("BN005", bn005_doc(0.8));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rule_id, "BN005");
+  EXPECT_EQ(f[0].failure_mode, "eval-batch-dependence");
+  EXPECT_EQ(f[0].severity, nd::Severity::kError);
+  EXPECT_EQ(f[0].layer, "bn1");  // layer_from = batchdep.first_layer
+  EXPECT_EQ(f[0].evidence,
+            (json{{"batchdep.max_rel_diff", 0.8}, {"batchdep.worst_example", "0"}, {"batchdep.reorder_rel_diff", 0.35},
+                  {"batchdep.batch", 32}, {"batchdep.first_layer", "bn1"},
+                  {"batchdep.cause",
+                   "a traced graph baked training=True into batch_norm: eval mode still uses batch statistics"}}));
+  EXPECT_EQ(f[0].message,
+            "in eval mode, example 0 run alone gives an output 0.8 (relative) away from its output inside the batch "
+            "of 32 (reordered batch: 0.35); the difference starts at bn1: a traced graph baked training=True into "
+            "batch_norm: eval mode still uses batch statistics");
+}
+
+TEST(BN005, CatchesNot) {
+  // Float noise from another batch size (different kernels, summation order).
+  EXPECT_TRUE(run("BN005", bn005_doc(2e-7)).empty());
+  EXPECT_TRUE(run("BN005", bn005_doc(0.0)).empty());
+}
+
+// ---- BN006 bn-batch-of-one ----------------------------------------------------
+
+nd::MetricsDoc bn006_doc(int batch) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("bn1", "BatchNorm2d", 1, true,
+                             {{"bn.examples_per_pass", batch}, {"bn.spatial", 12544},
+                              {"bn.values_per_channel", batch * 12544}, {"bn.batch_of_one", false}}));
+  // After global pooling: one value per channel and example.
+  doc.layers.push_back(layer("head.bn", "BatchNorm1d", 5, true,
+                             {{"bn.examples_per_pass", batch}, {"bn.spatial", 1}, {"bn.values_per_channel", batch},
+                              {"bn.batch_of_one", batch <= 1}}));
+  return doc;
+}
+
+TEST(BN006, Catches) {
+  const auto f = run("BN006", bn006_doc(1));
+  ASSERT_EQ(f.size(), 1u);  // bn1 sees 12544 values per channel even at batch 1
+  EXPECT_EQ(f[0].rule_id, "BN006");
+  EXPECT_EQ(f[0].failure_mode, "bn-batch-of-one");
+  EXPECT_EQ(f[0].severity, nd::Severity::kError);
+  EXPECT_EQ(f[0].layer, "head.bn");
+  EXPECT_EQ(f[0].evidence, (json{{"bn.values_per_channel", 1}, {"bn.examples_per_pass", 1}, {"bn.spatial", 1},
+                                 {"bn.batch_of_one", true}}));
+  EXPECT_EQ(f[0].message,
+            "head.bn gets 1 value per channel in train mode (batch 1 x spatial size 1): PyTorch raises an error, and "
+            "no batch statistics can be computed");
+}
+
+TEST(BN006, CatchesNot) { EXPECT_TRUE(run("BN006", bn006_doc(2)).empty()); }
+
+// ---- BN007 bn-small-batch-noise ------------------------------------------------
+
+nd::MetricsDoc bn007_doc(int batch, double noise) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("bn1", "BatchNorm2d", 1, true,
+                             {{"bn.examples_per_pass", batch}, {"bn.values_per_channel", batch * 12544},
+                              {"bn.mean_noise", 0.02}, {"bn.var_noise", 0.05}}));
+  // layer4.1.bn2 first in document order, but runs after layer4.0.bn1.
+  doc.layers.push_back(layer("layer4.1.bn2", "BatchNorm2d", 45, true,
+                             {{"bn.examples_per_pass", batch}, {"bn.values_per_channel", batch * 49},
+                              {"bn.mean_noise", noise * 1.2}, {"bn.var_noise", 0.5}}));
+  doc.layers.push_back(layer("layer4.0.bn1", "BatchNorm2d", 40, true,
+                             {{"bn.examples_per_pass", batch}, {"bn.values_per_channel", batch * 49},
+                              {"bn.mean_noise", noise}, {"bn.var_noise", 0.45}}));
+  doc.model_metrics["run.synthetic_inputs"] = false;
+  return doc;
+}
+
+TEST(BN007, CatchesFirstLayerInExecutionOrder) {
+  const auto f = run("BN007", bn007_doc(4, 0.31));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rule_id, "BN007");
+  EXPECT_EQ(f[0].failure_mode, "bn-small-batch-noise");
+  EXPECT_EQ(f[0].severity, nd::Severity::kWarning);
+  EXPECT_EQ(f[0].layer, "layer4.0.bn1");
+  EXPECT_EQ(f[0].evidence, (json{{"bn.examples_per_pass", 4}, {"bn.mean_noise", 0.31}, {"bn.values_per_channel", 196},
+                                 {"bn.var_noise", 0.45}, {"matched_layers", 2}}));
+  EXPECT_EQ(f[0].message,
+            "at 4 examples per forward pass (196 values per channel), the batch mean of layer4.0.bn1's input wanders "
+            "by 0.31 of the channel's standard deviation from step to step (batch variance by 0.45 of itself)");
+}
+
+TEST(BN007, CatchesNot) {
+  EXPECT_TRUE(run("BN007", bn007_doc(4, 0.08)).empty());
+  // 16 examples or more: not a small batch, whatever the estimate says.
+  EXPECT_TRUE(run("BN007", bn007_doc(16, 0.31)).empty());
+}
+
+// ---- MODE001 saved-in-train-mode -------------------------------------------
+
+nd::MetricsDoc mode001_doc(bool training, int ops) {
+  nd::MetricsDoc doc;
+  doc.model_metrics = {{"mode.saved_training", training},
+                       {"mode.modules_in_training", training ? 14 : 0},
+                       {"mode.dependent_ops", ops}};
+  return doc;
+}
+
+TEST(MODE001, Catches) {
+  const auto f = run("MODE001", mode001_doc(true, 6));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rule_id, "MODE001");
+  EXPECT_EQ(f[0].failure_mode, "saved-in-train-mode");
+  EXPECT_EQ(f[0].severity, nd::Severity::kWarning);
+  EXPECT_EQ(f[0].layer, std::nullopt);
+  EXPECT_EQ(f[0].evidence,
+            (json{{"mode.saved_training", true}, {"mode.dependent_ops", 6}, {"mode.modules_in_training", 14}}));
+  EXPECT_EQ(f[0].message,
+            "the model was saved in training mode (14 modules with training=True) and runs 6 dropout/batch_norm ops: "
+            "loaded and run without eval(), it uses batch statistics and random dropout");
+}
+
+TEST(MODE001, CatchesNot) {
+  EXPECT_TRUE(run("MODE001", mode001_doc(false, 6)).empty());
+  // Saved in training mode but nothing depends on the mode: harmless.
+  EXPECT_TRUE(run("MODE001", mode001_doc(true, 0)).empty());
+}
+
+// ---- MODE002 / MODE003 mode-switch-ineffective -------------------------------
+
+nd::MetricsDoc mode_baked_doc(int baked_true, int baked_false) {
+  nd::MetricsDoc doc;
+  doc.model_metrics = {{"mode.baked_training_true", baked_true}, {"mode.baked_training_false", baked_false}};
+  if (baked_true + baked_false > 0) {  // the probe runs the confirmation only then
+    doc.model_metrics["mode.switch_confirmed"] = true;
+    doc.model_metrics["mode.switch_rel_diff"] = 0.0;
+  }
+  return doc;
+}
+
+TEST(MODE002, Catches) {
+  const auto f = run("MODE002", mode_baked_doc(3, 0));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rule_id, "MODE002");
+  EXPECT_EQ(f[0].failure_mode, "mode-switch-ineffective");
+  EXPECT_EQ(f[0].severity, nd::Severity::kWarning);
+  EXPECT_EQ(f[0].layer, std::nullopt);
+  EXPECT_EQ(f[0].evidence, (json{{"mode.baked_training_true", 3}, {"mode.switch_confirmed", true},
+                                 {"mode.switch_rel_diff", 0.0}}));
+  EXPECT_EQ(f[0].message,
+            "the traced graph has 3 batch_norm/dropout ops with training=True baked in as a constant: eval() does not "
+            "switch them, inference uses batch statistics and dropout (train and eval outputs identical: true, "
+            "relative difference 0)");
+}
+
+TEST(MODE002, CatchesNot) {
+  EXPECT_TRUE(run("MODE002", mode_baked_doc(0, 0)).empty());
+  EXPECT_TRUE(run("MODE002", mode_baked_doc(0, 3)).empty());  // traced in eval mode is MODE003's
+}
+
+TEST(MODE003, Catches) {
+  const auto f = run("MODE003", mode_baked_doc(0, 3));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rule_id, "MODE003");
+  EXPECT_EQ(f[0].failure_mode, "mode-switch-ineffective");
+  EXPECT_EQ(f[0].severity, nd::Severity::kInfo);
+  EXPECT_EQ(f[0].layer, std::nullopt);
+  EXPECT_EQ(f[0].evidence, (json{{"mode.baked_training_false", 3}, {"mode.switch_confirmed", true}}));
+  EXPECT_EQ(f[0].message,
+            "the traced graph has 3 batch_norm/dropout ops with training=False baked in as a constant: train() does "
+            "not switch them (train and eval outputs identical: true); fine for inference, wrong for fine-tuning this "
+            "file");
+}
+
+TEST(MODE003, CatchesNot) {
+  EXPECT_TRUE(run("MODE003", mode_baked_doc(0, 0)).empty());
+  EXPECT_TRUE(run("MODE003", mode_baked_doc(3, 0)).empty());
+}
+
+// ---- MODE004 eval-nondeterminism ---------------------------------------------
+
+nd::MetricsDoc mode004_doc(double diff) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("blocks.0.mlp", "Mlp", 0, true));
+  doc.layers.push_back(layer("blocks.3.mlp", "Mlp", 3, true));
+  doc.model_metrics["evalrep.rel_diff"] = diff;
+  // The probe names the first differing module at any difference, float noise included.
+  if (diff > 0) doc.model_metrics["evalrep.first_layer"] = "blocks.3.mlp";
+  return doc;
+}
+
+TEST(MODE004, Catches) {
+  const auto f = run("MODE004", mode004_doc(0.42));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rule_id, "MODE004");
+  EXPECT_EQ(f[0].failure_mode, "eval-nondeterminism");
+  EXPECT_EQ(f[0].severity, nd::Severity::kWarning);
+  EXPECT_EQ(f[0].layer, "blocks.3.mlp");  // layer_from = evalrep.first_layer
+  EXPECT_EQ(f[0].evidence, (json{{"evalrep.rel_diff", 0.42}, {"evalrep.first_layer", "blocks.3.mlp"}}));
+  EXPECT_EQ(f[0].message,
+            "two eval-mode forward passes on the same batch with different random seeds differ by 0.42 (relative); "
+            "the first module whose output differs is blocks.3.mlp: a dropout or other random op there ignores "
+            "eval()");
+}
+
+TEST(MODE004, CatchesNot) {
+  EXPECT_TRUE(run("MODE004", mode004_doc(0.0)).empty());
+  EXPECT_TRUE(run("MODE004", mode004_doc(3e-7)).empty());  // nondeterministic GPU reductions
+}
+
 // ---- the whole catalog on one healthy model -------------------------------
 
 TEST(RuleCases, HealthyModelHasNoFindings) {
@@ -441,6 +828,23 @@ TEST(RuleCases, HealthyModelHasNoFindings) {
                              {{"act.growth", 1.2}, {"norm.gain_p99", 1.0}, {"grad.params_no_signal", 0}}));
   doc.layers.push_back(layer("attn", "Attention", 2, true,
                              {{"softmax.onehot_fraction", 0.0}, {"softmax.rows", 64}, {"sat.fraction", 0.01}}));
-  doc.model_metrics = {{"grad.input_output_ratio", 1.7}, {"grad.first_layer", "fc1"}, {"run.synthetic_inputs", false}};
+  doc.layers.push_back(layer("bn", "BatchNorm1d", 4, true,
+                             {{"bn.at_initial_values", false}, {"bn.mean_z", 0.05}, {"bn.var_ratio", 1.02},
+                              {"bn.var_ratio_off", 1.02}, {"bn.examples_per_pass", 32}, {"bn.values_per_channel", 32},
+                              {"bn.mean_noise", 0.03}, {"bn.batch_of_one", false}}));
+  doc.model_metrics = {{"grad.input_output_ratio", 1.7},
+                       {"grad.first_layer", "fc1"},
+                       {"run.synthetic_inputs", false},
+                       {"bn.layers", 1},
+                       {"bn.layers_at_init", 0},
+                       {"drift.rel_output_diff", 0.02},
+                       {"drift.rel_output_diff_with_dropout", 0.4},
+                       {"batchdep.max_rel_diff", 3e-7},
+                       {"batchdep.reorder_rel_diff", 0.0},
+                       {"evalrep.rel_diff", 0.0},
+                       {"mode.saved_training", false},
+                       {"mode.dependent_ops", 2},
+                       {"mode.baked_training_true", 0},
+                       {"mode.baked_training_false", 0}};
   EXPECT_TRUE(nd::evaluate_rules(shipped(), doc).empty());
 }

@@ -1,0 +1,366 @@
+// Normalization probes (issue: train/eval drift, BatchNorm statistics, batch
+// dependence, small batches, mode problems). Each measures; rules judge.
+//
+// Passes (all forward only, no gradient):
+//   eval             eval mode, the sample batch: BatchNorm inputs vs running stats
+//   train-nodropout  train mode with every dropout op replaced by identity:
+//                    drift from normalization statistics alone
+//   eval-repeat      eval mode again with another seed: nondeterminism
+//   eval-example0    example 0 alone (and eval-batch-slice0: the batch, measuring
+//                    example 0 only): batch dependence and where it starts
+//   eval-reversed    the batch in reverse order
+//   eval-example-last the last example alone
+//   plain-train / plain-eval: the uninstrumented model in train() and eval()
+//                    (traced graphs with baked flags only): does the switch work?
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "probes/session.h"
+
+namespace nd {
+namespace {
+
+MetricValue num(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+/// Module-output statistics per module path for one pass.
+std::map<std::string, TensorStats> module_stats(const InstrumentedModel& im, const Collector& c) {
+  std::map<std::string, TensorStats> out;
+  for (const auto& t : im.taps())
+    if (t.kind == TapKind::kModuleOutput && c.records()[static_cast<size_t>(t.id)].calls > 0)
+      out[t.module].merge(c.records()[static_cast<size_t>(t.id)].fwd);
+  return out;
+}
+
+/// Relative difference of two tensor summaries (0 when identical).
+double stats_difference(const TensorStats& a, const TensorStats& b) {
+  if (a.numel != b.numel) return std::numeric_limits<double>::infinity();
+  if (a.nonfinite() != b.nonfinite()) return std::numeric_limits<double>::infinity();
+  const double scale = std::max({a.rms(), b.rms(), 1e-12});
+  return std::max({std::fabs(a.mean() - b.mean()), std::fabs(a.rms() - b.rms()), std::fabs(a.max - b.max),
+                   std::fabs(a.min - b.min)}) /
+         scale;
+}
+
+/// The first module in execution order whose outputs differ between two
+/// passes by more than `tol`; "" if none.
+std::string first_divergence(const Session& s, const std::map<std::string, TensorStats>& a,
+                             const std::map<std::string, TensorStats>& b, double tol, double* diff) {
+  std::vector<const LayerMetrics*> order;
+  for (const auto& l : s.doc.layers)
+    if (l.exec_order >= 0) order.push_back(&l);
+  std::sort(order.begin(), order.end(), [](auto* x, auto* y) { return x->exec_order < y->exec_order; });
+  for (const auto* l : order) {
+    auto ia = a.find(l->path), ib = b.find(l->path);
+    if (ia == a.end() || ib == b.end()) continue;
+    const double d = stats_difference(ia->second, ib->second);
+    if (d > tol) {
+      if (diff) *diff = d;
+      return l->path;
+    }
+  }
+  return "";
+}
+
+std::vector<c10::IValue> select_examples(const std::vector<c10::IValue>& args, int64_t batch, const at::Tensor& index) {
+  std::vector<c10::IValue> out;
+  for (const auto& a : args) {
+    if (a.isTensor() && a.toTensor().dim() >= 1 && a.toTensor().size(0) == batch)
+      out.emplace_back(a.toTensor().index_select(0, index.to(a.toTensor().device())));
+    else
+      out.push_back(a);
+  }
+  return out;
+}
+
+/// Output rows of the examples in `index` (tensors whose axis 0 is the batch).
+c10::IValue rows_of(const c10::IValue& out, int64_t batch, const at::Tensor& index) {
+  if (out.isTensor()) {
+    const auto& t = out.toTensor();
+    return (t.dim() >= 1 && t.size(0) == batch) ? c10::IValue(t.index_select(0, index.to(t.device()))) : out;
+  }
+  if (out.isTuple()) {
+    std::vector<c10::IValue> el;
+    for (const auto& e : out.toTupleRef().elements()) el.push_back(rows_of(e, batch, index));
+    return c10::ivalue::Tuple::create(std::move(el));
+  }
+  // Lists and dicts: compare whole (rare for batch dependence).
+  return out;
+}
+
+int64_t batch_size_of(const std::vector<ArgValue>& args) {
+  for (const auto& a : args)
+    if (a.value.isTensor() && a.value.toTensor().dim() >= 1) return a.value.toTensor().size(0);
+  return 0;
+}
+
+}  // namespace
+
+void probe_normalization(Session& s) {
+  const InstrumentedModel& im = *s.inst;
+  auto& mm = s.doc.model_metrics;
+  nlohmann::json report = nlohmann::json::object();
+
+  // ---- eval pass: BatchNorm statistics against the data -------------------
+  // As a user runs it: eval(), traced flags as saved.
+  PassSpec ev;
+  ev.name = "eval";
+  ev.probe = "normalization";
+  ev.keep_baked = true;
+  PassResult eval = s.run_pass(ev);
+  const auto eval_stats = module_stats(im, *eval.collector);
+
+  // Execution order from the eval pass when the train pass could not run.
+  bool have_order = false;
+  for (const auto& l : s.doc.layers) have_order = have_order || l.exec_order >= 0;
+  if (!have_order) {
+    std::vector<std::pair<int64_t, std::string>> order;
+    std::map<std::string, int64_t> first;
+    for (const auto& t : im.taps()) {
+      const auto& r = eval.collector->records()[static_cast<size_t>(t.id)];
+      if (t.kind != TapKind::kModuleOutput || r.first_fire < 0) continue;
+      auto it = first.find(t.module);
+      if (it == first.end() || r.first_fire < it->second) first[t.module] = r.first_fire;
+    }
+    for (const auto& [p, f] : first) order.push_back({f, p});
+    std::sort(order.begin(), order.end());
+    for (size_t i = 0; i < order.size(); ++i)
+      if (LayerMetrics* l = s.doc.find_layer(order[i].second)) l->exec_order = static_cast<int64_t>(i);
+  }
+
+  const int64_t batch = batch_size_of(s.args);
+  const int64_t train_batch = s.opt.train_batch_size > 0 ? s.opt.train_batch_size : batch;
+  int64_t bn_layers = 0, at_init = 0;
+  std::string first_at_init, at_init_names;
+  int64_t first_at_init_order = std::numeric_limits<int64_t>::max();
+  for (const auto& t : im.taps()) {
+    if (t.kind != TapKind::kBatchNormInput) continue;
+    const auto& rec = eval.collector->records()[static_cast<size_t>(t.id)];
+    LayerMetrics* lm = s.doc.find_layer(t.module);
+    if (!lm || !rec.bn.mean.defined() || lm->metrics.count("bn.channels")) continue;  // first call of a layer only
+    const BatchNormStats& b = rec.bn;
+    MetricMap& m = lm->metrics;
+    ++bn_layers;
+    const int64_t channels = b.mean.numel();
+    m["bn.channels"] = channels;
+    m["bn.spatial"] = b.spatial;
+    m["bn.examples_per_pass"] = train_batch;
+    m["bn.values_per_channel"] = train_batch * b.spatial;
+    if (!m.count("bn.batch_of_one")) m["bn.batch_of_one"] = train_batch * b.spatial <= 1;
+    // Noise of the per-step batch mean / variance at the training batch size,
+    // estimated from the spread of per-example statistics (keeps spatial
+    // correlation), in units of the channel's standard deviation / variance.
+    if (b.examples >= 2 && train_batch >= 1) {
+      at::Tensor sd = b.var.clamp_min(1e-12).sqrt();
+      at::Tensor mean_noise = b.example_mean.std(0) / std::sqrt(static_cast<double>(train_batch)) / sd;
+      at::Tensor var_noise = b.example_var.std(0) / std::sqrt(static_cast<double>(train_batch)) / b.var.clamp_min(1e-12);
+      m["bn.mean_noise"] = num(mean_noise.mean().item<double>());
+      m["bn.var_noise"] = num(var_noise.mean().item<double>());
+    }
+    const auto type = lm->info.contains("running_stats");
+    torch::jit::Module mod;
+    for (const auto& mi : s.model.modules)
+      if (mi.path == t.module) mod = mi.module;
+    const bool has_running = mod._ivalue() && mod.type()->hasAttribute("running_mean") &&
+                             mod.attr("running_mean").isTensor() && mod.attr("running_var").isTensor();
+    m["bn.has_running_stats"] = has_running;
+    (void)type;
+    // Batch statistics from fewer than 16 values per channel are noise (the
+    // standard error of a mean of n values is 1/sqrt(n) standard deviations).
+    const bool enough = b.examples * b.spatial >= 16;
+    m["bn.sample_values_per_channel"] = b.examples * b.spatial;
+    if (has_running) {
+      at::Tensor rm = mod.attr("running_mean").toTensor().detach().to(at::kDouble).cpu();
+      at::Tensor rv = mod.attr("running_var").toTensor().detach().to(at::kDouble).cpu();
+      const bool init = rm.eq(0).all().item<bool>() && rv.eq(1).all().item<bool>();
+      m["bn.at_initial_values"] = init;
+      if (mod.type()->hasAttribute("num_batches_tracked") && mod.attr("num_batches_tracked").isTensor())
+        m["bn.num_batches_tracked"] = mod.attr("num_batches_tracked").toTensor().item<int64_t>();
+      if (init) {
+        ++at_init;
+        if (at_init <= 8) at_init_names += (at_init_names.empty() ? "" : ", ") + t.module;
+        if (lm->exec_order < first_at_init_order) {
+          first_at_init_order = lm->exec_order;
+          first_at_init = t.module;
+        }
+      }
+      if (enough && rm.numel() == channels) {
+        const double eps = lm->info.contains("eps") && lm->info["eps"].is_number() ? lm->info["eps"].get<double>() : 1e-5;
+        at::Tensor z = (b.mean - rm).abs() / (rv + eps).sqrt();
+        at::Tensor ratio = (b.var + eps) / (rv + eps);
+        const double gm = ratio.log().mean().exp().item<double>();
+        m["bn.mean_z"] = num(z.mean().item<double>());
+        m["bn.mean_z_max"] = num(z.max().item<double>());
+        m["bn.var_ratio"] = num(gm);
+        m["bn.var_ratio_off"] = num(std::max(gm, 1.0 / gm));
+      }
+    }
+  }
+  mm["bn.layers"] = bn_layers;
+  if (bn_layers > 0) {
+    mm["bn.layers_at_init"] = at_init;
+    if (at_init > 0) {
+      if (at_init > 8) at_init_names += ", ... (" + std::to_string(at_init - 8) + " more)";
+      mm["bn.first_layer_at_init"] = first_at_init;
+      mm["bn.layers_at_init_names"] = at_init_names;
+    }
+  }
+
+  // ---- train/eval drift, dropout switched off ----------------------------
+  if (s.train_pass_error.empty()) {
+    PassSpec tr;
+    tr.name = "train-nodropout";
+    tr.probe = "normalization";
+    tr.train_mode = true;
+    tr.dropout = false;
+    PassResult nodrop = s.run_pass(tr);
+    // The eval reference without dropout and with the switch restored: drift
+    // then comes from normalization statistics only (a dropout that ignores
+    // the mode is eval-nondeterminism's finding, a baked flag mode-switch's).
+    c10::IValue eval_ref = eval.output;
+    std::map<std::string, TensorStats> eval_ref_stats = eval_stats;
+    if (im.dropout_nodes() > 0 || im.baked_batch_norm() + im.baked_dropout() > 0) {
+      PassSpec en;
+      en.name = "eval-nodropout";
+      en.probe = "normalization";
+      en.dropout = false;
+      PassResult r = s.run_pass(en);
+      eval_ref = r.output;
+      eval_ref_stats = module_stats(im, *r.collector);
+    }
+    const double drift = Session::relative_difference(nodrop.output, eval_ref);
+    mm["drift.rel_output_diff"] = num(drift);
+    if (!s.train_output.isNone())
+      mm["drift.rel_output_diff_with_dropout"] = num(Session::relative_difference(s.train_output, eval.output));
+    double d = 0;
+    const std::string first = first_divergence(s, module_stats(im, *nodrop.collector), eval_ref_stats, 1e-4, &d);
+    if (!first.empty()) {
+      mm["drift.first_layer"] = first;
+      const LayerMetrics* l = s.doc.find_layer(first);
+      const bool bn = l && l->kind.find("BatchNorm") != std::string::npos;
+      mm["drift.cause"] = bn ? "BatchNorm running statistics differ from the batch statistics"
+                             : "a mode-dependent op other than dropout in " + first;
+    }
+    report["drift_method"] =
+        "train-mode forward with every dropout op replaced by identity in the instrumented graph, compared with the "
+        "eval-mode forward on the same batch";
+  }
+
+  // ---- nondeterminism in eval mode ----------------------------------------
+  {
+    PassSpec rep;
+    rep.name = "eval-repeat";
+    rep.probe = "normalization";
+    rep.keep_baked = true;
+    const_cast<CheckOptions&>(s.opt).seed += 1;  // another random stream for the repeat
+    PassResult again = s.run_pass(rep);
+    const_cast<CheckOptions&>(s.opt).seed -= 1;
+    mm["evalrep.rel_diff"] = num(Session::relative_difference(again.output, eval.output));
+    double d = 0;
+    const std::string first = first_divergence(s, module_stats(im, *again.collector), eval_stats, 0.0, &d);
+    if (!first.empty()) mm["evalrep.first_layer"] = first;
+  }
+
+  // ---- batch dependence in eval mode --------------------------------------
+  if (batch >= 2) {
+    // As a user runs it (traced flags as saved), dropout off so random masks
+    // do not read as batch dependence. Module outputs are measured on
+    // example 0 only, to find where example 0 alone and in the batch part.
+    const auto args = s.arg_values();
+    auto one = [&](int64_t i) { return at::tensor({i}, at::kLong); };
+    auto spec = [&](const char* name, std::vector<c10::IValue> a, int64_t slice0) {
+      PassSpec p;
+      p.name = name;
+      p.probe = "normalization";
+      p.keep_baked = true;
+      p.dropout = false;
+      p.slice0 = slice0;
+      p.args = std::move(a);
+      return p;
+    };
+    PassResult ref = s.run_pass(spec("eval-batch", {}, batch));
+    PassResult first_alone = s.run_pass(spec("eval-example0", select_examples(args, batch, one(0)), 0));
+    PassResult last_alone = s.run_pass(spec("eval-example-last", select_examples(args, batch, one(batch - 1)), 0));
+    const double d0 = Session::relative_difference(first_alone.output, rows_of(ref.output, batch, one(0)));
+    const double d1 = Session::relative_difference(last_alone.output, rows_of(ref.output, batch, one(batch - 1)));
+    at::Tensor rev = at::arange(batch - 1, -1, -1, at::kLong);
+    PassResult rr = s.run_pass(spec("eval-reversed", select_examples(args, batch, rev), 0));
+    const double dr = Session::relative_difference(rows_of(rr.output, batch, rev), ref.output);
+    const double worst = std::isnan(d1) || d0 >= d1 ? d0 : d1;
+    mm["batchdep.max_rel_diff"] = num(worst);
+    mm["batchdep.worst_example"] = std::isnan(d1) || d0 >= d1 ? "0" : std::to_string(batch - 1);
+    mm["batchdep.reorder_rel_diff"] = num(dr);
+    mm["batchdep.batch"] = batch;
+    report["batch_dependence_method"] =
+        "eval mode with dropout off and traced flags as saved: examples 0 and " + std::to_string(batch - 1) +
+        " alone vs inside the batch, and the batch reversed";
+    if (worst > 1e-3) {
+      double d = 0;
+      const std::string first = first_divergence(s, module_stats(im, *first_alone.collector), module_stats(im, *ref.collector), 1e-4, &d);
+      if (!first.empty()) {
+        mm["batchdep.first_layer"] = first;
+        const LayerMetrics* l = s.doc.find_layer(first);
+        std::string cause = "an op that mixes examples in " + first;
+        if (l && l->kind.find("BatchNorm") != std::string::npos) {
+          const bool running = l->metrics.count("bn.has_running_stats") && l->metrics.at("bn.has_running_stats") == true;
+          cause = im.baked_batch_norm() > 0 ? "a traced graph baked training=True into batch_norm: eval mode still uses batch statistics"
+                  : running ? "batch_norm is called with training=True in eval mode: it normalizes with batch statistics"
+                            : "BatchNorm without running statistics (track_running_stats=False) normalizes with batch statistics in eval mode";
+        }
+        mm["batchdep.cause"] = cause;
+      }
+    }
+  }
+
+  // ---- mode problems -----------------------------------------------------
+  const int64_t mode_ops = im.batch_norm_nodes() + im.dropout_nodes();
+  mm["mode.dependent_ops"] = mode_ops;
+  mm["mode.saved_training"] = s.model.saved_training;
+  int64_t modules_training = 0;
+  for (const auto& mi : s.model.modules) modules_training += mi.training ? 1 : 0;
+  mm["mode.modules_in_training"] = modules_training;
+  int64_t baked_true = 0, baked_false = 0;
+  for (bool v : im.baked_values()) (v ? baked_true : baked_false)++;
+  mm["mode.baked_training_true"] = baked_true;
+  mm["mode.baked_training_false"] = baked_false;
+  if (baked_true + baked_false > 0) {
+    // Confirm on the uninstrumented model: train() and eval() with the same seed.
+    std::vector<std::pair<at::Tensor, at::Tensor>> saved;
+    for (const auto& b : s.model.module.named_buffers(true)) saved.push_back({b.value, b.value.clone()});
+    const bool was = s.model.module.is_training();
+    torch::NoGradGuard ng;
+    c10::IValue out_train, out_eval;
+    try {
+      s.model.module.train(true);
+      at::manual_seed(s.opt.seed);
+      out_train = s.model.module.forward(s.arg_values());
+      s.model.module.train(false);
+      at::manual_seed(s.opt.seed);
+      out_eval = s.model.module.forward(s.arg_values());
+      mm["mode.switch_rel_diff"] = num(Session::relative_difference(out_train, out_eval));
+      mm["mode.switch_confirmed"] = Session::relative_difference(out_train, out_eval) == 0.0;
+    } catch (const std::exception&) {
+      mm["mode.switch_confirmed"] = "not run: the plain forward raised";
+    }
+    s.model.module.train(was);
+    for (auto& [live, copy] : saved) live.detach().copy_(copy);
+    s.doc.passes.push_back({{"name", "plain-train-and-eval"}, {"probe", "normalization"}, {"mode", "train+eval"},
+                            {"dropout", true}, {"backward", false}, {"seconds", 0.0}});
+    std::ostringstream a;
+    a << "the traced graph has " << baked_true + baked_false << " batch_norm/dropout training flags baked in as constants ("
+      << baked_true << " True, " << baked_false << " False); normdoctor replaced them by each pass's mode in its instrumented copy";
+    s.doc.assumptions.push_back(a.str());
+  }
+  report["passes"] = "eval, train-nodropout, eval-repeat, eval-example0, eval-example-last, eval-reversed";
+  s.doc.probes["normalization"] = report;
+}
+
+}  // namespace nd

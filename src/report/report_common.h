@@ -1,0 +1,45 @@
+// Helpers shared by the renderers (internal to src/report, not a public header).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "report/report.h"
+
+namespace nd::report_detail {
+
+/// The model path: doc->model.path, else ctx.model_path, else "".
+std::string model_path(const MetricsDoc* doc, const ReportContext& ctx);
+
+/// "fc2", "<root>" for the root module, "" without a layer.
+std::string module_name(const Finding& f);
+
+/// " at fc2", " at input x" or "".
+std::string location_suffix(const Finding& f);
+
+/// "warning[ACT002] activation-growth at fc2: message".
+std::string finding_header(const Finding& f);
+
+/// The lines after the header in finding_text(): evidence, fixes, "see:".
+std::string finding_details(const Finding& f);
+
+/// "act.absmax=1800, act.growth=1500" ("" without evidence).
+std::string evidence_text(const Finding& f);
+
+/// A JSON value with non-finite floats as "nan" / "inf" / "-inf" (how every
+/// report writes them; JSON has no NaN).
+nlohmann::ordered_json finite_json(const nlohmann::json& v);
+
+/// `s` with invalid UTF-8 sequences replaced by U+FFFD.
+std::string valid_utf8(const std::string& s);
+
+/// A stable 16-hex-digit hash (FNV-1a, 64 bit) of the parts joined by NUL.
+std::string fingerprint(const std::vector<std::string>& parts);
+
+/// "1 error", "2 warnings": the summary counts as the text report writes them.
+std::string counts_text(const SeverityCounts& c);
+
+}  // namespace nd::report_detail
