@@ -335,6 +335,37 @@ void render_layers(std::ostringstream& out, const MetricsDoc& doc, const std::ve
         << '\n';
 }
 
+/// One row per BatchNorm layer that the normalization probe measured: how
+/// its running statistics compare with the data and how noisy its batch
+/// statistics are at the training batch size.
+void render_batchnorm(std::ostringstream& out, const MetricsDoc& doc, const Painter& paint) {
+  std::vector<const LayerMetrics*> rows;
+  for (const auto& l : doc.layers)
+    if (l.metrics.count("bn.channels")) rows.push_back(&l);
+  if (rows.empty()) return;
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const LayerMetrics* a, const LayerMetrics* b) { return a->exec_order < b->exec_order; });
+  std::size_t w = 4;
+  for (const auto* l : rows) w = std::max(w, cells(layer_name(l->path)));
+  w = std::min<std::size_t>(w, 40);
+  out << '\n' << paint("batchnorm (eval-mode statistics of the sample vs running statistics)", kBold) << '\n';
+  out << "  " << pad_right("path", w) << "  " << pad_left("mean z", 8) << "  " << pad_left("var ratio", 9) << "  "
+      << pad_left("values/ch", 9) << "  " << pad_left("noise", 7) << "  state\n";
+  for (const auto* l : rows) {
+    std::string state;
+    if (l->metrics.count("bn.has_running_stats") && l->metrics.at("bn.has_running_stats") == false)
+      state = "no running stats";
+    else if (l->metrics.count("bn.at_initial_values") && l->metrics.at("bn.at_initial_values") == true)
+      state = "initial values (0/1)";
+    else if (l->metrics.count("bn.num_batches_tracked"))
+      state = format_metric(l->metrics.at("bn.num_batches_tracked")) + " batches tracked";
+    out << "  " << pad_right(fit_tail(layer_name(l->path), w), w) << "  " << pad_left(metric_cell(*l, "bn.mean_z"), 8)
+        << "  " << pad_left(metric_cell(*l, "bn.var_ratio"), 9) << "  "
+        << pad_left(metric_cell(*l, "bn.values_per_channel"), 9) << "  " << pad_left(metric_cell(*l, "bn.mean_noise"), 7)
+        << "  " << state << '\n';
+  }
+}
+
 std::string plural(int n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
 
 }  // namespace
@@ -362,7 +393,10 @@ std::string render_text(const MetricsDoc& doc, const std::vector<Finding>& findi
     render_finding(out, *f, paint, width);
   }
 
-  if (opt.show_layers) render_layers(out, doc, findings, paint);
+  if (opt.show_layers) {
+    render_layers(out, doc, findings, paint);
+    render_batchnorm(out, doc, paint);
+  }
 
   const SeverityCounts c = count_findings(findings);
   std::string also;
