@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "report/report.h"
+#include "report/report_common.h"
 
 namespace nd {
 
@@ -10,34 +11,8 @@ namespace {
 
 using oj = ReportJson;
 
-/// A metrics-document value as report JSON: same structure, non-finite
-/// floats as "nan" / "inf" / "-inf".
-oj to_report_value(const nlohmann::json& v) {
-  switch (v.type()) {
-    case nlohmann::json::value_t::object: {
-      oj o = oj::object();
-      for (const auto& [k, e] : v.items()) o[k] = to_report_value(e);
-      return o;
-    }
-    case nlohmann::json::value_t::array: {
-      oj a = oj::array();
-      for (const auto& e : v) a.push_back(to_report_value(e));
-      return a;
-    }
-    case nlohmann::json::value_t::number_float: {
-      const double d = v.get<double>();
-      if (std::isnan(d)) return "nan";
-      if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
-      return d;
-    }
-    case nlohmann::json::value_t::number_integer: return v.get<int64_t>();
-    case nlohmann::json::value_t::number_unsigned: return v.get<uint64_t>();
-    case nlohmann::json::value_t::boolean: return v.get<bool>();
-    case nlohmann::json::value_t::string: return v.get<std::string>();
-    case nlohmann::json::value_t::null: return nullptr;
-    default: return v.dump();  // binary / discarded: never written by probes
-  }
-}
+/// A metrics-document value as report JSON (non-finite floats as strings).
+oj to_report_value(const nlohmann::json& v) { return report_detail::finite_json(v); }
 
 /// An object with the `first` keys (those present) in that order, then the
 /// others in the document's (alphabetical) order, minus `skip`.

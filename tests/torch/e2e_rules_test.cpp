@@ -330,8 +330,12 @@ TEST_P(RuleCase, FindingsMatchManifest) {
     // The manifest says this fault is there, with this slug and layer.
     const json& fault = mf(e.manifest_fault);
     EXPECT_EQ(fault.value("slug", ""), e.failure_mode) << e.manifest_fault;
-    if (!fault.at("layer").is_null()) EXPECT_EQ(fault.at("layer"), e.layer) << e.manifest_fault;
-    if (fault.contains("input")) EXPECT_EQ(fault.at("input"), c.input) << e.manifest_fault;
+    if (!fault.at("layer").is_null()) {
+      EXPECT_EQ(fault.at("layer"), e.layer) << e.manifest_fault;
+    }
+    if (fault.contains("input")) {
+      EXPECT_EQ(fault.at("input"), c.input) << e.manifest_fault;
+    }
 
     size_t k = 0;
     for (; k < findings.size(); ++k)
@@ -348,12 +352,28 @@ TEST_P(RuleCase, FindingsMatchManifest) {
     EXPECT_EQ(f.value("failure_mode", ""), e.failure_mode);
     EXPECT_EQ(f.value("severity", ""), e.severity);
     const std::string msg = f.value("message", "");
-    if (e.layer.is_string()) EXPECT_NE(msg.find(e.layer.get<std::string>()), std::string::npos) << msg;
-    if (e.input.is_string()) EXPECT_NE(msg.find(e.input.get<std::string>()), std::string::npos) << msg;
+    if (e.layer.is_string()) {
+      EXPECT_NE(msg.find(e.layer.get<std::string>()), std::string::npos) << msg;
+    }
+    if (e.input.is_string()) {
+      EXPECT_NE(msg.find(e.input.get<std::string>()), std::string::npos) << msg;
+    }
     EXPECT_EQ(msg.find("n/a"), std::string::npos) << "unfilled placeholder: " << msg;
     EXPECT_FALSE(f.at("fix").empty());
     EXPECT_EQ(f.value("synthetic_inputs", true), false);
     const json& ev = f.at("evidence");
+    if (e.rule_id == "GRAD002" || e.rule_id == "GRAD003") {
+      // The ratio is that of the output-gradient norms of the two named
+      // layers (the fixtures' design: manifest first_last_output_grad_ratio).
+      const json* first = find_layer(j, ev.value("grad.first_layer", ""));
+      const json* last = find_layer(j, ev.value("grad.last_layer", ""));
+      ASSERT_TRUE(first && last) << ev.dump();
+      const double fo = as_number(first->at("metrics").at("grad.out_norm"));
+      const double lo = as_number(last->at("metrics").at("grad.out_norm"));
+      EXPECT_TRUE(near_rel("grad.first_norm", as_number(ev.at("grad.first_norm")), fo, 1e-9));
+      EXPECT_TRUE(near_rel("grad.last_norm", as_number(ev.at("grad.last_norm")), lo, 1e-9));
+      EXPECT_TRUE(near_rel("grad.input_output_ratio", as_number(ev.at("grad.input_output_ratio")), fo / lo, 1e-9));
+    }
     for (const auto& x : e.evidence) {
       if (!ev.contains(x.metric)) {
         ADD_FAILURE() << "evidence lacks " << x.metric << ": " << ev.dump();
