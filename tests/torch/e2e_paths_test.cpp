@@ -312,8 +312,9 @@ TEST_P(InputContainer, ReachesForward) {
     EXPECT_EQ(inputs[i].at("shape"), json(c.shapes[i]));
     EXPECT_EQ(inputs[i].value("dtype", ""), c.dtypes[i]);
     EXPECT_NE(inputs[i].value("source", "").find(c.file), std::string::npos) << inputs[i].dump();
-    if (!std::isnan(c.means[i]))
+    if (!std::isnan(c.means[i])) {
       EXPECT_TRUE(near_rel("input.mean", as_number(inputs[i].at("metrics").at("input.mean")), c.means[i], 1e-6));
+    }
     EXPECT_EQ(inputs[i].at("metrics").value("input.synthetic", true), false);
   }
   // The backward pass ran: the parameter got a gradient.

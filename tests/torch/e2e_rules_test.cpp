@@ -395,10 +395,11 @@ TEST_P(RuleCase, FindingsMatchManifest) {
     const std::string id = f.value("rule_id", "");
     const bool allowed = std::find(c.allowed_extra.begin(), c.allowed_extra.end(), id) != c.allowed_extra.end();
     EXPECT_TRUE(allowed) << "unexpected finding on " << c.fixture << ":\n" << f.dump(2);
-    if (allowed)
+    if (allowed) {
       EXPECT_NE(std::find(flags.begin(), flags.end(), f.at("failure_mode")), flags.end())
           << id << " (" << f.at("failure_mode") << ") is allowed but the manifest does not explain it: "
           << flags.dump();
+    }
   }
 
   for (const auto& lc : c.layer_checks) {
