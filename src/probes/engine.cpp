@@ -239,10 +239,13 @@ PassResult Session::run_pass(PassSpec spec) {
       torch::NoGradGuard ng;
       r.output = const_cast<InstrumentedModel&>(im).run(a, cfg, *r.collector);
     }
-  } catch (const Error&) {
+  } catch (const Error& e) {
     model.module.train(saved_mode);
     for (auto& [live, copy] : saved) live.detach().copy_(copy);
     failed_collector = std::move(r.collector);
+    const std::string what = e.what();
+    if (e.exit_code() == ExitCode::kLoad && what.rfind(model.path, 0) != 0)
+      throw Error(e.kind(), e.exit_code(), model.path + ": " + what);  // every message names the file
     throw;
   } catch (const std::bad_alloc&) {
     model.module.train(saved_mode);

@@ -298,7 +298,7 @@ TEST_P(RuleCase, FindingsMatchManifest) {
   EXPECT_EQ(r.exit_code, c.exit_code) << r.describe();
   EXPECT_EQ(j.value("exit_code", -1), r.exit_code);
   EXPECT_EQ(j.at("model").value("path", ""), model(c.fixture + ".pt"));
-  // (model.kind of scripted fixtures: see E2EModelKind in e2e_paths_test.cpp.)
+  expect_modules_match_manifest(j, c.fixture);
 
   const json& findings = j.at("findings");
   // summary agrees with the findings list

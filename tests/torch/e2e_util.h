@@ -192,6 +192,31 @@ inline const json* find_layer(const json& report, const std::string& path) {
   return nullptr;
 }
 
+/// The report's layers[] are the fixture's named_modules() (manifest
+/// "modules": path and class name, root first, in named_modules() order),
+/// and the model facts match the manifest.
+inline void expect_modules_match_manifest(const json& report, const std::string& fixture) {
+  SCOPED_TRACE("modules of " + fixture);
+  std::vector<std::string> want_paths, want_kinds, got_paths, got_kinds;
+  for (const auto& m : mf("/" + fixture + "/modules")) {
+    want_paths.push_back(m.at(0).get<std::string>());
+    want_kinds.push_back(m.at(1).get<std::string>());
+  }
+  for (const auto& l : report.at("layers")) {
+    got_paths.push_back(l.at("path").get<std::string>());
+    got_kinds.push_back(l.at("kind").get<std::string>());
+  }
+  EXPECT_EQ(got_paths, want_paths);
+  EXPECT_EQ(got_kinds, want_kinds);
+  EXPECT_EQ(report.at("model").value("modules", -1), static_cast<int>(want_paths.size()));
+  EXPECT_EQ(report.at("model").value("training", json()), mf("/" + fixture + "/training"));
+  // A traced graph must be reported as traced (its mode flags are baked in).
+  // Scripted fixtures: E2EModelKind in e2e_paths_test.cpp.
+  if (mf("/" + fixture + "/kind") == "traced") {
+    EXPECT_EQ(report.at("model").value("kind", ""), "traced");
+  }
+}
+
 /// Asserts the shape every failed run's JSON report has.
 inline void expect_error_report(const NdRun& r, const std::string& kind, const std::string& message_part) {
   ASSERT_TRUE(r.has_report) << "no JSON report written\n" << r.describe();
