@@ -1,5 +1,6 @@
 // normdoctor.toml: discovery, parsing and validation (docs/config.md).
 #include "config/config.h"
+#include "rules/toml_file.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -284,17 +285,7 @@ std::optional<std::string> find_config(const std::string& start) {
 }
 
 Config load_config(const std::string& path, const std::vector<Rule>& rules) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec))
-    throw Error(error_kind::kConfig, ExitCode::kUsage, path + ": cannot read config file (no such file)");
-  toml::table root;
-  try {
-    root = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    throw Error(error_kind::kConfig, ExitCode::kUsage,
-                path + ":" + std::to_string(std::max<uint32_t>(1, e.source().begin.line)) +
-                    ": TOML syntax error: " + std::string(e.description()));
-  }
+  const toml::table root = parse_toml_file(path, error_kind::kConfig, "config file", path + ": ");
   return ConfigReader(path, root, rules).read();
 }
 

@@ -1,5 +1,6 @@
 // Rule files: parsing and validation (rules/ID.toml, docs/rules.md).
 #include "rules/rules.h"
+#include "rules/toml_file.h"
 
 #include <algorithm>
 #include <cmath>
@@ -349,17 +350,7 @@ const Rule* find_rule(const std::vector<Rule>& rules, const std::string& id) {
 }
 
 Rule load_rule_file(const std::string& path) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec))
-    throw Error(error_kind::kRuleFile, ExitCode::kUsage, path + ":1: cannot read rule file (no such file)");
-  toml::table root;
-  try {
-    root = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    throw Error(error_kind::kRuleFile, ExitCode::kUsage,
-                path + ":" + std::to_string(std::max<uint32_t>(1, e.source().begin.line)) +
-                    ": TOML syntax error: " + std::string(e.description()));
-  }
+  const toml::table root = parse_toml_file(path, error_kind::kRuleFile, "rule file", path + ":1: ");
   return RuleReader(path, root).read();
 }
 
