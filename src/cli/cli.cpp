@@ -339,6 +339,9 @@ int cli_main(int argc, char** argv) {
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))->capture_default_str();
   check->add_option("--train-batch-size", a.engine.train_batch_size, "True per-step batch size in training (default: the sample batch size)");
   check->add_option("--timeout", a.engine.timeout_seconds, "Give up after this many seconds (exit 3)");
+  check->add_option("--seq-dim", a.engine.seq_dim, "Time (sequence) axis of the sequence inputs (default: inferred, axis 1)");
+  check->add_option("--mask-input", a.engine.mask_input, "The padding-mask argument, by name or index (default: inferred)");
+  check->add_option("--pad-value", a.engine.pad_value, "Token id or feature value used for padding")->capture_default_str();
   check->add_option("--threads", a.engine.threads, "Intra-op threads (default: LibTorch's)");
   check->add_option("--format", a.formats,
                     "Report format: text | json | sarif | junit | github (repeatable, one -o each)")

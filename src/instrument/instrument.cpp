@@ -16,6 +16,7 @@
 #include <torch/library.h>
 
 #include "core/error.h"
+#include "instrument/structure.h"
 
 namespace nd {
 namespace {
@@ -116,7 +117,71 @@ nlohmann::json ivalue_json(const c10::optional<c10::IValue>& v) {
   return "dynamic";
 }
 
+// The constant arguments of an aten::*_norm op ("dynamic" when computed).
+nlohmann::json norm_op_args(Node* n, const std::string& op) {
+  nlohmann::json a = nlohmann::json::object();
+  if (op == "batch_norm" || op == "instance_norm") {
+    a[op == "batch_norm" ? "training" : "use_input_stats"] = ivalue_json(const_arg(n, 5));
+    a["momentum"] = ivalue_json(const_arg(n, 6));
+    a["eps"] = ivalue_json(const_arg(n, 7));
+  } else if (op == "layer_norm") {
+    a["normalized_shape"] = ivalue_json(const_arg(n, 1));
+    if (auto l = structure::const_int_list(n->input(1))) a["normalized_shape"] = *l;
+    a["eps"] = ivalue_json(const_arg(n, 4));
+  } else if (op == "group_norm") {
+    a["num_groups"] = ivalue_json(const_arg(n, 1));
+    a["eps"] = ivalue_json(const_arg(n, 4));
+  } else if (op == "rms_norm") {
+    a["normalized_shape"] = ivalue_json(const_arg(n, 1));
+    if (auto l = structure::const_int_list(n->input(1))) a["normalized_shape"] = *l;
+    a["eps"] = ivalue_json(const_arg(n, 3));
+  }
+  return a;
+}
+
+// ||cur - ref||^2 and ||ref||^2 over the common sizes (each axis narrowed to
+// the smaller of the two), finite elements only, weighted by `real` [B, T]
+// where the tensor has B on axis 0 and an axis of size T. False when the two
+// cannot be compared (not floating, different rank).
+bool compare_outputs(const at::Tensor& ref0, const at::Tensor& cur0, const at::Tensor& real, double& diff_sq,
+                     double& ref_sq) {
+  if (!ref0.is_floating_point() || !cur0.is_floating_point() || ref0.dim() != cur0.dim()) return false;
+  at::Tensor a = ref0, b = cur0;
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    const int64_t m = std::min(a.size(d), b.size(d));
+    if (a.size(d) != m) a = a.narrow(d, 0, m);
+    if (b.size(d) != m) b = b.narrow(d, 0, m);
+  }
+  a = a.to(at::kDouble);
+  b = b.to(at::kDouble).to(a.device());
+  at::Tensor finite = at::isfinite(a).logical_and(at::isfinite(b));
+  at::Tensor diff = at::where(finite, b - a, at::zeros({}, a.options()));
+  at::Tensor av = at::where(finite, a, at::zeros({}, a.options()));
+  if (real.defined() && a.dim() >= 2 && real.dim() == 2 && a.size(0) == real.size(0)) {
+    for (int64_t d = 1; d < a.dim(); ++d) {
+      if (a.size(d) != real.size(1)) continue;
+      std::vector<int64_t> shape(static_cast<size_t>(a.dim()), 1);
+      shape[0] = real.size(0);
+      shape[static_cast<size_t>(d)] = real.size(1);
+      at::Tensor w = real.to(at::kDouble).to(a.device()).view(shape);
+      diff = diff * w;
+      av = av * w;
+      break;
+    }
+  }
+  diff_sq = diff.pow(2).sum().item<double>();
+  ref_sq = av.pow(2).sum().item<double>();
+  return true;
+}
+
 }  // namespace
+
+double TapRecord::cmp_rel() const {
+  if (cmp_calls == 0) return std::nan("");
+  if (cmp_diff_sq == 0) return 0.0;
+  if (cmp_ref_sq == 0) return std::numeric_limits<double>::infinity();
+  return std::sqrt(cmp_diff_sq / cmp_ref_sq);
+}
 
 // ---------------------------------------------------------------------------
 // Collector
@@ -141,6 +206,7 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
     if (r.first_fire < 0) {
       r.first_fire = seq;
       r.bn = b;
+      r.shape = x0.sizes().vec();
     }
     ++r.calls;
     last_bn_tap_ = site.id;
@@ -178,11 +244,38 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
       sm.logit_absmax = finite_logits.numel() ? finite_logits.abs().max().item<double>() : 0.0;
     }
   }
+  // Sequence probes: keep or compare the module's output (the whole batch,
+  // before any slice0 selection).
+  at::Tensor kept;
+  double diff_sq = 0, ref_sq = 0;
+  bool compared = false;
+  if (site.kind == TapKind::kModuleOutput && (capture || reference)) {
+    if (capture) kept = x0.detach().clone();
+    if (reference) {
+      const TapRecord& ref = reference->records_[static_cast<size_t>(site.id)];
+      int64_t call = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        call = records_[static_cast<size_t>(site.id)].calls;
+      }
+      if (call < static_cast<int64_t>(ref.captured.size()))
+        compared = compare_outputs(ref.captured[static_cast<size_t>(call)], x0.detach(), real_positions, diff_sq, ref_sq);
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   TapRecord& r = records_[static_cast<size_t>(site.id)];
   const int64_t seq = fire_seq_++;
-  if (r.first_fire < 0) r.first_fire = seq;
+  if (r.first_fire < 0) {
+    r.first_fire = seq;
+    r.shape = x0.sizes().vec();
+  }
   ++r.calls;
+  if (kept.defined()) r.captured.push_back(kept);
+  if (compared) {
+    r.cmp_diff_sq += diff_sq;
+    r.cmp_ref_sq += ref_sq;
+    ++r.cmp_calls;
+  }
   r.fwd.merge(s);
   r.saturated += saturated;
   r.softmax.rows += sm.rows;
@@ -429,6 +522,54 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     }
   }
 
+  // Structure, decided on the graph as loaded (taps change node inputs).
+  auto attr_double = [&](Value* v) -> std::optional<double> {
+    Node* g = v->node();
+    auto path = scopes.module_path_of(g->input());
+    if (!path) return std::nullopt;
+    auto it = scopes.paths().find(*path);
+    if (it == scopes.paths().end()) return std::nullopt;
+    const torch::jit::Module& mod = model.modules[it->second].module;
+    const std::string name = g->s(c10::attr::name);
+    if (!mod.hasattr(name)) return std::nullopt;
+    const c10::IValue iv = mod.attr(name);
+    if (iv.isDouble()) return iv.toDouble();
+    if (iv.isInt()) return static_cast<double>(iv.toInt());
+    return std::nullopt;
+  };
+  std::vector<structure::NormNode> norm_sites;
+  for (Node* n : norm_nodes) {
+    structure::NormNode nn;
+    nn.node = nn.anchor = n;
+    nn.input = n->input(0);
+    nn.op = std::string(n->kind().toQualString()).substr(6);
+    nn.args = norm_op_args(n, nn.op);
+    const auto& chain = scopes.chain(n);
+    nn.module = chain.empty() ? std::string() : chain.back();
+    norm_sites.push_back(std::move(nn));
+  }
+  for (auto& p : structure::find_rms_patterns(nodes, scopes, attr_double)) norm_sites.push_back(std::move(p));
+  std::vector<structure::Residual> residual_sites = structure::find_residuals(nodes, norm_sites, scopes);
+  structure::FinalNorm final_norm;
+  {
+    // The main stack: the container with the most blocks (the later one on a tie).
+    std::map<std::string, std::set<std::string>> blocks;
+    for (const auto& r : residual_sites) blocks[r.stack].insert(r.block);
+    std::string main_stack;
+    size_t most = 0;
+    for (const auto& r : residual_sites)
+      if (blocks[r.stack].size() >= most) {
+        most = blocks[r.stack].size();
+        main_stack = r.stack;
+      }
+    for (auto it = residual_sites.rbegin(); it != residual_sites.rend(); ++it)
+      if (it->stack == main_stack) {
+        final_norm = structure::find_final_norm(*it, norm_sites, scopes);
+        break;
+      }
+  }
+  std::map<Node*, int64_t> bn_input_tap;
+
   // Module-output taps: inner module first, chained; each use sees the tap of
   // the outermost module it lies outside of.
   for (Plan& p : plans) {
@@ -562,6 +703,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         auto d = const_arg(n, 1);
         site.dim = (d && d->isInt()) ? d->toInt() : -1;
       }
+      if (kind == TapKind::kBatchNormInput) bn_input_tap[n] = site.id;
       Value* x = n->input(0);
       Node* c = make_constant_int(*graph_, site.id);
       Node* t = graph_->create(kTap, {c->output(), x});
@@ -572,30 +714,64 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     }
   }
 
-  // Normalization ops and their constant arguments.
-  for (Node* n : norm_nodes) {
-    const std::string kq = n->kind().toQualString();
-    NormOpSite s;
-    const auto& chain = scopes.chain(n);
-    s.module = chain.empty() ? std::string() : chain.back();
-    s.op = kq.substr(6);
-    s.args = nlohmann::json::object();
-    if (s.op == "batch_norm" || s.op == "instance_norm") {
-      s.args[s.op == "batch_norm" ? "training" : "use_input_stats"] = ivalue_json(const_arg(n, 5));
-      s.args["momentum"] = ivalue_json(const_arg(n, 6));
-      s.args["eps"] = ivalue_json(const_arg(n, 7));
-    } else if (s.op == "layer_norm") {
-      s.args["normalized_shape"] = ivalue_json(const_arg(n, 1));
-      s.args["eps"] = ivalue_json(const_arg(n, 4));
-    } else if (s.op == "group_norm") {
-      s.args["num_groups"] = ivalue_json(const_arg(n, 1));
-      s.args["eps"] = ivalue_json(const_arg(n, 4));
-    } else if (s.op == "rms_norm") {
-      s.args["normalized_shape"] = ivalue_json(const_arg(n, 1));
-      s.args["eps"] = ivalue_json(const_arg(n, 3));
+  // Normalization sites: the op's input is tapped (batch_norm's already is).
+  for (const auto& nn : norm_sites) {
+    NormOpSite site;
+    site.module = nn.module;
+    site.op = nn.op;
+    site.args = nn.args;
+    auto bn = bn_input_tap.find(nn.node);
+    if (bn != bn_input_tap.end()) {
+      site.input_tap = bn->second;
+    } else if (nn.op != "batch_norm") {
+      TapSite& t = new_tap(TapKind::kNormInput, nn.module);
+      site.input_tap = t.id;
+      Node* n = nn.node;
+      Value* x = n->input(0);
+      Node* c = make_constant_int(*graph_, t.id);
+      Node* tn = graph_->create(kTap, {c->output(), x});
+      tn->output()->setType(x->type());
+      c->insertBefore(n);
+      tn->insertBefore(n);
+      for (size_t i = 0; i < n->inputs().size(); ++i)
+        if (n->input(i) == x) n->replaceInput(i, tn->output());
     }
-    norm_ops_.push_back(std::move(s));
+    norm_ops_.push_back(std::move(site));
   }
+
+  // Residual additions: the stream entering and the sum leaving.
+  for (const auto& r : residual_sites) {
+    ResidualSite site;
+    site.module = r.module;
+    site.block = r.block;
+    site.stack = r.stack;
+    site.placement = r.placement;
+    site.norm_module = r.norm_module;
+    Node* add = r.add;
+    {
+      TapSite& t = new_tap(TapKind::kResidualStream, r.module);
+      site.in_tap = t.id;
+      Value* x = add->input(r.stream_index);
+      Node* c = make_constant_int(*graph_, t.id);
+      Node* tn = graph_->create(kTap, {c->output(), x});
+      tn->output()->setType(x->type());
+      c->insertBefore(add);
+      tn->insertBefore(add);
+      add->replaceInput(r.stream_index, tn->output());
+    }
+    {
+      TapSite& t = new_tap(TapKind::kResidualStream, r.module);
+      site.out_tap = t.id;
+      Value* out = add->output();
+      std::vector<torch::jit::Use> uses(out->uses().begin(), out->uses().end());
+      Value* tapped = insert_tap_after(add, out, t.id);
+      for (const auto& u : uses) u.user->replaceInput(u.offset, tapped);
+    }
+    residuals_.push_back(std::move(site));
+  }
+  final_norm_.status = final_norm.status;
+  final_norm_.norm_module = final_norm.norm_module;
+  final_norm_.head_module = final_norm.head_module;
 
   // Mode flags: constants baked in by tracing follow the pass's mode; dropout
   // can be switched off for a pass.

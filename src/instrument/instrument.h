@@ -27,6 +27,8 @@ enum class TapKind : int {
   kTanhInput = 3,     ///< the input of aten::tanh
   kSoftmaxInput = 4,  ///< the logits entering aten::softmax
   kBatchNormInput = 5,  ///< the input of aten::batch_norm (per-channel statistics)
+  kNormInput = 6,       ///< the input of layer_norm / group_norm / instance_norm / rms_norm (or RMSNorm written out)
+  kResidualStream = 7,  ///< a residual addition: the stream entering it, or the sum leaving it
 };
 
 /// One tap inserted in the graph.
@@ -41,8 +43,34 @@ struct TapSite {
 /// A normalization op found in the graph, with its constant arguments.
 struct NormOpSite {
   std::string module;        ///< innermost module path running the op
-  std::string op;            ///< "batch_norm" | "layer_norm" | "group_norm" | "instance_norm" | "rms_norm"
-  nlohmann::json args;       ///< eps, momentum, normalized_shape, num_groups, training (constant or "dynamic")
+  /// "batch_norm" | "layer_norm" | "group_norm" | "instance_norm" | "rms_norm", or
+  /// "rms_norm_pattern": x * rsqrt(mean(x^2, dims) + eps) written out (Llama, T5, Gemma).
+  std::string op;
+  /// eps, momentum, normalized_shape, num_groups, training (constant or
+  /// "dynamic"); rms_norm_pattern: dims (list or "all"), keepdim, eps.
+  nlohmann::json args;
+  int64_t input_tap = -1;    ///< tap on the normalized tensor (kBatchNormInput / kNormInput); -1: none
+};
+
+/// A residual addition out = stream + F(stream) (F holds a linear, matmul
+/// or convolution), with where the normalization sits (src/instrument/structure.h).
+struct ResidualSite {
+  std::string module;        ///< innermost module running the addition
+  std::string block;         ///< the repeated unit ("model.layers.3", "encoder.layer.0"); "" = root
+  std::string stack;         ///< the container of the blocks ("model.layers"); "" = none
+  std::string placement;     ///< "pre-norm" | "post-norm" | "in-branch" | "none"
+  std::string norm_module;   ///< the norm that gives the placement ("" for none)
+  int64_t in_tap = -1;       ///< kResidualStream tap on the stream entering the addition
+  int64_t out_tap = -1;      ///< kResidualStream tap on the sum
+};
+
+/// What stands between the last residual addition of the model and its
+/// head: "present" (a norm: norm_module), "absent" (head_module, or the
+/// output when empty), "unknown" (the graph path was not followed), "n/a".
+struct FinalNormSite {
+  std::string status = "n/a";
+  std::string norm_module;
+  std::string head_module;
 };
 
 /// Settings of one pass.
@@ -82,6 +110,15 @@ struct TapRecord {
   int64_t first_grad = -1;        ///< sequence number of its first gradient hook call
   TensorStats grad;               ///< gradient w.r.t. the tapped tensor
   BatchNormStats bn;              ///< kBatchNormInput only
+  std::vector<int64_t> shape;     ///< sizes of the tensor at its first firing
+  // Output comparison (Collector::reference set): over the module's outputs,
+  // call by call, narrowed to the common sizes, real positions only.
+  std::vector<at::Tensor> captured;  ///< Collector::capture: a copy of each call's output
+  double cmp_diff_sq = 0;         ///< sum of (this - reference)^2
+  double cmp_ref_sq = 0;          ///< sum of reference^2
+  int64_t cmp_calls = 0;          ///< outputs compared
+  /// sqrt(cmp_diff_sq / cmp_ref_sq); 0 when nothing differs; NaN when nothing was compared.
+  double cmp_rel() const;
 };
 class Collector {
  public:
@@ -96,6 +133,15 @@ class Collector {
   /// The last batch_norm input tap that fired (names the layer when batch_norm raises); -1 if none.
   int64_t last_batch_norm_tap() const { return last_bn_tap_; }
   int64_t slice0_batch = 0;  ///< copied from PassConfig by InstrumentedModel::run
+  /// Sequence probes: keep a copy of every module output (the reference pass).
+  bool capture = false;
+  /// Sequence probes: compare every module output with this pass's captured
+  /// ones. Sizes that differ (a longer or shorter time axis) are narrowed to
+  /// the smaller; the reference must outlive the pass.
+  const Collector* reference = nullptr;
+  /// [B, T] bool at the compared length: true at real (not padded) positions.
+  /// Applied to outputs with B on axis 0 and an axis of size T; undefined: all positions.
+  at::Tensor real_positions;
 
   // Called by the tap operator and the gradient hooks.
   void on_forward(const TapSite& site, const at::Tensor& x);
@@ -129,6 +175,9 @@ class InstrumentedModel {
 
   const std::vector<TapSite>& taps() const { return taps_; }
   const std::vector<NormOpSite>& norm_ops() const { return norm_ops_; }
+  /// Residual additions in execution order, and the final-norm check after the last one.
+  const std::vector<ResidualSite>& residuals() const { return residuals_; }
+  const FinalNormSite& final_norm() const { return final_norm_; }
   /// batch_norm / dropout nodes whose training flag was a graph constant
   /// (tracing baked the mode in); the value the constant held.
   int64_t baked_batch_norm() const { return baked_bn_; }
@@ -148,6 +197,8 @@ class InstrumentedModel {
   std::unique_ptr<torch::jit::GraphFunction> fn_;
   std::vector<TapSite> taps_;
   std::vector<NormOpSite> norm_ops_;
+  std::vector<ResidualSite> residuals_;
+  FinalNormSite final_norm_;
   std::map<std::string, std::vector<int64_t>> by_module_;
   int64_t baked_bn_ = 0, baked_dropout_ = 0, graph_nodes_ = 0, bn_nodes_ = 0, dropout_nodes_ = 0;
   std::vector<bool> baked_values_;

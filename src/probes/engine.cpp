@@ -204,6 +204,9 @@ PassResult Session::run_pass(PassSpec spec) {
   r.name = spec.name;
   const InstrumentedModel& im = spec.instrumented ? *spec.instrumented : *inst;
   r.collector = std::make_unique<Collector>(im.taps().size());
+  r.collector->capture = spec.capture;
+  r.collector->reference = spec.reference;
+  r.collector->real_positions = spec.real_positions;
   std::vector<c10::IValue> a = spec.args.empty() ? arg_values() : spec.args;
   const bool saved_mode = model.module.is_training();
 
@@ -291,6 +294,7 @@ MetricsDoc run_check(const CheckOptions& opt, const ProgressFn& progress) {
 
   if (progress) progress("load", "inputs");
   load_arguments(s);
+  check_sequence_flags(s);
 
   if (progress) progress("instrument", "graph");
   s.inst = std::make_unique<InstrumentedModel>(s.model);
@@ -300,6 +304,8 @@ MetricsDoc run_check(const CheckOptions& opt, const ProgressFn& progress) {
   build_inventory(s);
   probe_forward_backward(s);
   probe_normalization(s);
+  probe_architecture(s);
+  probe_sequence(s);
 
   const auto used = fallbacks_called();
   if (!used.empty()) {

@@ -26,6 +26,9 @@ struct CheckOptions {
   int64_t train_batch_size = 0;           ///< --train-batch-size; 0 = the sample batch size
   double timeout_seconds = 0;             ///< --timeout; 0 = none
   int threads = 0;                        ///< intra-op threads; 0 = LibTorch's default
+  std::optional<int64_t> seq_dim;         ///< --seq-dim: the time axis of sequence inputs (overrides inference)
+  std::string mask_input;                 ///< --mask-input NAME|INDEX: the padding-mask argument
+  double pad_value = 0;                   ///< --pad-value: token id / feature value used for padding
 };
 
 /// Progress callback: (probe name, pass name). Called on the engine's thread.

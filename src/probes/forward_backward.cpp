@@ -167,7 +167,7 @@ void probe_forward_backward(Session& s) {
   std::map<std::string, Agg> agg;
   for (const auto& t : taps) {
     const TapRecord& rec = recs[static_cast<size_t>(t.id)];
-    if (rec.calls == 0) continue;
+    if (rec.calls == 0 || t.kind == TapKind::kNormInput || t.kind == TapKind::kResidualStream) continue;
     Agg& a = agg[t.module];
     switch (t.kind) {
       case TapKind::kModuleOutput:
@@ -196,6 +196,9 @@ void probe_forward_backward(Session& s) {
         a.sm.logit_absmax = std::max(a.sm.logit_absmax, rec.softmax.logit_absmax);
         break;
       case TapKind::kModuleInput:
+      case TapKind::kBatchNormInput:
+      case TapKind::kNormInput:
+      case TapKind::kResidualStream:
         break;
     }
   }
@@ -436,6 +439,7 @@ void probe_forward_backward(Session& s) {
       {"modules_measured", order.size()},
   };
   (void)finite_or;
+  s.train_collector = std::move(r.collector);
 }
 
 }  // namespace nd

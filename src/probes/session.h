@@ -42,6 +42,9 @@ struct PassSpec {
   bool backward = false;       ///< compute the loss and run backward (needs train_mode or grad)
   int64_t slice0 = 0;          ///< > 0: module outputs measured on example 0 only (PassConfig::slice0_batch)
   bool keep_baked = false;     ///< PassConfig::keep_baked: run traced flags as saved
+  bool capture = false;        ///< Collector::capture: keep every module output (reference pass)
+  const Collector* reference = nullptr;  ///< Collector::reference: compare module outputs with it
+  at::Tensor real_positions;   ///< Collector::real_positions: [B, T] bool, real (not padded) positions
   const InstrumentedModel* instrumented = nullptr;  ///< default: the session's
   std::vector<c10::IValue> args;  ///< default (empty): the session's arguments
 };
@@ -60,6 +63,7 @@ class Session {
   std::unique_ptr<Collector> failed_collector;  ///< the collector of the last pass that raised
   std::string train_pass_error;       ///< why the train pass could not run ("" when it ran)
   c10::IValue train_output;           ///< output of the train pass (dropout on)
+  std::unique_ptr<Collector> train_collector;  ///< taps of the train pass (null when it raised)
   c10::optional<at::Tensor> target;   ///< --target, loaded on the first backward pass
   bool target_loaded = false;
 
@@ -98,6 +102,24 @@ void infer_arguments(Session& s);
 /// The layer inventory: one LayerMetrics per named_modules() entry, with
 /// module facts and the normalization ops found in the graph.
 void build_inventory(Session& s);
+
+/// Input layout, normalized axes and the sequence probes (src/probes/sequence.cpp,
+/// docs/metrics.md "Sequences and axes"): infers each input's role (batch,
+/// time, feature axes; padding mask or lengths), names the axes every
+/// normalization reduces over by role, and for sequence inputs runs the
+/// padding probe (real-position outputs with extra padding appended) and the
+/// sequence-length probe (shared positions at two lengths). Never throws for
+/// a model that cannot run at another length: that is recorded as evidence.
+void probe_sequence(Session& s);
+
+/// Checks --mask-input and --seq-dim against the loaded arguments before any
+/// pass runs. Throws nd::Error (usage, exit 2) when they name no argument or axis.
+void check_sequence_flags(const Session& s);
+
+/// Architecture (src/probes/architecture.cpp): residual blocks, where the
+/// norm sits in each (pre-norm / post-norm), depth, final norm, residual
+/// stream RMS at each block boundary (from the train pass).
+void probe_architecture(Session& s);
 
 /// Normalization probes: train/eval drift, BatchNorm statistics against the
 /// data, batch dependence in eval mode, small-batch noise, mode problems.

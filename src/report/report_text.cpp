@@ -366,6 +366,66 @@ void render_batchnorm(std::ostringstream& out, const MetricsDoc& doc, const Pain
   }
 }
 
+/// One row per normalization layer: the op, its input's axes by role and
+/// the axes its statistics are taken over (probe `sequence`).
+void render_norm_axes(std::ostringstream& out, const MetricsDoc& doc, const Painter& paint) {
+  std::vector<const LayerMetrics*> rows;
+  for (const auto& l : doc.layers)
+    if (l.metrics.count("norm.op") && l.metrics.count("norm.reduced_axes")) rows.push_back(&l);
+  if (rows.empty()) return;
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const LayerMetrics* a, const LayerMetrics* b) { return a->exec_order < b->exec_order; });
+  std::size_t w = 4, wl = 6;
+  for (const auto* l : rows) {
+    w = std::max(w, cells(layer_name(l->path)));
+    wl = std::max(wl, cells(json_text(l->metrics.at("norm.input_layout"))));
+  }
+  w = std::min<std::size_t>(w, 40);
+  wl = std::min<std::size_t>(wl, 40);
+  out << '\n' << paint("normalization axes (input layout by role; statistics taken over)", kBold) << '\n';
+  out << "  " << pad_right("path", w) << "  " << pad_right("op", 16) << "  " << pad_right("input", wl) << "  reduced over\n";
+  for (const auto* l : rows) {
+    std::string op = json_text(l->metrics.at("norm.op"));
+    if (op == "rms_norm_pattern") op = "rms (pow/mean)";
+    std::string red = json_text(l->metrics.at("norm.reduced_axes"));
+    if (l->metrics.count("norm.eps") && l->metrics.at("norm.eps").is_number())
+      red += "  eps " + format_metric(l->metrics.at("norm.eps"));
+    out << "  " << pad_right(fit_tail(layer_name(l->path), w), w) << "  " << pad_right(op, 16) << "  "
+        << pad_right(fit_tail(json_text(l->metrics.at("norm.input_layout")), wl), wl) << "  " << red << '\n';
+  }
+}
+
+/// Per residual block: where the norm sits and the residual stream's RMS at
+/// the block boundary (probe `architecture`).
+void render_architecture(std::ostringstream& out, const MetricsDoc& doc, const Painter& paint) {
+  if (!doc.probes.is_object() || !doc.probes.contains("architecture")) return;
+  const auto& a = doc.probes["architecture"];
+  const auto& blocks = a.value("blocks", nlohmann::json::array());
+  if (blocks.empty()) return;
+  std::size_t w = 5;
+  for (const auto& b : blocks) w = std::max(w, cells(layer_name(b.value("block", std::string()))));
+  w = std::min<std::size_t>(w, 40);
+  const auto& mm = doc.model_metrics;
+  auto get = [&](const char* k) { return mm.count(k) ? json_text(mm.at(k)) : std::string("-"); };
+  out << '\n'
+      << paint("residual blocks (" + get("arch.placement") + ", " + get("arch.blocks") + " in " +
+                   (get("arch.stack").empty() ? std::string("<root>") : get("arch.stack")) + "; final norm: " +
+                   get("arch.final_norm") + ")",
+               kBold)
+      << '\n';
+  out << "  " << pad_right("block", w) << "  " << pad_right("placement", 10) << "  " << pad_left("stream in", 10) << "  "
+      << pad_left("stream out", 10) << "  norm\n";
+  auto cell = [](const nlohmann::json& v) { return v.is_number() ? format_metric(v) : std::string("-"); };
+  for (const auto& b : blocks) {
+    std::string norms;
+    for (const auto& n : b.value("norms", nlohmann::json::array()))
+      norms += (norms.empty() ? "" : ", ") + n.get<std::string>();
+    out << "  " << pad_right(fit_tail(layer_name(b.value("block", std::string())), w), w) << "  "
+        << pad_right(b.value("placement", std::string()), 10) << "  " << pad_left(cell(b.value("stream_rms_in", nlohmann::json())), 10)
+        << "  " << pad_left(cell(b.value("stream_rms_out", nlohmann::json())), 10) << "  " << norms << '\n';
+  }
+}
+
 std::string plural(int n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
 
 }  // namespace
@@ -396,6 +456,8 @@ std::string render_text(const MetricsDoc& doc, const std::vector<Finding>& findi
   if (opt.show_layers) {
     render_layers(out, doc, findings, paint);
     render_batchnorm(out, doc, paint);
+    render_norm_axes(out, doc, paint);
+    render_architecture(out, doc, paint);
   }
 
   const SeverityCounts c = count_findings(findings);

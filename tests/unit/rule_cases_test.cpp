@@ -34,7 +34,8 @@ std::vector<nd::Finding> run(const std::string& id, const nd::MetricsDoc& doc) {
 const std::set<std::string> kCovered = {"IN001",   "IN002",   "ACT001",  "ACT002",  "ACT003",  "ACT004",  "ACT005",
                                         "NORM001", "GRAD001", "GRAD002", "GRAD003", "GRAD004", "GRAD005", "BN001",
                                         "BN002",   "BN003",   "BN004",   "BN005",   "BN006",   "BN007",   "MODE001",
-                                        "MODE002", "MODE003", "MODE004"};
+                                        "MODE002", "MODE003", "MODE004", "SEQ001",  "SEQ002",  "AXIS001", "AXIS002",
+                                        "AXIS003", "AXIS004", "AXIS005", "ARCH001", "ARCH002", "ARCH003", "ARCH004"};
 
 const double kInf = std::numeric_limits<double>::infinity();
 
@@ -813,6 +814,232 @@ TEST(MODE004, Catches) {
 TEST(MODE004, CatchesNot) {
   EXPECT_TRUE(run("MODE004", mode004_doc(0.0)).empty());
   EXPECT_TRUE(run("MODE004", mode004_doc(3e-7)).empty());  // nondeterministic GPU reductions
+}
+
+// ---- SEQ001 padding-contamination / SEQ002 sequence-length-dependence --------
+
+nd::MetricsDoc seq_doc(bool via_norm, double pad_rel, double len_rel, bool len_via_norm) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("attn", "MaskedAttention", 0, false));
+  doc.layers.push_back(layer("norm", "BatchNorm1d", 1, true));
+  doc.model_metrics = {{"layout.sequence", true},       {"layout.seq_len", 12},
+                       {"layout.padding_input", "mask"}, {"pad.rel_diff", pad_rel},
+                       {"pad.rel_diff_train", pad_rel},  {"pad.rel_diff_eval", 0.0},
+                       {"pad.mode", "train"},           {"pad.padded_to", 20},
+                       {"pad.first_layer", via_norm ? "norm" : "attn"},
+                       {"pad.via_norm", via_norm},      {"pad.norms_over_time", "norm"},
+                       {"seqlen.lengths", "12 and 9"},  {"seqlen.rel_diff", len_rel},
+                       {"seqlen.first_layer", len_via_norm ? "norm" : "attn"},
+                       {"seqlen.first_layer_kind", len_via_norm ? "normalization" : "attention"},
+                       {"seqlen.via_norm", len_via_norm}};
+  return doc;
+}
+
+TEST(SEQ001, Catches) {
+  const auto f = run("SEQ001", seq_doc(true, 0.296324, 0.0, false));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "padding-contamination");
+  EXPECT_EQ(f[0].severity, nd::Severity::kError);
+  EXPECT_EQ(f[0].layer, "norm");
+  EXPECT_EQ(f[0].evidence["pad.rel_diff"], 0.296324);
+  EXPECT_EQ(f[0].evidence["pad.padded_to"], 20);
+  EXPECT_EQ(f[0].evidence["pad.norms_over_time"], "norm");
+  EXPECT_EQ(f[0].message,
+            "the outputs at real positions change by 0.296 (relative, train mode) when the batch is padded from 12 "
+            "to 20 positions; the change enters at norm, whose statistics include the padded positions");
+}
+
+TEST(SEQ001, CatchesNot) {
+  EXPECT_TRUE(run("SEQ001", seq_doc(true, 2e-7, 0.0, false)).empty());   // masked correctly: float noise
+  EXPECT_TRUE(run("SEQ001", seq_doc(false, 0.4, 0.0, false)).empty());   // enters through unmasked attention
+}
+
+TEST(SEQ002, Catches) {
+  const auto f = run("SEQ002", seq_doc(false, 0.0, 0.21, true));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "sequence-length-dependence");
+  EXPECT_EQ(f[0].layer, "norm");
+  EXPECT_EQ(f[0].evidence["seqlen.rel_diff"], 0.21);
+  EXPECT_EQ(f[0].evidence["seqlen.lengths"], "12 and 9");
+}
+
+TEST(SEQ002, CatchesNot) {
+  EXPECT_TRUE(run("SEQ002", seq_doc(false, 0.0, 0.3, false)).empty());  // bidirectional attention: by design
+  EXPECT_TRUE(run("SEQ002", seq_doc(false, 0.0, 1e-7, true)).empty());
+}
+
+// ---- AXIS001..AXIS005 normalized axes -------------------------------------
+
+nd::MetricsDoc axis_doc(const std::string& kind, nd::MetricMap m, int attention_ops = 1) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("norm", kind, 0, true, std::move(m)));
+  doc.model_metrics = {{"arch.attention_ops", attention_ops}};
+  return doc;
+}
+
+TEST(AXIS001, Catches) {
+  const auto f = run("AXIS001", axis_doc("LayerNorm", {{"norm.op", "layer_norm"}, {"norm.over_time", true},
+                                                       {"norm.input_shape", "[2, 16, 16]"},
+                                                       {"norm.input_layout", "[batch, hidden, time]"},
+                                                       {"norm.reduced_axes", "time"},
+                                                       {"norm.time_axis_from", "sizes at lengths 16 and 12"},
+                                                       {"norm.fails_at_other_length", true}}));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "norm-over-time-axis");
+  EXPECT_EQ(f[0].layer, "norm");
+  EXPECT_EQ(f[0].evidence["norm.reduced_axes"], "time");
+  EXPECT_EQ(f[0].evidence["norm.fails_at_other_length"], true);
+  EXPECT_EQ(f[0].message,
+            "norm (layer_norm) normalizes its input [2, 16, 16] = [batch, hidden, time] over time, the time axis, not "
+            "the hidden features");
+}
+
+TEST(AXIS001, CatchesNot) {
+  EXPECT_TRUE(run("AXIS001", axis_doc("LayerNorm", {{"norm.op", "layer_norm"}, {"norm.over_time", false},
+                                                    {"norm.reduced_axes", "hidden"}}))
+                  .empty());
+}
+
+TEST(AXIS002, Catches) {
+  const auto f = run("AXIS002", axis_doc("RMSNorm", {{"norm.op", "rms_norm_pattern"}, {"norm.over_batch", true},
+                                                     {"norm.input_shape", "[2, 12, 16]"},
+                                                     {"norm.input_layout", "[batch, time, hidden]"},
+                                                     {"norm.reduced_axes", "batch, time, hidden"}}));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "norm-over-batch-axis");
+  EXPECT_EQ(f[0].layer, "norm");
+  EXPECT_EQ(f[0].evidence["norm.reduced_axes"], "batch, time, hidden");
+}
+
+TEST(AXIS002, CatchesNot) {
+  EXPECT_TRUE(run("AXIS002", axis_doc("RMSNorm", {{"norm.op", "rms_norm_pattern"}, {"norm.over_batch", false}})).empty());
+}
+
+TEST(AXIS003, Catches) {
+  const auto f = run("AXIS003", axis_doc("BatchNorm1d", {{"norm.batchnorm_over_time", true},
+                                                         {"norm.input_shape", "[2, 16, 12]"},
+                                                         {"norm.input_layout", "[batch, hidden, time]"},
+                                                         {"norm.reduced_axes", "batch, time"}}));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "batchnorm-in-sequence-model");
+  EXPECT_EQ(f[0].layer, "norm");
+  EXPECT_EQ(f[0].evidence["norm.input_layout"], "[batch, hidden, time]");
+}
+
+TEST(AXIS003, CatchesNot) {
+  // A convolutional speech front end: BatchNorm over time, no attention.
+  EXPECT_TRUE(run("AXIS003", axis_doc("BatchNorm1d", {{"norm.batchnorm_over_time", true}}, 0)).empty());
+  EXPECT_TRUE(run("AXIS003", axis_doc("BatchNorm2d", {{"norm.batchnorm_over_time", false}})).empty());
+}
+
+TEST(AXIS004, Catches) {
+  const auto f = run("AXIS004", axis_doc("GroupNorm", {{"norm.num_groups", 32}, {"norm.num_channels", 32},
+                                                       {"norm.channels_per_group", 1},
+                                                       {"norm.input_shape", "[4, 32, 16, 16]"},
+                                                       {"norm.reduced_axes", "channel (within a group), spatial, spatial"}}));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "groupnorm-group-size");
+  EXPECT_EQ(f[0].severity, nd::Severity::kWarning);
+  EXPECT_EQ(f[0].evidence["norm.num_groups"], 32);
+  EXPECT_EQ(f[0].evidence["norm.channels_per_group"], 1);
+}
+
+TEST(AXIS004, CatchesNot) {
+  EXPECT_TRUE(run("AXIS004", axis_doc("GroupNorm", {{"norm.num_groups", 8}, {"norm.num_channels", 32},
+                                                    {"norm.channels_per_group", 4}}))
+                  .empty());
+}
+
+TEST(AXIS005, Catches) {
+  const auto f = run("AXIS005", axis_doc("GroupNorm", {{"norm.num_groups", 1}, {"norm.num_channels", 32},
+                                                       {"norm.channels_per_group", 32}}));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "groupnorm-group-size");
+  EXPECT_EQ(f[0].severity, nd::Severity::kInfo);
+}
+
+TEST(AXIS005, CatchesNot) {
+  EXPECT_TRUE(run("AXIS005", axis_doc("GroupNorm", {{"norm.num_groups", 1}, {"norm.num_channels", 1}})).empty());
+  EXPECT_TRUE(run("AXIS005", axis_doc("GroupNorm", {{"norm.num_groups", 8}, {"norm.num_channels", 32}})).empty());
+}
+
+// ---- ARCH001..ARCH004 architecture ------------------------------------------
+
+nd::MetricsDoc arch_doc(int blocks, const std::string& placement, const std::string& final_norm, int norm_layers,
+                        double growth) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("blocks", "ModuleList", 0, false));
+  doc.layers.push_back(layer("head", "Linear", 1, true));
+  doc.model_metrics = {{"arch.blocks", blocks},
+                       {"arch.stack", "blocks"},
+                       {"arch.placement", placement},
+                       {"arch.pre_norm_blocks", placement == "pre-norm" ? blocks : 0},
+                       {"arch.post_norm_blocks", placement == "post-norm" ? blocks : 0},
+                       {"arch.residual_additions", blocks},
+                       {"arch.norm_layers", norm_layers},
+                       {"arch.final_norm", final_norm},
+                       {"arch.head_layer", "head"},
+                       {"arch.last_block", "blocks." + std::to_string(blocks - 1)},
+                       {"arch.stream_rms_first", 1.0},
+                       {"arch.stream_rms_last", growth},
+                       {"arch.stream_growth", growth}};
+  return doc;
+}
+
+TEST(ARCH001, Catches) {
+  const auto f = run("ARCH001", arch_doc(24, "post-norm", "n/a", 24, 1.0));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "deep-post-norm");
+  EXPECT_EQ(f[0].layer, std::nullopt);
+  EXPECT_EQ(f[0].evidence["arch.post_norm_blocks"], 24);
+  EXPECT_EQ(f[0].message,
+            "blocks has 24 post-norm blocks (x = Norm(x + F(x))); post-norm stacks this deep are fragile early in training");
+}
+
+TEST(ARCH001, CatchesNot) {
+  EXPECT_TRUE(run("ARCH001", arch_doc(12, "post-norm", "n/a", 12, 1.0)).empty());
+  EXPECT_TRUE(run("ARCH001", arch_doc(24, "pre-norm", "present", 25, 1.0)).empty());
+}
+
+TEST(ARCH002, Catches) {
+  const auto f = run("ARCH002", arch_doc(6, "pre-norm", "absent", 6, 1.17));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "missing-final-norm");
+  EXPECT_EQ(f[0].layer, "head");
+  EXPECT_EQ(f[0].evidence["arch.last_block"], "blocks.5");
+}
+
+TEST(ARCH002, CatchesNot) {
+  EXPECT_TRUE(run("ARCH002", arch_doc(6, "pre-norm", "present", 7, 1.17)).empty());
+  EXPECT_TRUE(run("ARCH002", arch_doc(6, "pre-norm", "unknown", 6, 1.17)).empty());  // path not followed: silent
+  EXPECT_TRUE(run("ARCH002", arch_doc(6, "post-norm", "absent", 6, 1.0)).empty());
+}
+
+TEST(ARCH003, Catches) {
+  const auto f = run("ARCH003", arch_doc(16, "none", "n/a", 0, 1.0));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "no-normalization");
+  EXPECT_EQ(f[0].evidence["arch.blocks"], 16);
+  EXPECT_EQ(f[0].evidence["arch.norm_layers"], 0);
+}
+
+TEST(ARCH003, CatchesNot) {
+  EXPECT_TRUE(run("ARCH003", arch_doc(16, "in-branch", "n/a", 32, 1.0)).empty());
+  EXPECT_TRUE(run("ARCH003", arch_doc(4, "none", "n/a", 0, 1.0)).empty());  // shallow
+}
+
+TEST(ARCH004, Catches) {
+  const auto f = run("ARCH004", arch_doc(6, "pre-norm", "present", 7, 730.0));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "residual-stream-growth");
+  EXPECT_EQ(f[0].layer, "blocks.5");
+  EXPECT_EQ(f[0].evidence["arch.stream_growth"], 730.0);
+  EXPECT_EQ(f[0].evidence["arch.stream_rms_last"], 730.0);
+}
+
+TEST(ARCH004, CatchesNot) {
+  EXPECT_TRUE(run("ARCH004", arch_doc(6, "pre-norm", "present", 7, 1.17)).empty());
+  EXPECT_TRUE(run("ARCH004", arch_doc(6, "post-norm", "n/a", 6, 500.0)).empty());
 }
 
 // ---- the whole catalog on one healthy model -------------------------------

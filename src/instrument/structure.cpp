@@ -1,0 +1,407 @@
+#include "instrument/structure.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <deque>
+#include <iostream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <torch/csrc/jit/ir/constants.h>
+
+#include "instrument/instrument.h"
+
+namespace nd {
+namespace structure {
+namespace {
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+std::string kind_of(const Node* n) { return n->kind().toQualString(); }
+
+bool is_tensor(const Value* v) { return v->type()->kind() == c10::TypeKind::TensorType; }
+
+// Ops that leave a tensor's values (or their role) unchanged for structure
+// purposes: casts, copies, dropout, our own taps.
+bool is_trivial(const std::string& k) {
+  static const std::unordered_set<std::string> kOps = {
+      "aten::to", "aten::type_as", "aten::contiguous", "aten::clone", "aten::detach", "aten::dropout",
+      "aten::dropout_", "aten::feature_dropout", "aten::alpha_dropout", "aten::float", "aten::half",
+      "aten::bfloat16", "normdoctor::tap", "aten::identity"};
+  return kOps.count(k) > 0;
+}
+
+// Ops with learned weights or a data-dependent contraction: a residual
+// branch must contain one (x + pos_emb is not a residual block).
+bool is_parameterized(const std::string& k) {
+  static const std::unordered_set<std::string> kOps = {
+      "aten::linear", "aten::matmul", "aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::einsum",
+      "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution", "aten::convolution",
+      "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d",
+      "aten::scaled_dot_product_attention", "aten::_native_multi_head_attention",
+      "aten::_transformer_encoder_layer_fwd", "aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu"};
+  return kOps.count(k) > 0;
+}
+
+// Shape-preserving or reducing ops between a stack's last block and its head.
+bool is_passthrough_to_head(const std::string& k) {
+  static const std::unordered_set<std::string> kOps = {
+      "aten::select", "aten::slice", "aten::index", "aten::squeeze", "aten::unsqueeze", "aten::view",
+      "aten::reshape", "aten::flatten", "aten::mean", "aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d",
+      "aten::adaptive_avg_pool3d", "aten::avg_pool1d", "aten::avg_pool2d", "aten::transpose", "aten::permute",
+      "aten::relu", "aten::relu_", "aten::gelu", "aten::silu", "aten::tanh"};
+  return is_trivial(k) || kOps.count(k) > 0;
+}
+
+// Tensors, and tuples/lists/optionals holding tensors (a module returning
+// (out, weights), an If returning a tuple); not ints (aten::size).
+bool carries_tensor(const c10::TypePtr& t) {
+  if (t->kind() == c10::TypeKind::TensorType) return true;
+  if (auto tt = t->cast<c10::TupleType>()) {
+    for (const auto& e : tt->elements())
+      if (carries_tensor(e)) return true;
+    return false;
+  }
+  if (auto lt = t->cast<c10::ListType>()) return carries_tensor(lt->getElementType());
+  if (auto ot = t->cast<c10::OptionalType>()) return carries_tensor(ot->getElementType());
+  return false;
+}
+
+Value* strip(Value* v) {
+  while (is_trivial(kind_of(v->node())) && !v->node()->inputs().empty() && is_tensor(v->node()->input(0)))
+    v = v->node()->input(0);
+  return v;
+}
+
+std::optional<double> const_double(Value* v) { return const_number(v); }
+
+bool last_component_numeric(const std::string& path, bool allow_suffix) {
+  const auto pos = path.rfind('.');
+  const std::string last = pos == std::string::npos ? path : path.substr(pos + 1);
+  if (last.empty()) return false;
+  if (std::all_of(last.begin(), last.end(), [](unsigned char c) { return std::isdigit(c); })) return true;
+  if (!allow_suffix) return false;
+  // torchvision's "encoder_layer_3": a name, an underscore, an index.
+  const auto us = last.rfind('_');
+  if (us == std::string::npos || us + 1 >= last.size()) return false;
+  return std::all_of(last.begin() + static_cast<long>(us) + 1, last.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
+std::string parent_of(const std::string& path) {
+  const auto pos = path.rfind('.');
+  return pos == std::string::npos ? std::string() : path.substr(0, pos);
+}
+
+}  // namespace
+
+std::optional<std::vector<int64_t>> const_int_list(Value* v) {
+  if (auto iv = torch::jit::toIValue(v)) {
+    if (iv->isIntList()) return iv->toIntVector();
+    if (iv->isInt()) return std::vector<int64_t>{iv->toInt()};
+    return std::nullopt;
+  }
+  if (v->node()->kind() != c10::prim::ListConstruct) return std::nullopt;
+  std::vector<int64_t> out;
+  for (Value* e : v->node()->inputs()) {
+    auto iv = torch::jit::toIValue(e);
+    if (!iv || !iv->isInt()) return std::nullopt;
+    out.push_back(iv->toInt());
+  }
+  return out;
+}
+
+std::optional<double> const_number(Value* v) {
+  auto iv = torch::jit::toIValue(v);
+  if (!iv) return std::nullopt;
+  if (iv->isDouble()) return iv->toDouble();
+  if (iv->isInt()) return static_cast<double>(iv->toInt());
+  if (iv->isTensor() && iv->toTensor().numel() == 1) return iv->toTensor().to(at::kDouble).item<double>();
+  return std::nullopt;
+}
+
+std::vector<NormNode> find_rms_patterns(const std::vector<Node*>& nodes, ScopeResolver& scopes,
+                                        const std::function<std::optional<double>(Value*)>& attr_double) {
+  std::vector<NormNode> out;
+  for (Node* n : nodes) {
+    const std::string k = kind_of(n);
+    if (k != "aten::rsqrt" && k != "aten::sqrt") continue;
+    Node* add = n->input(0)->node();
+    if (kind_of(add) != "aten::add" || add->inputs().size() < 2) continue;
+    Node* mean = nullptr;
+    Value* eps = nullptr;
+    for (size_t i = 0; i < 2 && !mean; ++i) {
+      Node* d = add->input(i)->node();
+      if (kind_of(d) == "aten::mean" && is_tensor(add->input(i))) {
+        mean = d;
+        eps = add->input(1 - i);
+      }
+    }
+    if (!mean) continue;
+    Node* sq = mean->input(0)->node();
+    const std::string sk = kind_of(sq);
+    bool squares = false;
+    if (sk == "aten::pow" && sq->inputs().size() >= 2) {
+      auto e = const_double(sq->input(1));
+      squares = e && *e == 2.0;
+    } else if (sk == "aten::mul" && sq->inputs().size() >= 2) {
+      squares = sq->input(0) == sq->input(1);
+    } else if (sk == "aten::square") {
+      squares = true;
+    }
+    if (!squares) continue;
+    NormNode nn;
+    nn.node = sq;
+    nn.anchor = n;
+    nn.input = sq->input(0);
+    nn.op = "rms_norm_pattern";
+    // aten::mean(self, dim[], keepdim, dtype) or aten::mean(self, dtype) (all elements).
+    if (mean->inputs().size() >= 3) {
+      auto d = torch::jit::toIValue(mean->input(1));
+      if (auto dims = const_int_list(mean->input(1)))
+        nn.args["dims"] = *dims;
+      else if (d && d->isNone())
+        nn.args["dims"] = "all";
+      else
+        nn.args["dims"] = "dynamic";
+      auto kd = torch::jit::toIValue(mean->input(2));
+      if (kd && kd->isBool()) nn.args["keepdim"] = kd->toBool();
+    } else {
+      nn.args["dims"] = "all";
+    }
+    std::optional<double> e = const_double(eps);
+    if (!e && eps->node()->kind() == c10::prim::GetAttr) e = attr_double(eps);
+    nn.args["eps"] = e ? nlohmann::json(*e) : nlohmann::json("dynamic");
+    nn.args["normalizer"] = k == "aten::rsqrt" ? "rsqrt" : "sqrt";
+    const auto& chain = scopes.chain(n);
+    nn.module = chain.empty() ? std::string() : chain.back();
+    out.push_back(std::move(nn));
+  }
+  return out;
+}
+
+std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std::vector<NormNode>& norms,
+                                     ScopeResolver& scopes) {
+  std::unordered_map<const Node*, size_t> pos;
+  for (size_t i = 0; i < nodes.size(); ++i) pos[nodes[i]] = i + 1;  // 0: graph inputs
+  auto pos_of = [&](const Node* n) -> size_t {
+    auto it = pos.find(n);
+    return it == pos.end() ? 0 : it->second;
+  };
+  // Norm lookup by anchor node and by (stripped) input value.
+  std::unordered_map<const Node*, const NormNode*> by_anchor;
+  std::unordered_map<const Value*, const NormNode*> by_input;
+  for (const auto& nn : norms) {
+    by_anchor[nn.anchor] = &nn;
+    by_input[strip(nn.input)] = &nn;
+    by_input[nn.input] = &nn;
+  }
+
+  std::vector<Residual> out;
+  for (Node* n : nodes) {
+    const std::string k = kind_of(n);
+    if ((k != "aten::add" && k != "aten::add_") || n->inputs().size() < 2) continue;
+    if (!is_tensor(n->input(0)) || !is_tensor(n->input(1))) continue;
+    for (size_t si = 0; si < 2; ++si) {
+      Value* a = n->input(si);
+      Value* b = n->input(1 - si);
+      // A constant (a pooled eps tensor) or a parameter is not a stream.
+      const auto ak = strip(a)->node()->kind();
+      if (ak == c10::prim::Constant || ak == c10::prim::GetAttr) continue;
+      const size_t lo = pos_of(a->node());
+      // Ancestors of b defined after a (the branch), through tensor inputs only
+      // (a shape read with aten::size is not a data dependence).
+      std::unordered_set<const Node*> seen;
+      std::deque<Node*> todo{b->node()};
+      bool reaches = false, parameterized = false;
+      const Value* a_stripped = strip(a);
+      while (!todo.empty()) {
+        Node* d = todo.front();
+        todo.pop_front();
+        if (!seen.insert(d).second) continue;
+        if (pos_of(d) <= lo) continue;
+        if (is_parameterized(kind_of(d))) parameterized = true;
+        std::vector<Value*> ins(d->inputs().begin(), d->inputs().end());
+        for (auto* blk : d->blocks())
+          for (Value* r : blk->return_node()->inputs()) ins.push_back(r);
+        for (Value* in : ins) {
+          if (!carries_tensor(in->type())) continue;
+          if (in == a || in == a_stripped) {
+            reaches = true;
+            continue;
+          }
+          todo.push_back(in->node());
+        }
+      }
+      static const bool debug = std::getenv("NORMDOCTOR_DEBUG_STRUCTURE") != nullptr;
+      if (debug)
+        std::cerr << "residual? " << *n << "  stream input " << si << " reaches=" << reaches
+                  << " parameterized=" << parameterized << "\n";
+      if (!reaches || !parameterized) continue;
+
+      const auto& chain = scopes.chain(n);
+      std::string block;
+      for (int pass = 0; pass < 2 && block.empty(); ++pass)
+        for (auto it = chain.rbegin(); it != chain.rend(); ++it)
+          if (last_component_numeric(*it, pass == 1)) {
+            block = *it;
+            break;
+          }
+      if (block.empty() && !chain.empty()) block = chain.back();
+      // The branch F lies inside the block: a value reused many blocks later
+      // (an attention mask added to every layer's scores) is not a stream.
+      if (!block.empty()) {
+        std::unordered_set<const Node*> from_a;
+        std::deque<Value*> fwd{a};
+        const size_t hi = pos_of(n);
+        while (!fwd.empty()) {
+          Value* v = fwd.front();
+          fwd.pop_front();
+          for (const auto& u : v->uses()) {
+            Node* un = u.user;
+            if (un == n || !seen.count(un) || pos_of(un) >= hi || !from_a.insert(un).second) continue;
+            for (Value* o : un->outputs()) fwd.push_back(o);
+          }
+        }
+        bool outside = false;
+        for (const Node* pn : from_a) {
+          const auto& pc = scopes.chain(const_cast<Node*>(pn));
+          // Nodes inside If/Loop blocks often have no call stack (scope
+          // unknown, empty chain): they do not count as outside.
+          if (pc.empty()) continue;
+          if (std::find(pc.begin(), pc.end(), block) == pc.end()) {
+            if (debug) std::cerr << "  outside block " << block << ": " << *pn;
+            outside = true;
+            break;
+          }
+        }
+        if (outside) continue;
+      }
+
+      Residual r;
+      r.add = n;
+      r.stream_index = si;
+      r.module = chain.empty() ? std::string() : chain.back();
+      r.block = block;
+      r.stack = r.block.empty() ? std::string() : parent_of(r.block);
+
+      // Pre-norm: a norm in the branch normalizes the stream itself.
+      for (const auto& nn : norms)
+        if (seen.count(nn.anchor) && pos_of(nn.anchor) > lo && (strip(nn.input) == a_stripped || nn.input == a)) {
+          r.placement = "pre-norm";
+          r.norm_module = nn.module;
+          break;
+        }
+      // Post-norm: the sum goes straight into a norm.
+      if (r.placement.empty()) {
+        std::deque<Value*> fwd{n->output()};
+        std::unordered_set<const Value*> vs;
+        while (!fwd.empty() && r.placement.empty()) {
+          Value* v = fwd.front();
+          fwd.pop_front();
+          if (!vs.insert(v).second) continue;
+          auto hit = by_input.find(v);
+          if (hit != by_input.end()) {
+            r.placement = "post-norm";
+            r.norm_module = hit->second->module;
+            break;
+          }
+          for (const auto& u : v->uses())
+            if (is_trivial(kind_of(u.user)) && u.offset == 0)
+              for (Value* o : u.user->outputs()) fwd.push_back(o);
+        }
+      }
+      if (r.placement.empty()) {
+        for (const auto& nn : norms)
+          if (seen.count(nn.anchor) && pos_of(nn.anchor) > lo) {
+            r.placement = "in-branch";
+            r.norm_module = nn.module;
+            break;
+          }
+      }
+      if (r.placement.empty()) r.placement = "none";
+      out.push_back(std::move(r));
+      break;
+    }
+  }
+  return out;
+}
+
+FinalNorm find_final_norm(const Residual& last, const std::vector<NormNode>& norms, ScopeResolver& scopes) {
+  std::unordered_map<const Value*, const NormNode*> by_input;
+  for (const auto& nn : norms) {
+    by_input[nn.input] = &nn;
+    by_input[strip(nn.input)] = &nn;
+  }
+  FinalNorm f;
+  bool to_output = false, unknown = false;
+  std::string head;
+  std::deque<Value*> todo{last.add->output()};
+  std::unordered_set<const Value*> seen;
+  size_t steps = 0;
+  while (!todo.empty() && ++steps < 10000) {
+    Value* v = todo.front();
+    todo.pop_front();
+    if (!seen.insert(v).second) continue;
+    auto hit = by_input.find(v);
+    if (hit != by_input.end()) {
+      f.status = "present";
+      f.norm_module = hit->second->module;
+      return f;
+    }
+    for (const auto& u : v->uses()) {
+      Node* user = u.user;
+      const std::string k = kind_of(user);
+      if (user->kind() == c10::prim::Return) {
+        // The graph's own return is the model output; a block's return
+        // (inside If/Loop) continues through the owning node's outputs.
+        Node* owner = user->owningBlock()->owningNode();
+        if (!owner) {
+          to_output = true;
+        } else if (u.offset < owner->outputs().size()) {
+          todo.push_back(owner->output(u.offset));
+        }
+      } else if (user->kind() == c10::prim::TupleConstruct || user->kind() == c10::prim::ListConstruct ||
+                 user->kind() == c10::prim::DictConstruct) {
+        Value* agg = user->output();
+        for (const auto& au : agg->uses()) {
+          Node* an = au.user;
+          if (an->kind() == c10::prim::Return && !an->owningBlock()->owningNode()) {
+            to_output = true;
+          } else if (an->kind() == c10::prim::TupleUnpack || an->kind() == c10::prim::ListUnpack) {
+            if (u.offset < an->outputs().size()) todo.push_back(an->output(u.offset));
+          } else if (an->kind() == c10::prim::TupleIndex || kind_of(an) == "aten::__getitem__") {
+            auto idx = torch::jit::toIValue(an->input(1));
+            if (idx && idx->isInt() && idx->toInt() == static_cast<int64_t>(u.offset)) todo.push_back(an->output());
+          } else {
+            unknown = true;
+          }
+        }
+      } else if (is_parameterized(k)) {
+        if (head.empty()) {
+          const auto& chain = scopes.chain(user);
+          head = chain.empty() ? std::string() : chain.back();
+          if (head.empty()) head = "<" + k.substr(6) + ">";
+        }
+      } else if (is_passthrough_to_head(k) && u.offset == 0) {
+        for (Value* o : user->outputs())
+          if (is_tensor(o)) todo.push_back(o);
+      } else {
+        unknown = true;
+      }
+    }
+  }
+  if (!head.empty()) {
+    f.status = "absent";
+    f.head_module = head.front() == '<' ? std::string() : head;
+  } else if (to_output && !unknown) {
+    f.status = "absent";
+  } else {
+    f.status = "unknown";
+  }
+  return f;
+}
+
+}  // namespace structure
+}  // namespace nd

@@ -1,0 +1,76 @@
+// Graph structure analysis for the architecture and normalized-axis probes:
+// normalization written out as ops (RMSNorm as pow/mean/add/rsqrt, as in
+// Llama, T5 and Gemma), residual additions and where the norm sits in each
+// block (pre-norm x + F(Norm(x)), post-norm Norm(x + F(x))), and whether a
+// final norm stands between the last block and the head.
+//
+// Works on forward's inlined graph before taps are inserted; results point
+// at nodes of that graph. Internal to src/instrument (InstrumentedModel
+// turns the results into taps and public sites).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/script.h>
+
+namespace nd {
+
+class ScopeResolver;
+
+namespace structure {
+
+/// A constant int list: a prim::Constant, or a prim::ListConstruct of
+/// constant ints (how traced graphs pass dims and normalized_shape).
+std::optional<std::vector<int64_t>> const_int_list(torch::jit::Value* v);
+/// A constant number: a scalar constant or a one-element tensor constant
+/// (traced graphs store eps as a 0-dim tensor).
+std::optional<double> const_number(torch::jit::Value* v);
+
+/// A normalization found in the graph: an aten::*_norm op, or RMSNorm
+/// written out as x * rsqrt(mean(x^2, dims) + eps).
+struct NormNode {
+  torch::jit::Node* node = nullptr;   ///< the op, or the pow/mul/square node that starts the pattern
+  torch::jit::Node* anchor = nullptr; ///< the op, or the rsqrt/sqrt node (its output is the normalizer)
+  torch::jit::Value* input = nullptr; ///< the tensor normalized
+  std::string op;                     ///< "batch_norm" ... "rms_norm", or "rms_norm_pattern"
+  nlohmann::json args = nlohmann::json::object();  ///< eps, normalized_shape / dims, num_groups, ...
+  std::string module;                 ///< innermost named_modules() path running it
+};
+
+/// Finds RMSNorm written out as ops: rsqrt(mean(pow(x, 2) | x * x | square(x), dims) + eps)
+/// (or 1 / sqrt(...)). `eps` is read from a constant or from the module
+/// attribute it comes from (self.variance_epsilon). args: {"dims": [-1] | "all",
+/// "eps": number | "dynamic", "keepdim": bool}.
+std::vector<NormNode> find_rms_patterns(const std::vector<torch::jit::Node*>& nodes, ScopeResolver& scopes,
+                                        const std::function<std::optional<double>(torch::jit::Value*)>& attr_double);
+
+/// One residual addition out = stream + branch, where branch = F(stream)
+/// contains at least one parameterized op (linear, matmul, convolution).
+struct Residual {
+  torch::jit::Node* add = nullptr;
+  size_t stream_index = 0;    ///< which input of `add` is the stream
+  std::string module;         ///< innermost module running the add
+  std::string block;          ///< the repeated unit it belongs to ("model.layers.3"); "" = root
+  std::string stack;          ///< the container of the blocks ("model.layers")
+  std::string placement;      ///< "pre-norm" | "post-norm" | "in-branch" | "none"
+  std::string norm_module;    ///< the norm that decides the placement ("" for none)
+};
+
+/// Finds residual additions (aten::add / add_ of two tensors) and classifies
+/// where the norm sits. `nodes` in execution order (pre-order walk).
+std::vector<Residual> find_residuals(const std::vector<torch::jit::Node*>& nodes, const std::vector<NormNode>& norms,
+                                     ScopeResolver& scopes);
+
+/// What follows the last residual addition of a stack on the way to the output.
+struct FinalNorm {
+  std::string status = "n/a";   ///< "present" | "absent" | "unknown" | "n/a" (no stack)
+  std::string norm_module;      ///< the final norm when present
+  std::string head_module;      ///< the first parameterized module after the stack when absent ("" = output)
+};
+FinalNorm find_final_norm(const Residual& last, const std::vector<NormNode>& norms, ScopeResolver& scopes);
+
+}  // namespace structure
+}  // namespace nd

@@ -1,0 +1,132 @@
+// Architecture: residual blocks, norm placement, depth, final norm and the
+// residual stream's RMS at each block boundary (docs/metrics.md, "Architecture").
+//
+// The graph analysis is src/instrument/structure.cpp; this probe groups the
+// residual additions into blocks, picks the main stack (the container with
+// the most blocks) and reads the stream's RMS from the train pass's
+// kResidualStream taps.
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "probes/session.h"
+
+namespace nd {
+namespace {
+
+nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+struct Block {
+  std::string path, stack;
+  std::vector<const ResidualSite*> adds;
+  std::set<std::string> placements;
+  std::vector<std::string> norms;
+};
+
+}  // namespace
+
+void probe_architecture(Session& s) {
+  const auto& im = *s.inst;
+  const auto& res = im.residuals();
+  const Collector* col = s.train_collector.get();
+
+  std::vector<Block> blocks;
+  std::map<std::string, size_t> by_path;
+  for (const auto& r : res) {
+    // An addition inside a branch that never ran (MobileNet's `if
+    // self.use_res_connect:` in blocks without a skip) is not a residual.
+    if (col && r.out_tap >= 0 && col->records()[static_cast<size_t>(r.out_tap)].calls == 0) continue;
+    auto it = by_path.find(r.block);
+    if (it == by_path.end()) {
+      it = by_path.emplace(r.block, blocks.size()).first;
+      blocks.push_back({r.block, r.stack, {}, {}, {}});
+    }
+    Block& b = blocks[it->second];
+    b.adds.push_back(&r);
+    b.placements.insert(r.placement);
+    if (!r.norm_module.empty()) b.norms.push_back(r.norm_module);
+  }
+  std::map<std::string, size_t> per_stack;
+  for (const auto& b : blocks) per_stack[b.stack]++;
+  std::string main_stack;
+  size_t most = 0;
+  for (const auto& b : blocks)
+    if (per_stack[b.stack] >= most) {
+      most = per_stack[b.stack];
+      main_stack = b.stack;
+    }
+
+  auto rms_of = [&](int64_t tap) -> double {
+    if (!col || tap < 0) return std::nan("");
+    const auto& rec = col->records()[static_cast<size_t>(tap)];
+    return rec.fwd.numel > 0 ? rec.fwd.rms() : std::nan("");
+  };
+  int64_t pre = 0, post = 0, main_blocks = 0;
+  double first_in = std::nan(""), last_out = std::nan("");
+  std::string last_block;
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& b : blocks) {
+    const std::string placement = b.placements.size() == 1 ? *b.placements.begin() : "mixed";
+    const double in = rms_of(b.adds.front()->in_tap), out = rms_of(b.adds.back()->out_tap);
+    const bool main = b.stack == main_stack;
+    if (main) {
+      ++main_blocks;
+      if (placement == "pre-norm") ++pre;
+      if (placement == "post-norm") ++post;
+      if (!std::isfinite(first_in)) first_in = in;
+      last_out = out;
+      last_block = b.path;
+    }
+    std::vector<std::string> pl;
+    for (const auto* a : b.adds) pl.push_back(a->placement);
+    rows.push_back({{"block", b.path},
+                    {"stack", b.stack},
+                    {"in_main_stack", main},
+                    {"placement", placement},
+                    {"additions", pl},
+                    {"norms", b.norms},
+                    {"stream_rms_in", num(in)},
+                    {"stream_rms_out", num(out)}});
+  }
+  int64_t norm_sites = static_cast<int64_t>(im.norm_ops().size());
+  auto& mm = s.doc.model_metrics;
+  int64_t ran = 0;
+  for (const auto& b : blocks) ran += static_cast<int64_t>(b.adds.size());
+  mm["arch.residual_additions"] = ran;
+  mm["arch.blocks"] = main_blocks;
+  mm["arch.stack"] = main_stack;
+  mm["arch.pre_norm_blocks"] = pre;
+  mm["arch.post_norm_blocks"] = post;
+  mm["arch.norm_layers"] = norm_sites;
+  std::string placement = "none";
+  if (main_blocks > 0) {
+    if (pre == main_blocks) placement = "pre-norm";
+    else if (post == main_blocks) placement = "post-norm";
+    else if (pre > 0 || post > 0) placement = "mixed";
+    else {
+      std::set<std::string> all;
+      for (const auto& b : blocks)
+        if (b.stack == main_stack) all.insert(b.placements.begin(), b.placements.end());
+      placement = all.size() == 1 ? *all.begin() : "mixed";
+    }
+  }
+  mm["arch.placement"] = main_blocks > 0 ? placement : std::string("no residual blocks");
+  const auto& fin = im.final_norm();
+  // A post-norm stack ends in its own norm, a CNN's norms sit inside its
+  // branches: "final norm" is a pre-norm question.
+  mm["arch.final_norm"] = (placement == "post-norm" || placement == "in-branch") ? std::string("n/a") : fin.status;
+  mm["arch.final_norm_layer"] = fin.norm_module;
+  mm["arch.head_layer"] = fin.head_module;
+  mm["arch.last_block"] = last_block;
+  mm["arch.stream_rms_first"] = num(first_in);
+  mm["arch.stream_rms_last"] = num(last_out);
+  mm["arch.stream_growth"] = (std::isfinite(first_in) && std::isfinite(last_out) && first_in > 0) ? num(last_out / first_in)
+                                                                                                  : nlohmann::json(nullptr);
+  s.doc.probes["architecture"] = {{"blocks", rows},
+                                  {"main_stack", main_stack},
+                                  {"placement", mm["arch.placement"]},
+                                  {"final_norm", {{"status", fin.status}, {"norm", fin.norm_module}, {"head", fin.head_module}}},
+                                  {"stream_rms_from", col ? "train pass" : "not measured (the train pass did not run)"}};
+}
+
+}  // namespace nd

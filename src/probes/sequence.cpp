@@ -1,0 +1,647 @@
+// Input layout, normalized axes, padding and sequence-length probes.
+//
+// Layout: each forward argument gets a role (tokens, features, mask,
+// lengths, positions, segments, image) and, for sequences, a time axis;
+// --seq-dim, --mask-input and --pad-value override. Axes: every
+// normalization site's input shape, recorded by its input tap, is read with
+// those roles; at a second sequence length the axes whose size changed are
+// the time axes, which tells time from hidden when their sizes match.
+// Padding: the batch with extra padding appended (mask/lengths unchanged for
+// real positions), compared module by module at real positions with the
+// batch as given, in train mode (batch statistics) and eval mode. Length:
+// the same tokens truncated, compared at the shared positions in eval mode.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "probes/session.h"
+
+namespace nd {
+namespace {
+
+/// A module's output counts as changed when its relative difference at real
+/// positions exceeds this: float32 reductions over differently sized axes
+/// differ by ~1e-7 relative; 1e-4 leaves three orders of margin.
+constexpr double kChanged = 1e-4;
+
+struct InputLayout {
+  std::string role = "other";  // tokens | features | mask | lengths | positions | segments | image | other
+  int64_t time_axis = -1;
+  std::vector<std::string> axes;  // role of each axis
+  std::string from;               // why, in words
+};
+
+struct Layout {
+  std::vector<InputLayout> inputs;
+  int64_t batch = 0, T = 0;
+  int mask = -1, lengths = -1;
+  bool mask_real_nonzero = true;
+  std::string mask_from;
+  bool sequence = false;
+  at::Tensor real;  // [B, T] bool
+};
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+bool has(const std::string& s, const char* key) { return s.find(key) != std::string::npos; }
+
+std::string shape_str(at::IntArrayRef sizes) {
+  std::ostringstream o;
+  o << "[";
+  for (size_t i = 0; i < sizes.size(); ++i) o << (i ? ", " : "") << sizes[i];
+  o << "]";
+  return o.str();
+}
+std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+Layout infer_layout(const Session& s) {
+  const CheckOptions& opt = s.opt;
+  Layout L;
+  for (size_t i = 0; i < s.args.size(); ++i) {
+    InputLayout il;
+    const auto& a = s.args[i];
+    if (!a.value.isTensor()) {
+      il.from = "not a tensor";
+      L.inputs.push_back(il);
+      continue;
+    }
+    const at::Tensor t = a.value.toTensor();
+    const std::string n = lower(a.name);
+    const bool integral = !t.is_floating_point() && !t.is_complex();
+    const bool named_mask = opt.mask_input.empty() ? (has(n, "mask") && t.dim() == 2)
+                                                   : (opt.mask_input == a.name || opt.mask_input == std::to_string(i));
+    if (named_mask && t.dim() == 2) {
+      il.role = "mask";
+      il.time_axis = 1;
+      il.from = opt.mask_input.empty() ? "[B, T] named " + a.name : "--mask-input " + opt.mask_input;
+      if (L.mask < 0) L.mask = static_cast<int>(i);
+    } else if ((has(n, "length") || n == "lens" || has(n, "_lens")) && t.dim() == 1 && integral) {
+      il.role = "lengths";
+      il.from = "integer [B] named " + a.name;
+      if (L.lengths < 0) L.lengths = static_cast<int>(i);
+    } else if (integral && t.dim() == 2) {
+      il.time_axis = 1;
+      if (has(n, "position")) {
+        il.role = "positions";
+        il.from = "integer [B, T] named " + a.name;
+      } else if (has(n, "token_type") || has(n, "segment")) {
+        il.role = "segments";
+        il.from = "integer [B, T] named " + a.name;
+      } else {
+        il.role = "tokens";
+        il.from = "integer [B, T]: token ids";
+      }
+    } else if (t.is_floating_point() && t.dim() == 3) {
+      il.role = "features";
+      il.time_axis = 1;
+      il.from = "float [B, T, F]";
+    } else if (t.is_floating_point() && t.dim() >= 4) {
+      il.role = "image";
+      il.from = "float rank " + std::to_string(t.dim()) + ": [B, C, spatial...]";
+    } else if (t.is_floating_point() && t.dim() == 2) {
+      il.role = "features";
+      il.from = "float [B, F]: no time axis";
+    } else {
+      il.from = "no rule applies";
+    }
+    if (opt.seq_dim && il.role != "mask" && il.role != "lengths" && t.dim() >= 2) {
+      int64_t d = *opt.seq_dim < 0 ? *opt.seq_dim + t.dim() : *opt.seq_dim;
+      if (d >= 1 && d < t.dim()) {
+        il.time_axis = d;
+        if (il.role == "image" || il.role == "other") il.role = "features";
+        il.from += "; --seq-dim " + std::to_string(*opt.seq_dim);
+      }
+    }
+    L.inputs.push_back(il);
+  }
+  // Flags that name nothing are errors, not silent no-ops.
+  if (!opt.mask_input.empty() && L.mask < 0) {
+    std::string names;
+    for (size_t i = 0; i < s.args.size(); ++i) names += (i ? ", " : "") + std::to_string(i) + "=" + s.args[i].name;
+    bool found = false;
+    for (size_t i = 0; i < s.args.size(); ++i)
+      if (opt.mask_input == s.args[i].name || opt.mask_input == std::to_string(i)) found = true;
+    throw Error(error_kind::kUsage, ExitCode::kUsage,
+                "--mask-input " + opt.mask_input +
+                    (found ? ": that argument is not a [B, T] tensor (a padding mask is [batch, time])"
+                           : ": forward has no such argument (its arguments: " + names + ")"));
+  }
+  if (opt.seq_dim) {
+    bool any = false;
+    for (const auto& il : L.inputs) any = any || il.time_axis >= 0;
+    if (!any)
+      throw Error(error_kind::kUsage, ExitCode::kUsage,
+                  "--seq-dim " + std::to_string(*opt.seq_dim) + ": no input has that axis (sequence inputs are [B, T, ...])");
+  }
+  // Batch size and the sequence length: the first input with a time axis
+  // (tokens or features first) sets T; inputs whose time axis differs are
+  // not resized.
+  for (size_t i = 0; i < s.args.size(); ++i)
+    if (s.args[i].value.isTensor() && s.args[i].value.toTensor().dim() >= 1) {
+      L.batch = s.args[i].value.toTensor().size(0);
+      break;
+    }
+  for (int pass = 0; pass < 2 && L.T == 0; ++pass)
+    for (size_t i = 0; i < L.inputs.size(); ++i) {
+      const auto& il = L.inputs[i];
+      const bool primary = il.role == "tokens" || il.role == "features";
+      if (il.time_axis < 0 || (pass == 0 && !primary)) continue;
+      L.T = s.args[i].value.toTensor().size(il.time_axis);
+      break;
+    }
+  for (size_t i = 0; i < L.inputs.size(); ++i) {
+    auto& il = L.inputs[i];
+    if (!s.args[i].value.isTensor()) continue;
+    const at::Tensor t = s.args[i].value.toTensor();
+    if (il.time_axis >= 0 && t.size(il.time_axis) != L.T) {
+      il.from += "; axis " + std::to_string(il.time_axis) + " has " + std::to_string(t.size(il.time_axis)) +
+                 " positions, not " + std::to_string(L.T) + ": left as it is";
+      il.time_axis = -1;
+    }
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      std::string r = d == 0 ? "batch" : d == il.time_axis ? "time" : "";
+      if (r.empty()) r = il.role == "image" ? (d == 1 ? "channel" : "spatial") : "feature";
+      il.axes.push_back(r);
+    }
+    if (il.time_axis >= 0 && (il.role == "tokens" || il.role == "features")) L.sequence = L.T >= 2;
+  }
+  // Mask polarity: with right padding every example's first position is real.
+  if (L.mask >= 0) {
+    const at::Tensor m = s.args[static_cast<size_t>(L.mask)].value.toTensor().to(at::kDouble) != 0;
+    const std::string n = lower(s.args[static_cast<size_t>(L.mask)].name);
+    const bool pad_named = has(n, "padding");
+    const at::Tensor first = m.select(1, 0), last = m.select(1, m.size(1) - 1);
+    if (m.all().item<bool>() || m.logical_not().all().item<bool>()) {
+      L.mask_real_nonzero = !pad_named;
+      L.mask_from = pad_named ? "no padding in the sample; the name says true/1 marks padding"
+                              : "no padding in the sample; 1/true taken as real (attention_mask convention)";
+    } else if ((first == first[0]).all().item<bool>()) {
+      L.mask_real_nonzero = first[0].item<bool>();
+      L.mask_from = "every example's first position holds " + std::string(L.mask_real_nonzero ? "1/true" : "0/false");
+    } else if ((last == last[0]).all().item<bool>()) {
+      L.mask_real_nonzero = last[0].item<bool>();
+      L.mask_from = "left padding: every example's last position holds " + std::string(L.mask_real_nonzero ? "1/true" : "0/false");
+    } else {
+      L.mask_real_nonzero = !pad_named;
+      L.mask_from = "mixed values at both ends; taken by name";
+    }
+    L.real = L.mask_real_nonzero ? m : m.logical_not();
+  } else if (L.lengths >= 0 && L.T > 0) {
+    const at::Tensor len = s.args[static_cast<size_t>(L.lengths)].value.toTensor().to(at::kLong).view({-1, 1});
+    L.real = at::arange(L.T, at::kLong).view({1, -1}) < len;
+  } else if (L.T > 0 && L.batch > 0) {
+    L.real = at::ones({L.batch, L.T}, at::kBool);
+  }
+  return L;
+}
+
+/// The arguments with every time axis resized to `newT`: truncated, or
+/// extended with padding (tokens/features: --pad-value; mask: its padded
+/// value; positions continue; segments 0). Lengths are clamped to newT.
+std::vector<c10::IValue> resize_time(const Session& s, const Layout& L, int64_t newT) {
+  std::vector<c10::IValue> out;
+  for (size_t i = 0; i < s.args.size(); ++i) {
+    const auto& il = L.inputs[i];
+    const c10::IValue& v = s.args[i].value;
+    if (!v.isTensor()) {
+      out.push_back(v);
+      continue;
+    }
+    at::Tensor t = v.toTensor();
+    if (il.role == "lengths" && newT < L.T) {
+      out.emplace_back(t.clamp_max(newT));
+      continue;
+    }
+    if (il.time_axis < 0) {
+      out.emplace_back(t);
+      continue;
+    }
+    const int64_t ax = il.time_axis;
+    if (newT <= L.T) {
+      out.emplace_back(t.narrow(ax, 0, newT).contiguous());
+      continue;
+    }
+    auto sizes = t.sizes().vec();
+    sizes[static_cast<size_t>(ax)] = newT - L.T;
+    at::Tensor extra;
+    if (il.role == "mask") {
+      extra = at::full(sizes, L.mask_real_nonzero ? 0 : 1, t.options());
+    } else if (il.role == "positions") {
+      std::vector<int64_t> shape(static_cast<size_t>(t.dim()), 1);
+      shape[static_cast<size_t>(ax)] = newT - L.T;
+      extra = at::arange(L.T, newT, t.options()).view(shape).expand(sizes).contiguous();
+    } else if (il.role == "segments") {
+      extra = at::zeros(sizes, t.options());
+    } else {
+      extra = at::full(sizes, s.opt.pad_value, t.options());
+    }
+    out.emplace_back(at::cat({t, extra}, ax));
+  }
+  return out;
+}
+
+/// Relative difference per module (all its output taps together) and the
+/// order modules first produced output in the reference pass.
+struct Deviation {
+  std::vector<std::pair<std::string, double>> modules;  // execution order
+  double root = std::nan("");
+  std::string first;     // first module (execution order) with rel > kChanged
+  double first_rel = 0;
+};
+
+Deviation deviations(const InstrumentedModel& im, const Collector& ref, const Collector& cur) {
+  struct Acc {
+    double d = 0, r = 0;
+    int64_t calls = 0;
+    int64_t order = INT64_MAX;
+  };
+  std::map<std::string, Acc> acc;
+  const auto& taps = im.taps();
+  for (const auto& t : taps) {
+    if (t.kind != TapKind::kModuleOutput) continue;
+    const auto& rr = ref.records()[static_cast<size_t>(t.id)];
+    const auto& cr = cur.records()[static_cast<size_t>(t.id)];
+    if (rr.first_fire < 0 || cr.cmp_calls == 0) continue;
+    Acc& a = acc[t.module];
+    a.d += cr.cmp_diff_sq;
+    a.r += cr.cmp_ref_sq;
+    a.calls += cr.cmp_calls;
+    a.order = std::min(a.order, rr.first_fire);
+  }
+  std::vector<std::pair<int64_t, std::string>> order;
+  for (const auto& [m, a] : acc) order.push_back({a.order, m});
+  std::sort(order.begin(), order.end());
+  Deviation d;
+  for (const auto& [o, m] : order) {
+    const Acc& a = acc[m];
+    const double rel = a.d == 0 ? 0.0 : (a.r == 0 ? std::numeric_limits<double>::infinity() : std::sqrt(a.d / a.r));
+    d.modules.push_back({m, rel});
+    if (m.empty()) d.root = rel;
+    if (d.first.empty() && rel > kChanged && !m.empty()) {
+      d.first = m;
+      d.first_rel = rel;
+    }
+  }
+  if (d.first.empty() && d.root > kChanged) {
+    d.first = "";
+    d.first_rel = d.root;
+  }
+  return d;
+}
+
+nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+/// Axes a normalization reduces over, for an input of rank `rank`; empty
+/// when unknown (a normalized_shape computed at run time).
+std::vector<int64_t> reduced_axes(const NormOpSite& n, int64_t rank, const nlohmann::json& info) {
+  std::vector<int64_t> r;
+  if (n.op == "batch_norm") {
+    r.push_back(0);
+    for (int64_t d = 2; d < rank; ++d) r.push_back(d);
+  } else if (n.op == "instance_norm") {
+    for (int64_t d = 2; d < rank; ++d) r.push_back(d);
+  } else if (n.op == "group_norm") {
+    for (int64_t d = 1; d < rank; ++d) r.push_back(d);
+  } else if (n.op == "layer_norm" || n.op == "rms_norm") {
+    // A scripted nn.LayerNorm passes self.normalized_shape (an attribute,
+    // not a graph constant): the module's own value then.
+    nlohmann::json ns = n.args.value("normalized_shape", nlohmann::json());
+    if (!ns.is_array() && info.contains("normalized_shape")) ns = info["normalized_shape"];
+    if (!ns.is_array()) return {};
+    for (int64_t d = rank - static_cast<int64_t>(ns.size()); d < rank; ++d)
+      if (d >= 0) r.push_back(d);
+  } else if (n.op == "rms_norm_pattern") {
+    const auto& dims = n.args.value("dims", nlohmann::json());
+    if (dims.is_string() && dims.get<std::string>() == "all") {
+      for (int64_t d = 0; d < rank; ++d) r.push_back(d);
+    } else if (dims.is_array()) {
+      for (const auto& x : dims) {
+        int64_t d = x.get<int64_t>();
+        if (d < 0) d += rank;
+        if (d >= 0 && d < rank) r.push_back(d);
+      }
+      std::sort(r.begin(), r.end());
+    }
+  }
+  return r;
+}
+
+bool per_example_op(const std::string& op) { return op != "batch_norm"; }
+
+/// The model's own error from a failed pass: the text after "... pass: ",
+/// first line only.
+std::string first_line_after_pass(const std::string& what) {
+  std::string m = trim_torch_error(what);
+  if (auto p = m.find(" pass: "); p != std::string::npos) m = m.substr(p + 7);
+  if (auto p = m.find('\n'); p != std::string::npos) m = m.substr(0, p);
+  return m;
+}
+
+}  // namespace
+
+void check_sequence_flags(const Session& s) {
+  if (!s.opt.mask_input.empty() || s.opt.seq_dim) (void)infer_layout(s);
+}
+
+void probe_sequence(Session& s) {
+  const Layout L = infer_layout(s);
+  const auto& im = *s.inst;
+
+  // -- the layout, in the report
+  nlohmann::json jl = nlohmann::json::array();
+  for (size_t i = 0; i < L.inputs.size(); ++i) {
+    const auto& il = L.inputs[i];
+    nlohmann::json e = {{"name", s.args[i].name}, {"index", i}, {"role", il.role}, {"axes", il.axes}, {"from", il.from}};
+    if (s.args[i].value.isTensor()) e["shape"] = s.args[i].value.toTensor().sizes().vec();
+    if (il.time_axis >= 0) e["time_axis"] = il.time_axis;
+    if (il.role == "mask") {
+      e["real_value"] = L.mask_real_nonzero ? "1/true" : "0/false";
+      e["polarity_from"] = L.mask_from;
+    }
+    jl.push_back(e);
+    if (s.args[i].value.isTensor()) {
+      std::string sentence = "input " + s.args[i].name + " " + shape_str(s.args[i].value.toTensor().sizes()) + " read as " +
+                             il.role + " [" + join(il.axes) + "] (" + il.from + ")";
+      if (il.role == "mask") sentence += "; real positions hold " + std::string(L.mask_real_nonzero ? "1/true" : "0/false") + " (" + L.mask_from + ")";
+      if (L.sequence) s.doc.assumptions.push_back(sentence);
+    }
+  }
+  s.doc.probes["layout"] = {{"inputs", jl}, {"batch_size", L.batch}, {"sequence", L.sequence}};
+  if (L.sequence) {
+    s.doc.probes["layout"]["seq_len"] = L.T;
+    s.doc.probes["layout"]["padding"] = L.mask >= 0 ? "mask " + s.args[static_cast<size_t>(L.mask)].name
+                                        : L.lengths >= 0 ? "lengths " + s.args[static_cast<size_t>(L.lengths)].name
+                                                         : std::string("none (every position real)");
+    s.doc.probes["layout"]["pad_value"] = s.opt.pad_value;
+    s.doc.model_metrics["layout.seq_len"] = L.T;
+    s.doc.model_metrics["layout.padding_input"] = L.mask >= 0 ? s.args[static_cast<size_t>(L.mask)].name
+                                                : L.lengths >= 0 ? s.args[static_cast<size_t>(L.lengths)].name : "";
+  }
+  s.doc.model_metrics["layout.sequence"] = L.sequence;
+
+  // -- the sequence passes
+  std::optional<PassResult> ref_eval, shorter, padded_eval, ref_train, padded_train;
+  std::string short_error, short_failed_layer, pad_error;
+  const int64_t T2 = L.T - std::max<int64_t>(1, L.T / 4);
+  const int64_t P = std::max<int64_t>(8, L.T / 2);
+  auto spec = [&](const std::string& name, bool train, std::vector<c10::IValue> args) {
+    PassSpec p;
+    p.name = name;
+    p.probe = "sequence";
+    p.train_mode = train;
+    p.dropout = false;
+    p.args = std::move(args);
+    return p;
+  };
+  auto last_module_fired = [&](const Collector& c) {
+    int64_t best = -1, seq = -1;
+    for (size_t i = 0; i < c.records().size(); ++i)
+      if (c.records()[i].first_fire > seq) {
+        seq = c.records()[i].first_fire;
+        best = static_cast<int64_t>(i);
+      }
+    return best;
+  };
+  std::set<int64_t> failed_taps;  // norm-input taps that fired in a pass that then raised
+  if (L.sequence) {
+    PassSpec r = spec("eval-seq-reference", false, {});
+    r.capture = true;
+    ref_eval = s.run_pass(std::move(r));
+    if (T2 >= 1) {
+      PassSpec sp = spec("eval-seq-T" + std::to_string(T2), false, resize_time(s, L, T2));
+      sp.reference = &*ref_eval->collector;
+      sp.real_positions = L.real.narrow(1, 0, T2);
+      try {
+        shorter = s.run_pass(std::move(sp));
+      } catch (const Error& e) {
+        if (e.kind() == error_kind::kTimeout || e.kind() == error_kind::kOutOfMemory) throw;
+        short_error = first_line_after_pass(e.what());
+        if (s.failed_collector) {
+          const int64_t t = last_module_fired(*s.failed_collector);
+          if (t >= 0) short_failed_layer = im.taps()[static_cast<size_t>(t)].module;
+          shorter.emplace();
+          shorter->name = "failed";
+          shorter->collector = std::move(s.failed_collector);
+        }
+      }
+    }
+    {
+      PassSpec pe = spec("eval-seq-padded", false, resize_time(s, L, L.T + P));
+      pe.reference = &*ref_eval->collector;
+      pe.real_positions = L.real;
+      try {
+        padded_eval = s.run_pass(std::move(pe));
+      } catch (const Error& e) {
+        if (e.kind() == error_kind::kTimeout || e.kind() == error_kind::kOutOfMemory) throw;
+        pad_error = first_line_after_pass(e.what());
+      }
+    }
+    if (pad_error.empty()) {
+      PassSpec rt = spec("train-seq-reference", true, {});
+      rt.capture = true;
+      try {
+        ref_train = s.run_pass(std::move(rt));
+        PassSpec pt = spec("train-seq-padded", true, resize_time(s, L, L.T + P));
+        pt.reference = &*ref_train->collector;
+        pt.real_positions = L.real;
+        padded_train = s.run_pass(std::move(pt));
+      } catch (const Error& e) {
+        if (e.kind() == error_kind::kTimeout || e.kind() == error_kind::kOutOfMemory) throw;
+        pad_error = first_line_after_pass(e.what());
+        ref_train.reset();
+      }
+    }
+  }
+
+  // -- normalized axes, per norm site
+  const Collector* base = ref_eval ? &*ref_eval->collector : s.train_collector.get();
+  bool any_attention = false;
+  for (const auto& t : im.taps())
+    if (t.kind == TapKind::kSoftmaxInput) any_attention = true;
+  nlohmann::json axes_rows = nlohmann::json::array();
+  std::vector<std::string> norms_over_time;
+  std::set<std::string> done;
+  for (const auto& n : im.norm_ops()) {
+    if (n.input_tap < 0 || !base) continue;
+    const auto& rec = base->records()[static_cast<size_t>(n.input_tap)];
+    if (rec.shape.empty()) continue;
+    const auto& shape = rec.shape;
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    std::vector<int64_t> shape2;
+    if (shorter && shorter->collector) shape2 = shorter->collector->records()[static_cast<size_t>(n.input_tap)].shape;
+    // Roles of the input's axes.
+    std::vector<std::string> roles(static_cast<size_t>(rank));
+    std::string time_from;
+    std::vector<int64_t> time_axes;
+    if (L.sequence && shape2.size() == shape.size()) {
+      for (int64_t d = 0; d < rank; ++d)
+        if (shape[static_cast<size_t>(d)] != shape2[static_cast<size_t>(d)]) time_axes.push_back(d);
+      time_from = "sizes at lengths " + std::to_string(L.T) + " and " + std::to_string(T2);
+    } else if (L.sequence) {
+      for (int64_t d = 1; d < rank; ++d)
+        if (shape[static_cast<size_t>(d)] == L.T) time_axes.push_back(d);
+      if (time_axes.size() > 1) time_axes.clear();  // time and another axis share the size: undecided
+      time_from = time_axes.empty() ? "undecided (no second length)" : "size match (" + std::to_string(L.T) + ")";
+    }
+    for (int64_t d = 0; d < rank; ++d) {
+      std::string& r = roles[static_cast<size_t>(d)];
+      const int64_t sz = shape[static_cast<size_t>(d)];
+      if (std::find(time_axes.begin(), time_axes.end(), d) != time_axes.end()) {
+        r = (d == 0 && sz != L.batch) ? "batch*time" : "time";
+      } else if (d == 0) {
+        r = sz == L.batch ? "batch" : (L.sequence && sz == L.batch * L.T) ? "batch*time" : "other";
+      } else if (L.sequence || rank == 2) {
+        r = (d == rank - 1 || rank == 3) ? "hidden" : "heads";
+      } else {
+        r = d == 1 ? "channel" : "spatial";
+      }
+    }
+    const LayerMetrics* owner = s.doc.find_layer(n.module);
+    const nlohmann::json info = owner ? owner->info : nlohmann::json::object();
+    const auto red = reduced_axes(n, rank, info);
+    nlohmann::json eps = n.args.value("eps", nlohmann::json());
+    if (!eps.is_number() && info.contains("eps")) eps = info["eps"];
+    std::vector<std::string> red_roles;
+    bool r_time = false, r_batch = false, r_feature = false;
+    for (int64_t d : red) {
+      std::string r = roles[static_cast<size_t>(d)];
+      if (n.op == "group_norm" && d == 1) r = "channel (within a group)";
+      red_roles.push_back(r);
+      if (r == "time" || r == "batch*time") r_time = true;
+      if ((r == "batch" || r == "batch*time") && L.batch >= 2) r_batch = true;
+      if (r == "hidden" || r == "channel" || r.rfind("channel", 0) == 0) r_feature = true;
+    }
+    nlohmann::json row = {{"layer", n.module},     {"op", n.op},         {"input_shape", shape},
+                          {"axes", roles},         {"reduced_axes", red}, {"reduced", red_roles},
+                          {"eps", eps}};
+    if (!shape2.empty()) row["input_shape_at_T2"] = shape2;
+    if (!time_from.empty()) row["time_from"] = time_from;
+    if (red.empty()) row["reduced"] = "unknown (normalized_shape computed at run time)";
+    axes_rows.push_back(row);
+    if (r_time && (n.op == "batch_norm" || n.op == "group_norm" || n.op == "instance_norm"))
+      norms_over_time.push_back(n.module);
+
+    LayerMetrics* lm = s.doc.find_layer(n.module);
+    if (!lm || n.module.empty() || !done.insert(n.module).second) continue;
+    auto& m = lm->metrics;
+    m["norm.op"] = n.op;
+    m["norm.input_shape"] = shape_str(shape);
+    m["norm.input_layout"] = "[" + join(roles) + "]";
+    m["norm.reduced_axes"] = red.empty() ? std::string("unknown") : join(red_roles);
+    if (!red.empty()) {
+      m["norm.reduces_time"] = r_time;
+      m["norm.reduces_batch"] = r_batch;
+      m["norm.over_time"] = per_example_op(n.op) && n.op != "group_norm" && n.op != "instance_norm" && r_time && !r_feature;
+      m["norm.over_batch"] = per_example_op(n.op) && r_batch;
+      m["norm.batchnorm_over_time"] = n.op == "batch_norm" && r_time;
+    }
+    if (!time_from.empty()) m["norm.time_axis_from"] = time_from;
+    if (!shape2.empty() && shorter && shorter->name == "failed" && short_failed_layer == n.module)
+      m["norm.fails_at_other_length"] = true;
+    nlohmann::json groups = n.args.value("num_groups", nlohmann::json());
+    if (!groups.is_number_integer() && info.contains("num_groups")) groups = info["num_groups"];
+    if (n.op == "group_norm" && rank >= 2 && groups.is_number_integer()) {
+      const int64_t g = groups.get<int64_t>(), c = shape[1];
+      m["norm.num_groups"] = g;
+      m["norm.num_channels"] = c;
+      if (g > 0) m["norm.channels_per_group"] = c / g;
+    }
+  }
+  s.doc.probes["axes"] = axes_rows;
+  s.doc.model_metrics["arch.attention_ops"] = [&] {
+    int64_t k = 0;
+    for (const auto& t : im.taps())
+      if (t.kind == TapKind::kSoftmaxInput) ++k;
+    return k;
+  }();
+  (void)any_attention;
+
+  if (!L.sequence) return;
+
+  // -- padding and length results
+  auto norm_at = [&](const std::string& layer) {
+    // The deviation enters at a normalization whose statistics span time.
+    for (const auto& n : im.norm_ops())
+      if (n.module == layer) {
+        const LayerMetrics* lm = s.doc.find_layer(layer);
+        if (lm) {
+          auto it = lm->metrics.find("norm.reduces_time");
+          if (it != lm->metrics.end() && it->second.is_boolean()) return it->second.get<bool>();
+        }
+        return true;
+      }
+    return false;
+  };
+  auto kind_of_layer = [&](const std::string& layer) -> std::string {
+    if (layer.empty()) return "output";
+    if (norm_at(layer)) return "normalization";
+    for (const auto& t : im.taps())
+      if (t.kind == TapKind::kSoftmaxInput && (t.module == layer || t.module.rfind(layer + ".", 0) == 0)) return "attention";
+    return "other";
+  };
+  auto dev_json = [&](const Deviation& d) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& [m, r] : d.modules)
+      if (r > kChanged || m.empty()) j.push_back({{"layer", m}, {"rel_diff", num(r)}});
+    return j;
+  };
+  nlohmann::json jp = {{"padded_to", L.T + P}, {"from", L.T}, {"mode_note", "train mode: batch statistics; eval mode: running statistics"}};
+  if (!pad_error.empty()) {
+    jp["error"] = pad_error;
+    s.doc.model_metrics["pad.error"] = pad_error;
+  }
+  Deviation dt, de;
+  if (padded_eval) {
+    de = deviations(im, *ref_eval->collector, *padded_eval->collector);
+    jp["eval"] = {{"rel_diff", num(de.root)}, {"first_layer", de.first}, {"changed", dev_json(de)}};
+    s.doc.model_metrics["pad.rel_diff_eval"] = num(de.root);
+  }
+  if (padded_train) {
+    dt = deviations(im, *ref_train->collector, *padded_train->collector);
+    jp["train"] = {{"rel_diff", num(dt.root)}, {"first_layer", dt.first}, {"changed", dev_json(dt)}};
+    s.doc.model_metrics["pad.rel_diff_train"] = num(dt.root);
+  }
+  if (padded_eval || padded_train) {
+    const bool train_worse = padded_train && (!padded_eval || !(de.root >= dt.root));
+    const Deviation& w = train_worse ? dt : de;
+    s.doc.model_metrics["pad.rel_diff"] = num(w.root);
+    s.doc.model_metrics["pad.mode"] = train_worse ? "train" : "eval";
+    s.doc.model_metrics["pad.padded_to"] = L.T + P;
+    s.doc.model_metrics["pad.first_layer"] = w.first;
+    s.doc.model_metrics["pad.first_layer_kind"] = w.first.empty() && !(w.root > kChanged) ? "none" : kind_of_layer(w.first);
+    s.doc.model_metrics["pad.via_norm"] = !w.first.empty() && norm_at(w.first);
+    s.doc.model_metrics["pad.norms_over_time"] = join(norms_over_time);
+  }
+  jp["norms_over_time"] = norms_over_time;
+  s.doc.probes["padding"] = jp;
+
+  nlohmann::json js = {{"lengths", {L.T, T2}}, {"mode", "eval"}};
+  s.doc.model_metrics["seqlen.lengths"] = std::to_string(L.T) + " and " + std::to_string(T2);
+  if (!short_error.empty()) {
+    js["error"] = short_error;
+    js["failed_layer"] = short_failed_layer;
+    s.doc.model_metrics["seqlen.error"] = short_error;
+    s.doc.model_metrics["seqlen.failed_layer"] = short_failed_layer;
+  } else if (shorter) {
+    const Deviation d = deviations(im, *ref_eval->collector, *shorter->collector);
+    js["rel_diff"] = num(d.root);
+    js["first_layer"] = d.first;
+    js["changed"] = dev_json(d);
+    s.doc.model_metrics["seqlen.rel_diff"] = num(d.root);
+    s.doc.model_metrics["seqlen.first_layer"] = d.first;
+    s.doc.model_metrics["seqlen.first_layer_kind"] = d.first.empty() && !(d.root > kChanged) ? "none" : kind_of_layer(d.first);
+    s.doc.model_metrics["seqlen.via_norm"] = !d.first.empty() && norm_at(d.first);
+  }
+  s.doc.probes["sequence_length"] = js;
+}
+
+}  // namespace nd
