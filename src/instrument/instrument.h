@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -96,6 +97,11 @@ class Collector {
   /// The last batch_norm input tap that fired (names the layer when batch_norm raises); -1 if none.
   int64_t last_batch_norm_tap() const { return last_bn_tap_; }
   int64_t slice0_batch = 0;  ///< copied from PassConfig by InstrumentedModel::run
+  /// Optional: called by on_forward with every tapped tensor (not detached)
+  /// before its statistics are taken, outside the collector's lock. A hook
+  /// may modify the tensor in place (the precision probe rounds module
+  /// outputs to fp16/bf16 this way); the statistics then see the new values.
+  std::function<void(const TapSite&, const at::Tensor&)> hook;
 
   // Called by the tap operator and the gradient hooks.
   void on_forward(const TapSite& site, const at::Tensor& x);
@@ -113,6 +119,7 @@ class Collector {
 struct InstrumentOptions {
   bool op_taps = true;               ///< taps on sigmoid/tanh/softmax inputs
   std::string inspect_inputs_of;     ///< also tap the inputs of this module (targeted NaN pass)
+  std::vector<std::string> inputs_of;  ///< also tap the inputs of each of these modules (kModuleInput, e.g. norm layers)
 };
 
 /// The instrumented forward of one model. Build once, run many passes.

@@ -204,6 +204,7 @@ PassResult Session::run_pass(PassSpec spec) {
   r.name = spec.name;
   const InstrumentedModel& im = spec.instrumented ? *spec.instrumented : *inst;
   r.collector = std::make_unique<Collector>(im.taps().size());
+  r.collector->hook = spec.tap_hook;
   std::vector<c10::IValue> a = spec.args.empty() ? arg_values() : spec.args;
   const bool saved_mode = model.module.is_training();
 
@@ -300,6 +301,7 @@ MetricsDoc run_check(const CheckOptions& opt, const ProgressFn& progress) {
   build_inventory(s);
   probe_forward_backward(s);
   probe_normalization(s);
+  probe_precision(s);
 
   const auto used = fallbacks_called();
   if (!used.empty()) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,6 +45,8 @@ struct PassSpec {
   bool keep_baked = false;     ///< PassConfig::keep_baked: run traced flags as saved
   const InstrumentedModel* instrumented = nullptr;  ///< default: the session's
   std::vector<c10::IValue> args;  ///< default (empty): the session's arguments
+  /// Optional Collector::hook for this pass (sees every tapped tensor first).
+  std::function<void(const TapSite&, const at::Tensor&)> tap_hook;
 };
 
 class Session {
@@ -102,6 +105,15 @@ void build_inventory(Session& s);
 /// Normalization probes: train/eval drift, BatchNorm statistics against the
 /// data, batch dependence in eval mode, small-batch noise, mode problems.
 void probe_normalization(Session& s);
+
+/// Precision probe (src/probes/precision.cpp, docs/metrics.md "Precision"):
+/// always the implied next-layer scale of norm gains (norm.next_*); with
+/// --precision fp16|bf16 also the format's limits against every module
+/// (headroom, norm internals, eps), a forward in that precision (native when
+/// LibTorch has the kernels, else emulated by rounding) compared with fp32,
+/// and (fp16) the loss-scale range of the train pass's gradients. Runs after
+/// the other probes; needs the train pass's parameter gradients.
+void probe_precision(Session& s);
 
 /// The forward+backward measurement (activations, gradients, NaN origin,
 /// layer inventory). Always runs first.

@@ -82,6 +82,12 @@ const Expected kExpected[] = {
     {"MODE004", "eval-nondeterminism", nd::Severity::kWarning, "model", "all", false, "evalrep.first_layer",
      "evalrep.rel_diff > 1e-05"},
     {"NORM001", "norm-gain-growth", nd::Severity::kWarning, "layer", "all", false, "", "norm.gain_p99 > 10"},
+    {"PREC001", "fp16-overflow-risk", nd::Severity::kError, "layer", "first", true, "",
+     "prec.first_nonfinite == true and prec.first_nonfinite_cause != \"norm-eps\""},
+    {"PREC002", "norm-eps-precision", nd::Severity::kError, "layer", "all", true, "",
+     "prec.eps_vanishes == true and prec.norm_nonfinite_count > 0"},
+    {"PREC003", "loss-scale-underflow", nd::Severity::kWarning, "model", "all", true, "prec.grad_underflow_layer",
+     "prec.forward_finite == true and prec.grad_underflow_fraction > 0.01"},
 };
 
 }  // namespace
