@@ -390,9 +390,15 @@ void render_precision(std::ostringstream& out, const MetricsDoc& doc, const Pain
         << text("prec.first_nonfinite_cause") << ")\n";
   else
     out << "  every module output stays finite in " << fmt << '\n';
-  if (get("prec.first_divergent_layer"))
+  if (get("prec.first_divergent_layer")) {
+    const std::string path = text("prec.first_divergent_layer");
     out << "  first module diverging from fp32 (relative error > " << text("prec.divergence_threshold")
-        << "): " << layer_name(text("prec.first_divergent_layer")) << '\n';
+        << "): " << layer_name(path);
+    if (const LayerMetrics* l = doc.find_layer(path))
+      out << " (relative error " << metric_cell(*l, "prec.rel_error") << ", fp32 absmax "
+          << metric_cell(*l, "prec.ref_absmax") << ")";
+    out << '\n';
+  }
   out << "  model output relative error vs fp32: " << text("prec.output_rel_error") << '\n';
   if (get("prec.loss_scale_blocked_by")) {
     out << "  loss scale: none helps, the forward pass is already non-finite at "
