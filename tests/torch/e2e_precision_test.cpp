@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "../unit/json_schema.h"
 #include "e2e_util.h"
 
 namespace {
@@ -23,11 +24,21 @@ struct Case {
 
 std::ostream& operator<<(std::ostream& o, const Case& c) { return o << c.name; }
 
+const ndtest::JsonSchema& report_schema() {
+  static const ndtest::JsonSchema s(json::parse(nde2e::read_file(nde2e::source_dir() + "/docs/report.schema.json")));
+  return s;
+}
+
+/// The JSON report of one check run (validated against docs/report.schema.json).
 json run(const std::string& pt, const std::string& input, const std::string& precision) {
   nde2e::TempDir tmp;
   const auto r = nde2e::check(pt, {input}, {"--precision", precision}, tmp.file("report.json"));
   EXPECT_TRUE(r.has_report) << r.describe();
   EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.describe();
+  if (r.has_report) {
+    const auto errors = report_schema().validate(r.report);
+    EXPECT_TRUE(errors.empty()) << ndtest::join_errors(errors);
+  }
   return r.report;
 }
 
