@@ -291,6 +291,7 @@ void loss_scale(Session& s, const Format& f) {
   mm["prec.grad_underflow_fraction_default"] = frac(kDefaultLossScale);
   mm["prec.grad_overflow_at_default"] = absmax * kDefaultLossScale > f.max;
   mm["prec.grad_underflow_fraction"] = frac(used);
+  mm["prec.grad_underflow_fraction_best"] = frac(best);
   int64_t worst = 0;
   std::string worst_path;
   for (const auto& [path, g] : per_module) {

@@ -97,7 +97,13 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"norm_gain_healthy", "norm_gain_healthy", "fp16", {}},
         Case{"loss_scale_underflow", "loss_scale_underflow", "fp16", {{"PREC003", "fc1"}}},
         Case{"loss_scale_underflow_healthy", "loss_scale_underflow_healthy", "fp16", {}},
-        Case{"loss_scale_underflow_bf16", "loss_scale_underflow", "bf16", {}}),  // no loss scaling in bf16
+        Case{"loss_scale_underflow_bf16", "loss_scale_underflow", "bf16", {}},  // no loss scaling in bf16
+        // Other fixtures in fp16: the seed's growth to 8e4 overflows one block after ACT003's
+        // headroom warning; vanishing gradients (1e-10 at layers.0) underflow at GradScaler's
+        // initial scale (1.9% of all gradient elements; 0.08% at the largest safe scale 2^21).
+        Case{"growth20_fp16", "growth20", "fp16",
+             {{"ACT002", "layers.13"}, {"ACT003", "layers.17"}, {"GRAD002", "layers.0"}, {"PREC001", "layers.18"}}},
+        Case{"vanishing_fp16", "vanishing", "fp16", {{"GRAD003", "layers.0"}, {"PREC003", "layers.0"}}}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(PrecisionEvidence, Fp16OverflowNamesTheFeedForwardOutput) {
