@@ -187,6 +187,7 @@ double TapRecord::cmp_rel() const {
 // Collector
 
 void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
+  if (hook) hook(site, x0);
   at::Tensor x = x0.detach();
   if (site.kind == TapKind::kBatchNormInput) {
     BatchNormStats b;
@@ -649,26 +650,28 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     }
   }
 
-  // Inputs of one module (targeted pass after a NaN): tensors used inside its
-  // scope but defined outside it.
-  if (!opt.inspect_inputs_of.empty()) {
+  // Inputs of modules (the targeted pass after a NaN; the norm layers of the
+  // precision probe): tensors used inside a module's scope but defined outside it.
+  std::vector<std::string> input_modules = opt.inputs_of;
+  if (!opt.inspect_inputs_of.empty()) input_modules.push_back(opt.inspect_inputs_of);
+  for (const std::string& target : input_modules) {
     std::map<Value*, std::vector<std::pair<Node*, size_t>>> inputs;
     std::vector<Node*> now;
     collect_nodes(graph_->block(), now);
     for (Node* n : now) {
       if (n->kind() == kTap || n->kind() == c10::prim::Constant) continue;
-      if (!inside(scopes.chain(n), opt.inspect_inputs_of)) continue;
+      if (!inside(scopes.chain(n), target)) continue;
       for (size_t i = 0; i < n->inputs().size(); ++i) {
         Value* v = n->input(i);
         if (!is_tensor(v) || v->node()->kind() == c10::prim::GetAttr || v->node()->kind() == c10::prim::Constant)
           continue;
         Node* d = v->node();
-        const bool from_inside = d->kind() != c10::prim::Param && d->kind() != kTap && inside(scopes.chain(d), opt.inspect_inputs_of);
+        const bool from_inside = d->kind() != c10::prim::Param && d->kind() != kTap && inside(scopes.chain(d), target);
         if (d->kind() == kTap) {
           // A tap of an inner module's output is inside; one of an outside module is not.
           const auto& site = taps_[static_cast<size_t>(torch::jit::toIValue(d->input(0))->toInt())];
-          if (site.module == opt.inspect_inputs_of ||
-              site.module.rfind(opt.inspect_inputs_of + ".", 0) == 0)
+          if (site.module == target ||
+              site.module.rfind(target + ".", 0) == 0)
             continue;
         } else if (from_inside) {
           continue;
@@ -677,7 +680,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       }
     }
     for (auto& [v, users] : inputs) {
-      TapSite& site = new_tap(TapKind::kModuleInput, opt.inspect_inputs_of);
+      TapSite& site = new_tap(TapKind::kModuleInput, target);
       Node* first = users.front().first;
       Node* c = make_constant_int(*graph_, site.id);
       Node* t = graph_->create(kTap, {c->output(), v});

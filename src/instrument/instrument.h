@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -142,6 +143,11 @@ class Collector {
   /// [B, T] bool at the compared length: true at real (not padded) positions.
   /// Applied to outputs with B on axis 0 and an axis of size T; undefined: all positions.
   at::Tensor real_positions;
+  /// Optional: called by on_forward with every tapped tensor (not detached)
+  /// before its statistics are taken, outside the collector's lock. A hook
+  /// may modify the tensor in place (the precision probe rounds module
+  /// outputs to fp16/bf16 this way); the statistics then see the new values.
+  std::function<void(const TapSite&, const at::Tensor&)> hook;
 
   // Called by the tap operator and the gradient hooks.
   void on_forward(const TapSite& site, const at::Tensor& x);
@@ -159,6 +165,7 @@ class Collector {
 struct InstrumentOptions {
   bool op_taps = true;               ///< taps on sigmoid/tanh/softmax inputs
   std::string inspect_inputs_of;     ///< also tap the inputs of this module (targeted NaN pass)
+  std::vector<std::string> inputs_of;  ///< also tap the inputs of each of these modules (kModuleInput, e.g. norm layers)
 };
 
 /// The instrumented forward of one model. Build once, run many passes.

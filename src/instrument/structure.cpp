@@ -174,6 +174,16 @@ std::vector<NormNode> find_rms_patterns(const std::vector<Node*>& nodes, ScopeRe
     if (!e && eps->node()->kind() == c10::prim::GetAttr) e = attr_double(eps);
     nn.args["eps"] = e ? nlohmann::json(*e) : nlohmann::json("dynamic");
     nn.args["normalizer"] = k == "aten::rsqrt" ? "rsqrt" : "sqrt";
+    // Hugging Face's LlamaRMSNorm upcasts first (x.to(torch.float32)): the
+    // statistics and eps are then fp32 whatever the model's dtype.
+    if (kind_of(nn.input->node()) == "aten::to") {
+      for (Value* in : nn.input->node()->inputs()) {
+        auto c = torch::jit::toIValue(in);
+        if (c && c->isInt() && (c->toInt() == static_cast<int64_t>(at::kFloat) || c->toInt() == static_cast<int64_t>(at::kDouble)) &&
+            in != nn.input->node()->input(0))
+          nn.args["upcast"] = c->toInt() == static_cast<int64_t>(at::kFloat) ? "float32" : "float64";
+      }
+    }
     const auto& chain = scopes.chain(n);
     nn.module = chain.empty() ? std::string() : chain.back();
     out.push_back(std::move(nn));

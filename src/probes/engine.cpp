@@ -207,6 +207,7 @@ PassResult Session::run_pass(PassSpec spec) {
   r.collector->capture = spec.capture;
   r.collector->reference = spec.reference;
   r.collector->real_positions = spec.real_positions;
+  r.collector->hook = spec.tap_hook;
   std::vector<c10::IValue> a = spec.args.empty() ? arg_values() : spec.args;
   const bool saved_mode = model.module.is_training();
 
@@ -306,6 +307,7 @@ MetricsDoc run_check(const CheckOptions& opt, const ProgressFn& progress) {
   probe_normalization(s);
   probe_architecture(s);
   probe_sequence(s);
+  probe_precision(s);
 
   const auto used = fallbacks_called();
   if (!used.empty()) {

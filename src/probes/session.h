@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,6 +48,8 @@ struct PassSpec {
   at::Tensor real_positions;   ///< Collector::real_positions: [B, T] bool, real (not padded) positions
   const InstrumentedModel* instrumented = nullptr;  ///< default: the session's
   std::vector<c10::IValue> args;  ///< default (empty): the session's arguments
+  /// Optional Collector::hook for this pass (sees every tapped tensor first).
+  std::function<void(const TapSite&, const at::Tensor&)> tap_hook;
 };
 
 class Session {
@@ -124,6 +127,15 @@ void probe_architecture(Session& s);
 /// Normalization probes: train/eval drift, BatchNorm statistics against the
 /// data, batch dependence in eval mode, small-batch noise, mode problems.
 void probe_normalization(Session& s);
+
+/// Precision probe (src/probes/precision.cpp, docs/metrics.md "Precision"):
+/// always the implied next-layer scale of norm gains (norm.next_*); with
+/// --precision fp16|bf16 also the format's limits against every module
+/// (headroom, norm internals, eps), a forward in that precision (native when
+/// LibTorch has the kernels, else emulated by rounding) compared with fp32,
+/// and (fp16) the loss-scale range of the train pass's gradients. Runs after
+/// the other probes; needs the train pass's parameter gradients.
+void probe_precision(Session& s);
 
 /// The forward+backward measurement (activations, gradients, NaN origin,
 /// layer inventory). Always runs first.

@@ -426,6 +426,66 @@ void render_architecture(std::ostringstream& out, const MetricsDoc& doc, const P
   }
 }
 
+/// The precision section (--precision fp16|bf16): how the pass in the
+/// format ran, where it first went non-finite or diverged, the loss-scale
+/// range (fp16) and the LayerNorm/RMSNorm internals. Nothing when the model
+/// metrics hold no prec.format (fp32 runs).
+void render_precision(std::ostringstream& out, const MetricsDoc& doc, const Painter& paint) {
+  const MetricMap& mm = doc.model_metrics;
+  auto get = [&](const char* name) -> const MetricValue* {
+    auto it = mm.find(name);
+    return it == mm.end() ? nullptr : &it->second;
+  };
+  auto text = [&](const char* name) { return get(name) ? json_text(*get(name)) : std::string("n/a"); };
+  if (!get("prec.format")) return;
+  const std::string fmt = text("prec.format");
+  out << '\n' << paint("precision " + fmt, kBold) << " (" << text("prec.mode") << " run";
+  if (get("prec.native_error"))
+    out << "; native " << fmt << " could not run: "
+        << (get("prec.native_missing_op") ? text("prec.native_missing_op") : text("prec.native_error"))
+        << (get("prec.native_failed_after") ? " after " + layer_name(text("prec.native_failed_after")) : std::string());
+  out << ")\n";
+  if (get("prec.first_nonfinite_layer"))
+    out << "  first non-finite module: " << layer_name(text("prec.first_nonfinite_layer")) << " ("
+        << text("prec.first_nonfinite_cause") << ")\n";
+  else
+    out << "  every module output stays finite in " << fmt << '\n';
+  if (get("prec.first_divergent_layer")) {
+    const std::string path = text("prec.first_divergent_layer");
+    out << "  first module diverging from fp32 (relative error > " << text("prec.divergence_threshold")
+        << "): " << layer_name(path);
+    if (const LayerMetrics* l = doc.find_layer(path))
+      out << " (relative error " << metric_cell(*l, "prec.rel_error") << ", fp32 absmax "
+          << metric_cell(*l, "prec.ref_absmax") << ")";
+    out << '\n';
+  }
+  out << "  model output relative error vs fp32: " << text("prec.output_rel_error") << '\n';
+  if (get("prec.loss_scale_blocked_by")) {
+    out << "  loss scale: none helps, the forward pass is already non-finite at "
+        << layer_name(text("prec.loss_scale_blocked_by")) << '\n';
+  } else if (get("prec.loss_scale_max")) {
+    out << "  loss scale: gradients stay finite up to " << text("prec.loss_scale_max") << ", all normal from "
+        << text("prec.loss_scale_min") << "; at " << text("prec.loss_scale_used") << " "
+        << text("prec.grad_underflow_fraction") << " of them underflow (at 1: "
+        << text("prec.grad_underflow_fraction_scale1") << ")\n";
+  }
+  std::vector<const LayerMetrics*> norms;
+  for (const auto& l : doc.layers)
+    if (l.metrics.count("prec.norm_rows") || l.metrics.count("prec.eps_in_format")) norms.push_back(&l);
+  if (norms.empty()) return;
+  std::size_t w = 4;
+  for (const auto* l : norms) w = std::max(w, cells(layer_name(l->path)));
+  w = std::min<std::size_t>(w, 40);
+  out << "  " << pad_right("norm", w) << "  " << pad_left("eps", 9) << "  " << pad_left("in " + fmt, 9) << "  "
+      << pad_left("zero rows", 9) << "  " << pad_left("non-finite", 10) << "  " << pad_left("sumsq headroom", 14) << '\n';
+  for (const auto* l : norms)
+    out << "  " << pad_right(fit_tail(layer_name(l->path), w), w) << "  " << pad_left(metric_cell(*l, "norm.eps"), 9)
+        << "  " << pad_left(metric_cell(*l, "prec.eps_in_format"), 9) << "  "
+        << pad_left(metric_cell(*l, "prec.norm_zero_rows"), 9) << "  "
+        << pad_left(metric_cell(*l, "prec.norm_nonfinite_count"), 10) << "  "
+        << pad_left(metric_cell(*l, "prec.norm_sumsq_headroom"), 14) << '\n';
+}
+
 std::string plural(int n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
 
 }  // namespace
@@ -453,6 +513,7 @@ std::string render_text(const MetricsDoc& doc, const std::vector<Finding>& findi
     render_finding(out, *f, paint, width);
   }
 
+  render_precision(out, doc, paint);
   if (opt.show_layers) {
     render_layers(out, doc, findings, paint);
     render_batchnorm(out, doc, paint);

@@ -338,3 +338,35 @@ TEST(TextReport, TableMarksEveryRuleOnALayer) {
   const std::string text = nd::render_text(doc, {a, b, again}, basic_ctx(), nd::TextOptions{});
   EXPECT_NE(text.find("  ACT002,NORM001\n"), std::string::npos) << text;
 }
+
+TEST(TextReport, PrecisionSectionWhenAFormatWasChecked) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("norm", "LayerNorm", 0, true,
+                             {{"act.rms", 0.9}, {"norm.eps", 1e-12}, {"prec.eps_in_format", 0.0},
+                              {"prec.norm_rows", 24}, {"prec.norm_zero_rows", 4}, {"prec.norm_nonfinite_count", 64},
+                              {"prec.norm_sumsq_headroom", 2554.0}}));
+  doc.layers.push_back(layer("proj", "Linear", 1, true, {{"act.rms", 0.5}}));
+  nd::TextOptions opt;
+  opt.color = false;
+  // fp32: no section.
+  EXPECT_EQ(nd::render_text(doc, {}, basic_ctx(), opt).find("precision "), std::string::npos);
+  doc.model_metrics = {{"prec.format", "fp16"},
+                       {"prec.mode", "emulated"},
+                       {"prec.native_error", "\"LayerNormKernelImpl\" not implemented for 'Half'"},
+                       {"prec.native_missing_op", "LayerNormKernelImpl (no Half kernel)"},
+                       {"prec.first_nonfinite_layer", "norm"},
+                       {"prec.first_nonfinite_cause", "norm-eps"},
+                       {"prec.output_rel_error", 0.0004},
+                       {"prec.loss_scale_blocked_by", "norm"}};
+  const std::string text = nd::render_text(doc, {}, basic_ctx(), opt);
+  EXPECT_NE(text.find("\nprecision fp16 (emulated run; native fp16 could not run: LayerNormKernelImpl (no Half "
+                      "kernel))\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  first non-finite module: norm (norm-eps)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  loss scale: none helps, the forward pass is already non-finite at norm\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  norm      1e-12          0          4          64            2554\n"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("  proj "), text.find("  proj  Linear"));  // proj is in the layer table only
+}

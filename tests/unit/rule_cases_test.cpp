@@ -35,7 +35,8 @@ const std::set<std::string> kCovered = {"IN001",   "IN002",   "ACT001",  "ACT002
                                         "NORM001", "GRAD001", "GRAD002", "GRAD003", "GRAD004", "GRAD005", "BN001",
                                         "BN002",   "BN003",   "BN004",   "BN005",   "BN006",   "BN007",   "MODE001",
                                         "MODE002", "MODE003", "MODE004", "SEQ001",  "SEQ002",  "AXIS001", "AXIS002",
-                                        "AXIS003", "AXIS004", "AXIS005", "ARCH001", "ARCH002", "ARCH003", "ARCH004"};
+                                        "AXIS003", "AXIS004", "AXIS005", "ARCH001", "ARCH002", "ARCH003", "ARCH004",
+                                        "PREC001", "PREC002", "PREC003", "PREC004"};
 
 const double kInf = std::numeric_limits<double>::infinity();
 
@@ -1074,4 +1075,124 @@ TEST(RuleCases, HealthyModelHasNoFindings) {
                        {"mode.baked_training_true", 0},
                        {"mode.baked_training_false", 0}};
   EXPECT_TRUE(nd::evaluate_rules(shipped(), doc).empty());
+}
+
+// ---- PREC001 fp16-overflow-risk (the run in the format) --------------------
+
+nd::MetricsDoc prec001_doc(bool nonfinite, const std::string& cause) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("ffn.fc1", "Linear", 0, true,
+                             {{"prec.nonfinite_count", 0}, {"prec.ref_absmax", 3.5}, {"prec.beyond_max_count", 0}}));
+  nd::MetricMap fc2 = {{"prec.nonfinite_count", nonfinite ? 1 : 0}, {"prec.ref_absmax", 70000.0},
+                       {"prec.beyond_max_count", 1}};
+  if (nonfinite) {
+    fc2["prec.first_nonfinite"] = true;
+    fc2["prec.first_nonfinite_cause"] = cause;
+  }
+  doc.layers.push_back(layer("ffn.fc2", "Linear", 1, true, fc2));
+  doc.model_metrics = {{"prec.format", "fp16"}, {"prec.mode", "emulated"}, {"prec.format_max", 65504.0}};
+  return doc;
+}
+
+TEST(PREC001, Catches) {
+  const auto f = run("PREC001", prec001_doc(true, "overflow"));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "fp16-overflow-risk");
+  EXPECT_EQ(f[0].severity, nd::Severity::kError);
+  EXPECT_EQ(f[0].layer, "ffn.fc2");
+  EXPECT_EQ(f[0].evidence["prec.nonfinite_count"], 1);
+  EXPECT_EQ(f[0].evidence["prec.ref_absmax"], 70000.0);
+  EXPECT_EQ(f[0].evidence["prec.mode"], "emulated");
+  EXPECT_EQ(f[0].message.rfind("ffn.fc2 output becomes non-finite in fp16 (1 values, emulated run)", 0), 0u) << f[0].message;
+}
+
+TEST(PREC001, CatchesNot) {
+  EXPECT_TRUE(run("PREC001", prec001_doc(false, "")).empty());
+  EXPECT_TRUE(run("PREC001", prec001_doc(true, "norm-eps")).empty());  // PREC002's case
+}
+
+// ---- PREC002 norm-eps-precision --------------------------------------------
+
+nd::MetricsDoc prec002_doc(double eps_in_format, int nonfinite, bool fp32_inside = false) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("norm", "RMSNorm", 0, true,
+                             {{"norm.eps", 1e-12}, {"prec.eps_in_format", eps_in_format},
+                              {"prec.norm_fp32_internally", fp32_inside},
+                              {"prec.eps_vanishes", eps_in_format == 0}, {"prec.norm_rows", 24},
+                              {"prec.norm_zero_rows", 4}, {"prec.norm_nonfinite_count", nonfinite}}));
+  doc.layers.push_back(layer("proj", "Linear", 1, true, {{"prec.nonfinite_count", 0}}));
+  doc.model_metrics = {{"prec.format", "fp16"}};
+  return doc;
+}
+
+TEST(PREC002, Catches) {
+  const auto f = run("PREC002", prec002_doc(0.0, 64));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "norm-eps-precision");
+  EXPECT_EQ(f[0].layer, "norm");
+  EXPECT_EQ(f[0].evidence["prec.norm_zero_rows"], 4);
+  EXPECT_EQ(f[0].evidence["prec.norm_nonfinite_count"], 64);
+  EXPECT_EQ(f[0].evidence["prec.eps_in_format"], 0.0);
+  EXPECT_NE(f[0].message.find("4 of 24 rows have zero variance"), std::string::npos) << f[0].message;
+}
+
+TEST(PREC002, CatchesNot) {
+  EXPECT_TRUE(run("PREC002", prec002_doc(1.0e-5, 0)).empty());   // eps survives
+  EXPECT_TRUE(run("PREC002", prec002_doc(0.0, 0)).empty());      // eps vanishes, but no row divides by zero
+  EXPECT_TRUE(run("PREC002", prec002_doc(0.0, 64, true)).empty());  // fused kernel: eps added in fp32 (PREC004)
+}
+
+TEST(PREC004, Catches) {
+  const auto f = run("PREC004", prec002_doc(0.0, 64, true));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "norm-eps-precision");
+  EXPECT_EQ(f[0].severity, nd::Severity::kInfo);
+  EXPECT_EQ(f[0].layer, "norm");
+  EXPECT_EQ(f[0].evidence["prec.norm_zero_rows"], 4);
+}
+
+TEST(PREC004, CatchesNot) {
+  EXPECT_TRUE(run("PREC004", prec002_doc(0.0, 64, false)).empty());  // computed in the format: PREC002's
+  EXPECT_TRUE(run("PREC004", prec002_doc(1.0e-5, 0, true)).empty());
+}
+
+// ---- PREC003 loss-scale-underflow ------------------------------------------
+
+nd::MetricsDoc prec003_doc(double fraction, bool forward_finite) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("fc1", "Linear", 0, true));
+  doc.layers.push_back(layer("skip", "Linear", 1, true));
+  doc.model_metrics = {{"prec.format", "fp16"},
+                       {"prec.forward_finite", forward_finite},
+                       {"prec.grad_underflow_fraction", fraction},
+                       {"prec.grad_underflow_fraction_scale1", 0.9},
+                       {"prec.loss_scale_used", 16384.0},
+                       {"prec.loss_scale_best", 16384.0},
+                       {"prec.grad_underflow_fraction_best", fraction},
+                       {"prec.loss_scale_max", 30000.0},
+                       {"prec.loss_scale_min", 1e9},
+                       {"prec.grad_absmax", 2.0},
+                       {"prec.grad_min_nonzero", 1e-14},
+                       {"prec.grad_underflow_layer", "fc1"},
+                       {"prec.grad_underflow_layer_count", 1000}};
+  return doc;
+}
+
+TEST(PREC003, Catches) {
+  const auto f = run("PREC003", prec003_doc(0.8, true));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "loss-scale-underflow");
+  EXPECT_EQ(f[0].severity, nd::Severity::kWarning);
+  EXPECT_EQ(f[0].layer, "fc1");
+  EXPECT_EQ(f[0].evidence["prec.grad_underflow_fraction"], 0.8);
+  EXPECT_EQ(f[0].evidence["prec.loss_scale_used"], 16384.0);
+  EXPECT_EQ(f[0].message,
+            "0.8 of the non-zero parameter gradients underflow fp16 (below 6e-8) at loss scale 16384, GradScaler's "
+            "initial 65536 or the largest power of two below 30000 where the largest gradient 2 stays finite (0.8 at "
+            "16384); keeping every gradient normal needs 1e+09; most of them are in fc1");
+}
+
+TEST(PREC003, CatchesNot) {
+  EXPECT_TRUE(run("PREC003", prec003_doc(0.001, true)).empty());
+  EXPECT_TRUE(run("PREC003", prec003_doc(0.8, false)).empty());  // the forward is non-finite: PREC001 says where
 }

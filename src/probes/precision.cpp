@@ -1,0 +1,587 @@
+// The precision probe: what the run precision (--precision fp16|bf16) does
+// to this model. Every module's fp32 output against the format's limits, the
+// internals of LayerNorm/RMSNorm layers (sum of squares, eps) computed in the
+// format from the layer's input, a forward pass in the format (native when
+// LibTorch has the kernels on this device, else emulated by rounding)
+// compared module by module with an fp32 pass, and for fp16 the range of
+// loss scales that keeps the train pass's gradients representable.
+// Also, at every precision, the scale that large norm gains hand to the next
+// layer (norm.next_*). Metric names: docs/metrics.md, "Precision".
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "instrument/stats.h"
+#include "model/op_fallbacks.h"
+#include "probes/session.h"
+
+namespace nd {
+namespace {
+
+/// Relative error (L2, over elements finite in both passes) above which a
+/// module's low-precision output counts as diverged from fp32. fp16 rounds
+/// with a relative error of 2^-11 (4.9e-4) and bf16 of 2^-8 (3.9e-3) per
+/// value; 0.1 is far above what rounding accumulates through a few layers.
+constexpr double kDivergenceThreshold = 0.1;
+/// The initial scale of torch.cuda.amp.GradScaler (init_scale = 2**16). It
+/// stays there for its first growth_interval = 2000 steps unless gradients overflow.
+constexpr double kDefaultLossScale = 65536.0;
+/// Reference-pass memory budget: module outputs kept for the comparison.
+constexpr int64_t kReferenceBudgetBytes = int64_t{2} << 30;
+
+MetricValue num(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+/// A floating-point storage format and its IEEE 754 limits.
+struct Format {
+  std::string name;       ///< "fp16" | "bf16"
+  at::ScalarType dtype;
+  double max;             ///< largest finite value
+  double min_normal;      ///< smallest positive normal value
+  double min_subnormal;   ///< smallest positive subnormal value
+};
+
+Format format_of(const std::string& precision) {
+  if (precision == "fp16") return {"fp16", at::kHalf, 65504.0, std::ldexp(1.0, -14), std::ldexp(1.0, -24)};
+  // bfloat16: fp32's 8-bit exponent, 8-bit significand.
+  return {"bf16", at::kBFloat16, 3.3895313892515355e38, std::ldexp(1.0, -126), std::ldexp(1.0, -133)};
+}
+
+/// x rounded to the format and back to x's dtype (round to nearest even; overflow -> inf).
+at::Tensor round_to(const at::Tensor& x, const Format& f) { return x.to(f.dtype).to(x.scalar_type()); }
+
+double round_scalar(double v, const Format& f) {
+  return at::scalar_tensor(v, at::kDouble).to(f.dtype).to(at::kDouble).item<double>();
+}
+
+bool is_layer_norm_like(const std::string& kind) {
+  static const std::regex re(".*(LayerNorm|RMSNorm|RmsNorm|Rmsnorm|T5LayerNorm).*");
+  return std::regex_match(kind, re);
+}
+
+bool is_rms(const LayerMetrics& lm) {
+  if (lm.info.contains("ops"))
+    for (const auto& o : lm.info["ops"]) {
+      if (o.value("op", "") == "layer_norm") return false;
+      if (o.value("op", "") == "rms_norm") return true;
+    }
+  std::string k = lm.kind;
+  std::transform(k.begin(), k.end(), k.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return k.find("rms") != std::string::npos || k == "t5layernorm";
+}
+
+/// Elements per normalized row: the product of normalized_shape when known, else 0 (= the input's last dim).
+int64_t normalized_width(const LayerMetrics& lm) {
+  auto prod = [](const nlohmann::json& v) -> int64_t {
+    if (!v.is_array() || v.empty()) return 0;
+    int64_t p = 1;
+    for (const auto& e : v) {
+      if (!e.is_number_integer()) return 0;
+      p *= e.get<int64_t>();
+    }
+    return p;
+  };
+  if (lm.info.contains("ops"))
+    for (const auto& o : lm.info["ops"])
+      if (o.contains("normalized_shape") && prod(o["normalized_shape"]) > 0) return prod(o["normalized_shape"]);
+  if (lm.info.contains("normalized_shape")) return prod(lm.info["normalized_shape"]);
+  return 0;
+}
+
+/// A LayerNorm/RMSNorm layer whose internals are computed in the format.
+struct NormSite {
+  std::string path;
+  bool rms = false;
+  int64_t width = 0;                    ///< 0: the input's last dim
+  std::optional<double> eps;
+  bool fp32_inside = false;             ///< fused kernel or upcast: eps is added in fp32
+  // Measured from the layer's input (all calls).
+  int64_t rows = 0, zero_rows = 0, nonfinite = 0, overflow_rows = 0;
+  double sumsq_max = 0;
+  bool measured = false;
+};
+
+/// The normalization of one input tensor computed in the format the way a
+/// norm written out in that precision does it (round after each op, sums
+/// accumulated in fp32 as GPU reductions do): LayerNorm (x - mean) *
+/// rsqrt(var + eps), RMSNorm x * rsqrt(mean(x^2) + eps). Counts rows whose
+/// variance (mean square) is exactly 0 in fp32, rows whose squares overflow
+/// the format, and output elements that come out NaN/Inf.
+void norm_internals(const at::Tensor& x0, const Format& f, NormSite& n) {
+  if (!x0.defined() || !x0.is_floating_point() || x0.numel() == 0 || x0.dim() == 0) return;
+  const int64_t w = n.width > 0 ? n.width : x0.size(-1);
+  if (w <= 0 || x0.numel() % w != 0 || (n.width > 0 && x0.size(-1) > w)) return;
+  at::Tensor x = x0.detach().to(at::kFloat).reshape({-1, w});
+  at::Tensor xd = x.to(at::kDouble);
+  at::Tensor sumsq = xd.pow(2).sum(1);
+  at::Tensor fin_rows = at::isfinite(xd).all(1);
+  at::Tensor zero = n.rms ? (sumsq == 0) : ((xd - xd.mean(1, true)).pow(2).mean(1) == 0);
+  const double eps_f = round_scalar(n.eps.value_or(0.0), f);
+  at::Tensor xr = round_to(x, f);
+  at::Tensor y, sq;
+  if (n.rms) {
+    sq = round_to(xr * xr, f);
+    at::Tensor ms = round_to(sq.mean(1, true), f);
+    at::Tensor denom = round_to(ms + eps_f, f);
+    y = round_to(xr * round_to(denom.rsqrt(), f), f);
+  } else {
+    at::Tensor mu = round_to(xr.mean(1, true), f);
+    at::Tensor d = round_to(xr - mu, f);
+    sq = round_to(d * d, f);
+    at::Tensor var = round_to(sq.mean(1, true), f);
+    at::Tensor denom = round_to(var + eps_f, f);
+    y = round_to(d * round_to(denom.rsqrt(), f), f);
+  }
+  // Rows whose input was already non-finite are not the norm's doing.
+  at::Tensor bad = at::isfinite(y).logical_not().logical_and(fin_rows.unsqueeze(1));
+  n.rows += x.size(0);
+  n.zero_rows += zero.logical_and(fin_rows).sum().item<int64_t>();
+  n.nonfinite += bad.sum().item<int64_t>();
+  n.overflow_rows += at::isinf(sq).any(1).logical_and(fin_rows).sum().item<int64_t>();
+  at::Tensor s_fin = sumsq.masked_fill(fin_rows.logical_not(), 0);
+  if (s_fin.numel()) n.sumsq_max = std::max(n.sumsq_max, s_fin.max().item<double>());
+  n.measured = true;
+}
+
+/// One module's low-precision outputs against its fp32 outputs.
+struct Cmp {
+  double num = 0, den = 0, dot = 0, lp = 0, ref_absmax = 0;
+  int64_t new_nonfinite = 0, ref_beyond = 0, compared = 0, uncompared = 0, unrounded = 0;
+  int64_t first_fire = -1;
+};
+
+/// Floating parameters and buffers of the model, saved so a pass can change
+/// them (cast or round) and put them back.
+class StateGuard {
+ public:
+  explicit StateGuard(torch::jit::Module& m) {
+    for (const auto& p : m.parameters(true))
+      if (p.is_floating_point()) saved_.push_back({p, p.detach().clone()});
+    for (const auto& b : m.buffers(true))
+      if (b.is_floating_point()) saved_.push_back({b, b.detach().clone()});
+  }
+  ~StateGuard() {
+    torch::NoGradGuard ng;
+    for (auto& [live, copy] : saved_) {
+      at::Tensor l = live;
+      if (l.scalar_type() != copy.scalar_type()) l.set_data(copy);
+      else l.detach().copy_(copy);
+    }
+  }
+  /// Casts every saved tensor to `dtype` (model.half() / model.to(torch.bfloat16)).
+  void cast(at::ScalarType dtype) {
+    torch::NoGradGuard ng;
+    for (auto& [live, copy] : saved_) {
+      at::Tensor l = live;
+      l.set_data(copy.to(dtype));
+    }
+  }
+  /// Rounds every saved tensor to the format in place (weights stored in it).
+  void round(const Format& f) {
+    torch::NoGradGuard ng;
+    for (auto& [live, copy] : saved_) live.detach().copy_(round_to(copy, f));
+  }
+  StateGuard(const StateGuard&) = delete;
+  StateGuard& operator=(const StateGuard&) = delete;
+
+ private:
+  std::vector<std::pair<at::Tensor, at::Tensor>> saved_;
+};
+
+std::vector<c10::IValue> args_as(const std::vector<c10::IValue>& a, const std::function<at::Tensor(const at::Tensor&)>& fn) {
+  std::vector<c10::IValue> out;
+  for (const auto& v : a) {
+    if (v.isTensor() && v.toTensor().is_floating_point()) out.emplace_back(fn(v.toTensor()));
+    else if (v.isTensor()) out.emplace_back(v.toTensor().clone());
+    else out.push_back(v);
+  }
+  return out;
+}
+
+/// The op named in a "... not implemented for 'Half'" error, or "".
+std::string missing_kernel_op(const std::string& msg) {
+  static const std::regex re("\"([A-Za-z0-9_:]+)\" not implemented for '([A-Za-z0-9]+)'");
+  std::smatch m;
+  if (std::regex_search(msg, m, re)) return std::string(m[1]) + " (no " + std::string(m[2]) + " kernel)";
+  return "";
+}
+
+// ---------------------------------------------------------------------------
+
+/// norm.next_*: the module that consumes a norm layer's output, and the scale it gets.
+void norm_gain_scale(Session& s) {
+  std::map<std::string, std::set<std::string>> consumers;
+  for (const auto& t : s.inst->taps())
+    if (t.kind == TapKind::kModuleOutput)
+      for (const auto& c : t.consumers) consumers[t.module].insert(c);
+  for (auto& lm : s.doc.layers) {
+    if (!lm.metrics.count("norm.gain_p99") || !lm.metrics.count("act.rms")) continue;
+    lm.metrics["norm.next_input_rms"] = lm.metrics["act.rms"];
+    const LayerMetrics* best = nullptr;
+    double best_absmax = -1;
+    for (const auto& c : consumers[lm.path]) {
+      // The norm itself, its ancestors (a residual add in the parent's scope)
+      // and the root are not "the next layer".
+      if (c.empty() || c == lm.path || lm.path.rfind(c + ".", 0) == 0 || c.rfind(lm.path + ".", 0) == 0) continue;
+      const LayerMetrics* n = s.doc.find_layer(c);
+      if (!n || !n->metrics.count("act.absmax") || !n->metrics.at("act.absmax").is_number()) continue;
+      const double a = n->metrics.at("act.absmax").get<double>();
+      if (a > best_absmax) {
+        best_absmax = a;
+        best = n;
+      }
+    }
+    if (!best) continue;
+    lm.metrics["norm.next_layer"] = best->path;
+    lm.metrics["norm.next_layer_absmax"] = best_absmax;
+    lm.metrics["norm.next_layer_fp16_headroom"] = best_absmax > 0 ? num(kFp16Max / best_absmax) : MetricValue("inf");
+  }
+}
+
+/// prec.grad_* and prec.loss_scale_*: the train pass's parameter gradients against fp16.
+void loss_scale(Session& s, const Format& f) {
+  MetricMap& mm = s.doc.model_metrics;
+  if (!s.train_pass_error.empty()) return;
+  std::vector<at::Tensor> gs;
+  std::vector<std::pair<std::string, at::Tensor>> per_module;
+  for (const auto& mi : s.model.modules) {
+    std::vector<at::Tensor> mine;
+    for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) {
+      const at::Tensor g = p.value.grad();
+      if (g.defined() && g.is_floating_point() && g.numel()) mine.push_back(g.detach().flatten().abs().to(at::kFloat));
+    }
+    if (mine.empty()) continue;
+    at::Tensor cat = at::cat(mine);
+    gs.push_back(cat);
+    per_module.push_back({mi.path, cat});
+  }
+  if (gs.empty()) return;
+  at::Tensor all = at::cat(gs);
+  const int64_t nonfinite = at::isfinite(all).logical_not().sum().item<int64_t>();
+  mm["prec.grad_nonfinite_count"] = nonfinite;
+  at::Tensor nz = all.masked_select(at::isfinite(all).logical_and(all > 0));
+  mm["prec.grad_nonzero_count"] = nz.numel();
+  if (nonfinite > 0 || nz.numel() == 0) return;  // nonfinite-gradient / no-gradient-path say why
+  const double absmax = nz.max().item<double>(), minnz = nz.min().item<double>();
+  const double hi = f.max / absmax, lo = f.min_normal / minnz;
+  const double best = std::ldexp(1.0, static_cast<int>(std::floor(std::log2(hi))));
+  const double used = std::min(best, kDefaultLossScale);
+  auto under = [&](const at::Tensor& v, double scale) {
+    return (v.to(at::kDouble) * scale < f.min_subnormal).sum().item<int64_t>();
+  };
+  auto frac = [&](double scale) { return static_cast<double>(under(nz, scale)) / static_cast<double>(nz.numel()); };
+  mm["prec.grad_absmax"] = absmax;
+  mm["prec.grad_min_nonzero"] = minnz;
+  mm["prec.grad_dynamic_range"] = absmax / minnz;
+  mm["prec.loss_scale_min"] = lo;
+  mm["prec.loss_scale_max"] = hi;
+  mm["prec.loss_scale_feasible"] = lo <= hi;
+  mm["prec.loss_scale_best"] = best;
+  mm["prec.loss_scale_used"] = used;
+  mm["prec.grad_underflow_fraction_scale1"] = frac(1.0);
+  mm["prec.grad_underflow_fraction_default"] = frac(kDefaultLossScale);
+  mm["prec.grad_overflow_at_default"] = absmax * kDefaultLossScale > f.max;
+  mm["prec.grad_underflow_fraction"] = frac(used);
+  mm["prec.grad_underflow_fraction_best"] = frac(best);
+  int64_t worst = 0;
+  std::string worst_path;
+  for (const auto& [path, g] : per_module) {
+    const int64_t u = under(g.masked_select(g > 0), used);
+    if (u > worst) {
+      worst = u;
+      worst_path = path;
+    }
+  }
+  if (worst > 0) {
+    mm["prec.grad_underflow_layer"] = worst_path;
+    mm["prec.grad_underflow_layer_count"] = worst;
+  }
+}
+
+}  // namespace
+
+void probe_precision(Session& s) {
+  norm_gain_scale(s);
+  const std::string& precision = s.opt.precision;
+  if (precision != "fp16" && precision != "bf16") return;
+  const Format f = format_of(precision);
+  MetricMap& mm = s.doc.model_metrics;
+  mm["prec.format"] = f.name;
+  mm["prec.format_max"] = f.max;
+  mm["prec.divergence_threshold"] = kDivergenceThreshold;
+
+  // Gradients first: the native pass below changes the parameters' dtype.
+  if (f.name == "fp16") loss_scale(s, f);
+
+  // Per-module headroom of the fp32 train pass against the format.
+  for (auto& lm : s.doc.layers) {
+    auto it = lm.metrics.find("act.absmax");
+    if (it == lm.metrics.end() || !it->second.is_number()) continue;
+    const double a = it->second.get<double>();
+    lm.metrics["prec.headroom"] = a > 0 ? num(f.max / a) : MetricValue("inf");
+  }
+
+  // LayerNorm / RMSNorm layers: eps in the format; internals from their inputs.
+  std::map<std::string, NormSite> norms;
+  for (auto& lm : s.doc.layers) {
+    if (!is_layer_norm_like(lm.kind)) continue;
+    NormSite n;
+    n.path = lm.path;
+    n.rms = is_rms(lm);
+    n.width = normalized_width(lm);
+    if (lm.info.contains("eps") && lm.info["eps"].is_number()) n.eps = lm.info["eps"].get<double>();
+    // PyTorch's fused norm kernels (layer_norm, rms_norm, group_norm)
+    // accumulate in fp32 and add eps in fp32 for half inputs; a written-out
+    // RMSNorm that upcasts first (LlamaRMSNorm) does too.
+    bool fp32_inside = false;
+    if (lm.info.contains("ops"))
+      for (const auto& o : lm.info["ops"]) {
+        const std::string op = o.value("op", "");
+        if (op == "layer_norm" || op == "rms_norm" || op == "group_norm" || o.contains("upcast")) fp32_inside = true;
+      }
+    lm.metrics["prec.norm_fp32_internally"] = fp32_inside;
+    n.fp32_inside = fp32_inside;
+    if (n.eps) {
+      const double e = round_scalar(*n.eps, f);
+      lm.metrics["prec.eps_in_format"] = e;
+      lm.metrics["prec.eps_vanishes"] = *n.eps > 0 && e == 0;
+    }
+    norms.emplace(lm.path, std::move(n));
+  }
+
+  InstrumentOptions io;
+  io.op_taps = false;
+  for (const auto& [p, n] : norms) io.inputs_of.push_back(p);
+  InstrumentedModel pim(s.model, io);
+  const auto& taps = pim.taps();
+
+  // The fp32 reference: eval mode, dropout off; module outputs kept.
+  std::map<int64_t, std::vector<at::Tensor>> ref;
+  int64_t ref_bytes = 0;
+  bool ref_truncated = false;
+  PassSpec rs;
+  rs.name = "precision-fp32";
+  rs.probe = "precision";
+  rs.dropout = false;
+  rs.instrumented = &pim;
+  rs.args = args_as(s.arg_values(), [](const at::Tensor& t) { return t.clone(); });
+  rs.tap_hook = [&](const TapSite& site, const at::Tensor& x) {
+    if (site.kind != TapKind::kModuleOutput || !x.is_floating_point()) return;
+    const int64_t bytes = x.numel() * 4;
+    if (ref_bytes + bytes > kReferenceBudgetBytes) {
+      ref_truncated = true;
+      ref[site.id].push_back(at::Tensor());
+      return;
+    }
+    ref_bytes += bytes;
+    ref[site.id].push_back(x.detach().to(at::kFloat).clone());
+  };
+  PassResult ref_pass = s.run_pass(std::move(rs));
+
+  // The pass in the format.
+  std::map<int64_t, int64_t> calls;
+  std::map<std::string, Cmp> cmp;
+  bool emulate = false;
+  auto lp_hook = [&](const TapSite& site, const at::Tensor& x) {
+    if (site.kind == TapKind::kModuleInput) {
+      auto it = norms.find(site.module);
+      if (it != norms.end()) norm_internals(x, f, it->second);
+      return;
+    }
+    if (site.kind != TapKind::kModuleOutput || !x.is_floating_point()) return;
+    Cmp& c = cmp[site.module];
+    if (emulate && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble)) {
+      try {
+        torch::NoGradGuard ng;
+        x.detach().copy_(round_to(x.detach(), f));
+      } catch (const std::exception&) {
+        ++c.unrounded;  // an expanded view cannot be written in place
+      }
+    }
+    const int64_t k = calls[site.id]++;
+    auto it = ref.find(site.id);
+    if (it == ref.end() || k >= static_cast<int64_t>(it->second.size()) || !it->second[static_cast<size_t>(k)].defined() ||
+        it->second[static_cast<size_t>(k)].sizes() != x.sizes()) {
+      ++c.uncompared;
+      return;
+    }
+    at::Tensor r = it->second[static_cast<size_t>(k)].to(at::kDouble);
+    at::Tensor y = x.detach().to(at::kDouble);
+    at::Tensor fr = at::isfinite(r), fy = at::isfinite(y);
+    at::Tensor both = fr.logical_and(fy).logical_not();
+    c.new_nonfinite += fr.logical_and(fy.logical_not()).sum().item<int64_t>();
+    at::Tensor rf = r.masked_fill(fr.logical_not(), 0);
+    c.ref_beyond += (rf.abs() > f.max).sum().item<int64_t>();
+    if (rf.numel()) c.ref_absmax = std::max(c.ref_absmax, rf.abs().max().item<double>());
+    at::Tensor r0 = r.masked_fill(both, 0), y0 = y.masked_fill(both, 0);
+    c.num += (y0 - r0).pow(2).sum().item<double>();
+    c.den += r0.pow(2).sum().item<double>();
+    c.dot += (y0 * r0).sum().item<double>();
+    c.lp += y0.pow(2).sum().item<double>();
+    ++c.compared;
+  };
+  auto reset = [&]() {
+    calls.clear();
+    cmp.clear();
+    for (auto& [p, n] : norms) {
+      const NormSite fresh{n.path, n.rms, n.width, n.eps};
+      n = fresh;
+    }
+  };
+
+  PassResult lp_pass;
+  bool ran = false;
+  std::string native_error, native_after;
+  {
+    // Native: parameters, buffers and float inputs cast to the format.
+    StateGuard guard(s.model.module);
+    guard.cast(f.dtype);
+    PassSpec ns;
+    ns.name = "precision-" + f.name + "-native";
+    ns.probe = "precision";
+    ns.dropout = false;
+    ns.instrumented = &pim;
+    ns.args = args_as(s.arg_values(), [&](const at::Tensor& t) { return t.to(f.dtype); });
+    ns.tap_hook = lp_hook;
+    try {
+      lp_pass = s.run_pass(std::move(ns));
+      ran = true;
+    } catch (const Error& e) {
+      if (e.kind() == error_kind::kTimeout) throw;
+      std::string msg = e.what();
+      const auto cut = msg.find("\n  inputs given");
+      if (cut != std::string::npos) msg = msg.substr(0, cut);
+      const auto raised = msg.find("pass: ");
+      if (raised != std::string::npos) msg = msg.substr(raised + 6);
+      native_error = msg;
+      if (s.failed_collector) {
+        int64_t last = -1;
+        for (const auto& t : taps) {
+          const TapRecord& r = s.failed_collector->records()[static_cast<size_t>(t.id)];
+          if (t.kind == TapKind::kModuleOutput && r.first_fire > last) {
+            last = r.first_fire;
+            native_after = t.module;
+          }
+        }
+      }
+    }
+  }
+  if (!ran) {
+    // Emulated: fp32 kernels, with weights, inputs and every module output
+    // rounded to the format.
+    reset();
+    emulate = true;
+    StateGuard guard(s.model.module);
+    guard.round(f);
+    PassSpec es;
+    es.name = "precision-" + f.name + "-emulated";
+    es.probe = "precision";
+    es.dropout = false;
+    es.instrumented = &pim;
+    es.args = args_as(s.arg_values(), [&](const at::Tensor& t) { return round_to(t, f); });
+    es.tap_hook = lp_hook;
+    lp_pass = s.run_pass(std::move(es));
+  }
+  mm["prec.mode"] = emulate ? "emulated" : "native";
+  if (!native_error.empty()) {
+    const std::string op = missing_kernel_op(native_error);
+    mm["prec.native_error"] = native_error;
+    if (!op.empty()) mm["prec.native_missing_op"] = op;
+    if (!native_after.empty()) mm["prec.native_failed_after"] = native_after;
+    s.doc.assumptions.push_back("the " + f.name + " forward could not run natively on LibTorch " + libtorch_version() +
+                                " (" + (op.empty() ? native_error : op) + "); it was emulated: fp32 kernels with weights, inputs "
+                                "and every module output rounded to " + f.name + ", LayerNorm/RMSNorm internals recomputed in " +
+                                f.name + " from each norm's input");
+  }
+
+  // First-fire order of each module in the low-precision pass.
+  for (const auto& t : taps) {
+    if (t.kind != TapKind::kModuleOutput) continue;
+    const TapRecord& r = lp_pass.collector->records()[static_cast<size_t>(t.id)];
+    if (r.first_fire < 0) continue;
+    Cmp& c = cmp[t.module];
+    if (c.first_fire < 0 || r.first_fire < c.first_fire) c.first_fire = r.first_fire;
+  }
+  std::vector<std::pair<int64_t, std::string>> order;
+  for (const auto& [p, c] : cmp)
+    if (c.first_fire >= 0) order.push_back({c.first_fire, p});
+  std::sort(order.begin(), order.end());
+
+  std::string first_nonfinite, first_divergent, cause;
+  for (const auto& [ff, path] : order) {
+    LayerMetrics* lm = s.doc.find_layer(path);
+    if (!lm) continue;
+    const Cmp& c = cmp[path];
+    MetricMap& m = lm->metrics;
+    const NormSite* n = norms.count(path) ? &norms[path] : nullptr;
+    // In an emulated run, the internals in the format decide the output of a
+    // norm that computes in the format (not of a fused fp32-internal kernel).
+    const int64_t norm_bad = (emulate && n && !n->fp32_inside) ? n->nonfinite : 0;
+    const int64_t nonfinite = c.new_nonfinite + norm_bad;
+    if (c.compared > 0) {
+      const double rel = c.den > 0 ? std::sqrt(c.num / c.den) : (c.num == 0 ? 0.0 : std::numeric_limits<double>::infinity());
+      const double cos = (c.den > 0 && c.lp > 0) ? c.dot / std::sqrt(c.den * c.lp) : (c.den == 0 && c.lp == 0 ? 1.0 : 0.0);
+      m["prec.rel_error"] = num(rel);
+      m["prec.cosine"] = num(cos);
+      m["prec.ref_absmax"] = c.ref_absmax;
+      m["prec.beyond_max_count"] = c.ref_beyond;
+      m["prec.nonfinite_count"] = nonfinite;
+      if (first_nonfinite.empty() && nonfinite > 0) {
+        first_nonfinite = path;
+        m["prec.first_nonfinite"] = true;
+        const bool eps_gone = m.count("prec.eps_vanishes") && m["prec.eps_vanishes"].get<bool>();
+        if (n && norm_bad > 0 && eps_gone && n->overflow_rows == 0) cause = "norm-eps";
+        else if (c.ref_beyond > 0 || (n && n->overflow_rows > 0)) cause = "overflow";
+        else cause = "other";
+        m["prec.first_nonfinite_cause"] = cause;
+      }
+      if (first_divergent.empty() && first_nonfinite.empty() && nonfinite == 0 && rel > kDivergenceThreshold) {
+        first_divergent = path;
+        m["prec.first_divergent"] = true;
+      }
+    }
+    if (c.uncompared > 0) m["prec.uncompared_outputs"] = c.uncompared;
+    if (c.unrounded > 0) m["prec.unrounded_outputs"] = c.unrounded;
+  }
+  for (auto& [path, n] : norms) {
+    LayerMetrics* lm = s.doc.find_layer(path);
+    if (!lm || !n.measured) continue;
+    MetricMap& m = lm->metrics;
+    m["prec.norm_rows"] = n.rows;
+    m["prec.norm_zero_rows"] = n.zero_rows;
+    m["prec.norm_nonfinite_count"] = n.nonfinite;
+    m["prec.norm_overflow_rows"] = n.overflow_rows;
+    m["prec.norm_sumsq_max"] = n.sumsq_max;
+    m["prec.norm_sumsq_headroom"] = n.sumsq_max > 0 ? num(f.max / n.sumsq_max) : MetricValue("inf");
+  }
+  mm["prec.forward_finite"] = first_nonfinite.empty();
+  if (!first_nonfinite.empty()) {
+    mm["prec.first_nonfinite_layer"] = first_nonfinite;
+    mm["prec.first_nonfinite_cause"] = cause;
+    // No loss scale can help when the forward pass itself is non-finite.
+    if (f.name == "fp16") mm["prec.loss_scale_blocked_by"] = first_nonfinite;
+  }
+  if (!first_divergent.empty()) mm["prec.first_divergent_layer"] = first_divergent;
+  mm["prec.output_rel_error"] = num(Session::relative_difference(lp_pass.output, ref_pass.output));
+  if (ref_truncated)
+    s.doc.assumptions.push_back("the precision probe kept fp32 module outputs up to 2 GiB; later modules were not compared");
+
+  nlohmann::json probe = {{"format", f.name}, {"mode", emulate ? "emulated" : "native"},
+                          {"divergence_threshold", kDivergenceThreshold}};
+  if (!native_error.empty()) probe["native_error"] = native_error;
+  if (!first_nonfinite.empty()) probe["first_nonfinite_layer"] = first_nonfinite;
+  if (!first_divergent.empty()) probe["first_divergent_layer"] = first_divergent;
+  s.doc.probes["precision"] = probe;
+}
+
+}  // namespace nd
