@@ -26,6 +26,9 @@ struct CheckOptions {
   int64_t train_batch_size = 0;           ///< --train-batch-size; 0 = the sample batch size
   double timeout_seconds = 0;             ///< --timeout; 0 = none
   int threads = 0;                        ///< intra-op threads; 0 = LibTorch's default
+  std::optional<double> lr;               ///< --lr: learning rate for the update-ratio probe and the replay
+  std::string optimizer = "sgd";          ///< --optimizer sgd|adam (plain SGD; Adam with betas 0.9/0.999, eps 1e-8)
+  int64_t steps = 0;                      ///< --steps: optimizer steps the replay takes (0 = no replay; needs lr)
 };
 
 /// Progress callback: (probe name, pass name). Called on the engine's thread.

@@ -163,6 +163,9 @@ void probe_forward_backward(Session& s) {
     int64_t sat_n = 0, sat_sigmoid = 0, sat_tanh = 0, sat_sig_n = 0, sat_tanh_n = 0;
     SoftmaxStats sm;
     bool has_softmax = false;
+    SoftmaxStats attn;     // attention sites only (softmax of matmul scores, scaled_dot_product_attention)
+    int64_t attn_sites = 0;
+    bool attn_sdpa = false, attn_softmax = false;
   };
   std::map<std::string, Agg> agg;
   for (const auto& t : taps) {
@@ -188,12 +191,17 @@ void probe_forward_backward(Session& s) {
         break;
       case TapKind::kSoftmaxInput:
         a.has_softmax = true;
-        a.sm.rows += rec.softmax.rows;
-        a.sm.onehot_rows += rec.softmax.onehot_rows;
-        a.sm.max_prob_sum += rec.softmax.max_prob_sum;
-        a.sm.entropy_sum += rec.softmax.entropy_sum;
-        a.sm.row_len_max = std::max(a.sm.row_len_max, rec.softmax.row_len_max);
-        a.sm.logit_absmax = std::max(a.sm.logit_absmax, rec.softmax.logit_absmax);
+        a.sm.merge(rec.softmax);
+        if (t.attention) {
+          a.attn.merge(rec.softmax);
+          ++a.attn_sites;
+          a.attn_softmax = true;
+        }
+        break;
+      case TapKind::kAttentionScores:
+        a.attn.merge(rec.softmax);
+        ++a.attn_sites;
+        a.attn_sdpa = true;
         break;
       case TapKind::kModuleInput:
         break;
@@ -241,6 +249,21 @@ void probe_forward_backward(Session& s) {
       }
       m["softmax.entropy_max"] = a.sm.row_len_max > 0 ? std::log(static_cast<double>(a.sm.row_len_max)) : 0.0;
       m["softmax.logit_absmax"] = a.sm.logit_absmax;
+    }
+    if (a.attn_sites > 0) {
+      m["attn.sites"] = a.attn_sites;
+      m["attn.source"] = a.attn_sdpa && a.attn_softmax ? "softmax+scaled_dot_product_attention"
+                         : a.attn_sdpa                ? "scaled_dot_product_attention"
+                                                      : "softmax";
+      m["attn.rows"] = a.attn.rows;
+      if (a.attn.rows > 0) {
+        m["attn.onehot_fraction"] = static_cast<double>(a.attn.onehot_rows) / static_cast<double>(a.attn.rows);
+        m["attn.entropy_mean"] = a.attn.entropy_sum / static_cast<double>(a.attn.rows);
+      }
+      m["attn.entropy_max"] = a.attn.row_len_max > 0 ? std::log(static_cast<double>(a.attn.row_len_max)) : 0.0;
+      m["attn.logit_absmax"] = a.attn.logit_absmax;
+      m["attn.masked_rows"] = a.attn.masked_rows;
+      m["attn.masked_nan_rows"] = a.attn.nan_rows;
     }
   }
 

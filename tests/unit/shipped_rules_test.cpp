@@ -49,6 +49,8 @@ const Expected kExpected[] = {
     {"ACT004", "saturated-activation", nd::Severity::kWarning, "layer", "all", true, "", "sat.fraction > 0.5"},
     {"ACT005", "softmax-collapse", nd::Severity::kWarning, "layer", "all", false, "",
      "softmax.onehot_fraction > 0.9 and softmax.rows >= 4"},
+    {"ATTN001", "attention-logit-growth", nd::Severity::kWarning, "layer", "all", false, "", "attn.logit_absmax > 30"},
+    {"ATTN002", "nonfinite-forward", nd::Severity::kError, "layer", "all", true, "", "attn.masked_nan_rows > 0"},
     {"BN001", "bn-stale-running-stats", nd::Severity::kWarning, "model", "all", false, "bn.first_layer_at_init",
      "bn.layers_at_init > 0"},
     {"BN002", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",
@@ -73,6 +75,7 @@ const Expected kExpected[] = {
     {"IN001", "nonfinite-input", nd::Severity::kError, "input", "all", false, "", "input.nonfinite_count > 0"},
     {"IN002", "input-scale", nd::Severity::kWarning, "input", "all", true, "",
      "input.is_float == true and input.scale > 10"},
+    {"LR001", "update-ratio", nd::Severity::kWarning, "layer", "all", true, "", "update.ratio_max > 0.01"},
     {"MODE001", "saved-in-train-mode", nd::Severity::kWarning, "model", "all", false, "",
      "mode.saved_training == true and mode.dependent_ops > 0"},
     {"MODE002", "mode-switch-ineffective", nd::Severity::kWarning, "model", "all", false, "",
@@ -82,6 +85,10 @@ const Expected kExpected[] = {
     {"MODE004", "eval-nondeterminism", nd::Severity::kWarning, "model", "all", false, "evalrep.first_layer",
      "evalrep.rel_diff > 1e-05"},
     {"NORM001", "norm-gain-growth", nd::Severity::kWarning, "layer", "all", false, "", "norm.gain_p99 > 10"},
+    {"REPLAY001", "activation-growth", nd::Severity::kWarning, "model", "all", true, "replay.act_growth_layer",
+     "replay.act_growth_max > 100"},
+    {"REPLAY002", "nonfinite-forward", nd::Severity::kError, "model", "all", true, "replay.nonfinite_layer",
+     "replay.nonfinite == true"},
 };
 
 }  // namespace
