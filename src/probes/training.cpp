@@ -3,7 +3,8 @@
 // (--steps). Both use the loss of the train pass (Session::run_pass with
 // backward: --target and --loss, docs in README "loss").
 //
-// Update ratio, per parameter with |weight| > 0 (docs/metrics.md `update.`):
+// Update ratio, per parameter with |weight| > 0 (docs/metrics.md `update.`;
+// judged for weights of 2+ dims only, as LARS leaves biases and gains out):
 //   sgd:  lr * |g| / |w|
 //   adam: |lr * g / (|g| + eps)| / |w| elementwise, eps = 1e-8: Adam's first
 //         step (bias-corrected m = g, v = g^2), about lr * sqrt(numel) / |w|;
@@ -100,6 +101,13 @@ void probe_update_ratio(Session& s) {
     if (w > 0 && std::isfinite(w) && std::isfinite(un)) {
       const double ratio = un / w;
       row["ratio"] = ratio;
+      if (p.value.dim() < 2) {
+        // Biases and norm gains: listed, not judged (their norms can be
+        // tiny by design, e.g. biases initialized at std 1e-6).
+        row["judged"] = false;
+        rows.push_back(row);
+        continue;
+      }
       auto& best = per_module[p.module];
       if (best.second.empty() || ratio > best.first) {
         best = {ratio, p.name};
@@ -178,6 +186,11 @@ void probe_replay(Session& s) {
   std::map<std::string, bool> is_leaf;
   for (const auto& mi : s.model.modules) is_leaf[mi.path] = mi.leaf;
 
+  // Zero-initialized parameters (biases) have no ratio at step 0 and an
+  // ever-growing one later (an update of size lr over a norm of size lr):
+  // the per-step ratio leaves them out, as LR001 does.
+  std::vector<bool> zero_init;
+  for (const auto& p : params) zero_init.push_back(norm_of(p.value) == 0);
   std::vector<at::Tensor> m1, m2;  // Adam moments
   if (adam)
     for (const auto& p : params) {
@@ -303,7 +316,7 @@ void probe_replay(Session& s) {
       }
       const double wn = norm_of(w);
       const double un = norm_of(upd);
-      if (wn > 0 && std::isfinite(un) && un / wn > ratio_max) {
+      if (!zero_init[i] && w.dim() >= 2 && wn > 0 && std::isfinite(un) && un / wn > ratio_max) {
         ratio_max = un / wn;
         ratio_param = param_path(params[i].module, params[i].name);
       }
