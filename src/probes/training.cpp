@@ -202,7 +202,8 @@ void probe_replay(Session& s) {
   const auto& taps = s.inst->taps();
   nlohmann::json steps = nlohmann::json::array();
   std::map<std::string, double> rms0;
-  double growth_max = 0, loss_first = std::numeric_limits<double>::quiet_NaN(), loss_max = 0;
+  double growth_max = 0, loss_first = std::numeric_limits<double>::quiet_NaN();
+  double loss_max = -std::numeric_limits<double>::infinity(), loss_last = std::numeric_limits<double>::quiet_NaN();
   std::string growth_layer;
   int64_t growth_step = -1, nonfinite_step = -1, grad_nonfinite_step = -1;
   std::string nonfinite_layer, nonfinite_what, raised;
@@ -228,7 +229,10 @@ void probe_replay(Session& s) {
     const Collector& col = *r.collector;
     const double loss = r.loss ? r.loss->item<double>() : std::numeric_limits<double>::quiet_NaN();
     if (step == 0) loss_first = loss;
-    if (std::isfinite(loss)) loss_max = std::max(loss_max, loss);
+    if (std::isfinite(loss)) {
+      loss_max = std::max(loss_max, loss);
+      loss_last = loss;
+    }
 
     // Module outputs of this step.
     std::map<std::string, TensorStats> act;
@@ -347,7 +351,8 @@ void probe_replay(Session& s) {
   mm["replay.optimizer"] = s.opt.optimizer;
   mm["replay.steps_run"] = static_cast<int64_t>(steps.size());
   mm["replay.loss_first"] = num(loss_first);
-  mm["replay.loss_max"] = loss_max;
+  mm["replay.loss_max"] = num(std::isfinite(loss_max) ? loss_max : std::numeric_limits<double>::quiet_NaN());
+  mm["replay.loss_last"] = num(loss_last);
   if (growth_step >= 0) {
     mm["replay.act_growth_max"] = growth_max;
     mm["replay.act_growth_layer"] = growth_layer;

@@ -121,6 +121,50 @@ TEST(Attention, IntentionalInfMaskingIsNoFault) {
   EXPECT_EQ(metric(r.report, "attn", "attn.rows"), mf("/masked_attention_healthy/numbers/rows_with_unmasked_keys"));
 }
 
+// The real models (../shared/real-models, default random init): every attention
+// site is found (eager softmax in the traced BERT/Llama, scaled_dot_product_attention
+// in the scripted ViT), and none has large logits or NaN rows, so no ATTN finding.
+TEST(Attention, RealModelsAreQuiet) {
+  struct Real {
+    std::string name;
+    std::vector<std::string> layers;
+    std::string source;
+    int64_t rows;        // rows with >= 2 unmasked keys over all heads and examples
+    double entropy_max;  // log(keys)
+  };
+  const std::vector<Real> reals = {
+      // [2 examples x 4 heads x 16 queries]; padding masks keys only (finfo.min), no row is fully masked
+      {"hf_bert_tiny", {"m.encoder.layer.0.attention.self", "m.encoder.layer.1.attention.self"}, "softmax", 128,
+       std::log(16.0)},
+      // causal: query 0 of each head sees one key only, so 2 x 4 x 15 rows qualify
+      {"hf_llama_tiny", {"m.layers.0.self_attn", "m.layers.1.self_attn"}, "softmax", 120, std::log(16.0)},
+      // 64 patches + class token = 65 keys, [4 examples x 4 heads x 65 queries]
+      {"tv_vit_tiny",
+       {"encoder.layers.encoder_layer_0.self_attention", "encoder.layers.encoder_layer_3.self_attention"},
+       "scaled_dot_product_attention", 1040, std::log(65.0)},
+  };
+  for (const auto& rm : reals) {
+    SCOPED_TRACE(rm.name);
+    const std::string pt = real_models_dir() + "/" + rm.name + ".pt";
+    if (!fs::exists(pt)) GTEST_SKIP() << "no " << pt;
+    TempDir tmp;
+    const NdRun r = check(pt, {real_models_dir() + "/" + rm.name + ".input.pt"}, {}, tmp.file("r.json"));
+    ASSERT_TRUE(r.has_report) << r.describe();
+    for (const auto& f : r.report.at("findings")) EXPECT_NE(f.value("rule_id", "").rfind("ATTN", 0), 0u) << f.dump(2);
+    for (const auto& l : rm.layers) {
+      SCOPED_TRACE(l);
+      EXPECT_EQ(metric(r.report, l, "attn.sites"), 1);
+      EXPECT_EQ(metric(r.report, l, "attn.source"), rm.source);
+      EXPECT_EQ(metric(r.report, l, "attn.rows"), rm.rows);
+      EXPECT_EQ(metric(r.report, l, "attn.masked_rows"), 0);
+      EXPECT_TRUE(near_rel("attn.entropy_max", as_number(metric(r.report, l, "attn.entropy_max")), rm.entropy_max, 1e-9));
+      const double logit = as_number(metric(r.report, l, "attn.logit_absmax"));
+      EXPECT_GT(logit, 0.0);
+      EXPECT_LT(logit, 5.0);
+    }
+  }
+}
+
 // ---- update ratio ----------------------------------------------------------------
 
 TEST(UpdateRatio, LrOneNamesEveryLayer) {

@@ -942,7 +942,7 @@ nd::MetricsDoc replay_doc(double growth, bool nonfinite) {
   doc.layers.push_back(layer("fc1", "Linear", 0, true, {}));
   doc.layers.push_back(layer("fc3", "Linear", 4, true, {}));
   doc.model_metrics = {{"replay.lr", 1.0},          {"replay.optimizer", "sgd"},    {"replay.steps_run", 5},
-                       {"replay.loss_first", 2.99}, {"replay.loss_max", 4.3e31},     {"replay.act_growth_max", growth},
+                       {"replay.loss_first", 2.99}, {"replay.loss_max", 4.3e31}, {"replay.loss_last", 4.3e31},     {"replay.act_growth_max", growth},
                        {"replay.act_growth_layer", "fc3"}, {"replay.act_growth_step", 3}, {"replay.nonfinite", nonfinite}};
   if (nonfinite) {
     doc.model_metrics["replay.nonfinite_step"] = 4;
@@ -961,7 +961,7 @@ TEST(REPLAY001, Catches) {
   EXPECT_EQ(f[0].evidence["replay.act_growth_step"], 3);
   EXPECT_EQ(f[0].message,
             "in the replay (sgd, lr 1), the activation RMS of fc3 grows to 3.2e+15x its step-0 value by step 3; the "
-            "loss went from 2.99 to 4.3e+31");
+            "loss was 2.99 at step 0, at most 4.3e+31, and 4.3e+31 at the last finite step");
 }
 
 TEST(REPLAY001, CatchesNot) { EXPECT_TRUE(run("REPLAY001", replay_doc(1.02, false)).empty()); }
