@@ -18,6 +18,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "core/error.h"
 #include "probes/session.h"
@@ -53,11 +54,15 @@ struct Param {
   at::Tensor value;
 };
 
+/// Tied parameters (one tensor in two modules, e.g. embedding and LM head)
+/// are listed once, under the first module, so the replay updates them once.
 std::vector<Param> trainable_params(const Session& s) {
   std::vector<Param> ps;
+  std::set<const void*> seen;
   for (const auto& mi : s.model.modules)
     for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
-      if (p.value.requires_grad()) ps.push_back({mi.path, p.name, p.value});
+      if (p.value.requires_grad() && seen.insert(p.value.unsafeGetTensorImpl()).second)
+        ps.push_back({mi.path, p.name, p.value});
   return ps;
 }
 
