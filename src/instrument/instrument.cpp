@@ -126,19 +126,44 @@ void collect_nodes(Block* b, std::vector<Node*>& out) {
 // True when v (a softmax input) is computed from a matrix product, through
 // at most 8 elementwise steps (scale, mask add, masked_fill, where, casts,
 // reshapes, taps): the softmax of attention scores.
-bool from_attention_scores(const Value* v, int depth) {
+const Node* attention_scores_product(const Value* v, int depth) {
   const Node* d = v->node();
   const std::string kq = d->kind().toQualString();
-  if (kq == "aten::matmul" || kq == "aten::bmm" || kq == "aten::einsum" || kq == "aten::baddbmm") return true;
-  if (depth >= 8) return false;
+  if (kq == "aten::matmul" || kq == "aten::bmm" || kq == "aten::einsum" || kq == "aten::baddbmm") return d;
+  if (depth >= 8) return nullptr;
   static const std::set<std::string> through = {
       "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
       "aten::masked_fill", "aten::masked_fill_", "aten::where", "aten::to", "aten::type_as", "aten::float",
       "aten::contiguous", "aten::view", "aten::reshape", "aten::clamp", "aten::tanh", "normdoctor::tap"};
-  if (!through.count(kq)) return false;
+  if (!through.count(kq)) return nullptr;
   for (const Value* in : d->inputs())
-    if (in->type()->kind() == c10::TypeKind::TensorType && from_attention_scores(in, depth + 1)) return true;
-  return false;
+    if (in->type()->kind() == c10::TypeKind::TensorType)
+      if (const Node* m = attention_scores_product(in, depth + 1)) return m;
+  return nullptr;
+}
+
+// The module whose output tap `v` comes from, through reshapes, transposes,
+// scaling, casts and head splitting; "" when none is reached in 12 steps.
+std::string producer_module(const Value* v, const std::vector<TapSite>& taps, int depth = 0) {
+  const Node* d = v->node();
+  const std::string kq = d->kind().toQualString();
+  if (kq == "normdoctor::tap") {
+    auto id = torch::jit::toIValue(d->input(0));
+    if (id && id->isInt() && id->toInt() >= 0 && static_cast<size_t>(id->toInt()) < taps.size()) {
+      const TapSite& site = taps[static_cast<size_t>(id->toInt())];
+      if (site.kind == TapKind::kModuleOutput) return site.module;
+    }
+    return producer_module(d->input(1), taps, depth + 1);
+  }
+  if (depth >= 12) return "";
+  static const std::set<std::string> through = {
+      "aten::transpose", "aten::permute", "aten::view", "aten::reshape", "aten::contiguous", "aten::mul",
+      "aten::div", "aten::to", "aten::type_as", "aten::float", "aten::unsqueeze", "aten::expand",
+      "aten::repeat_interleave", "aten::flatten", "aten::unflatten", "aten::t", "aten::clone",
+      // rotary embeddings (q * cos + rotate_half(q) * sin) and repeat_kv (slice, expand, reshape)
+      "aten::add", "aten::slice", "aten::select"};
+  if (!through.count(kq) || d->inputs().empty()) return "";
+  return producer_module(d->input(0), taps, depth + 1);
 }
 
 Node* make_constant_int(torch::jit::Graph& g, int64_t v) {
@@ -629,7 +654,25 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       if (kind == TapKind::kSoftmaxInput) {
         auto d = const_arg(n, 1);
         site.dim = (d && d->isInt()) ? d->toInt() : -1;
-        site.attention = from_attention_scores(n->input(0), 0);
+        if (const Node* mm = attention_scores_product(n->input(0), 0)) {
+          site.attention = true;
+          if (mm->inputs().size() >= 2 && std::string(mm->kind().toQualString()) != "aten::einsum") {
+            site.attn_q = producer_module(mm->input(0), taps_);
+            site.attn_k = producer_module(mm->input(1), taps_);
+          }
+          // The value: the other operand of the matmul that consumes the
+          // probabilities (directly or after dropout).
+          std::vector<const Value*> probs{n->output()};
+          for (const auto& u : n->output()->uses())
+            if (std::string(u.user->kind().toQualString()).find("dropout") != std::string::npos)
+              probs.push_back(u.user->output());
+          for (const Value* pv : probs)
+            for (const auto& u : pv->uses()) {
+              const std::string uk = u.user->kind().toQualString();
+              if ((uk == "aten::matmul" || uk == "aten::bmm") && u.offset == 0 && site.attn_v.empty())
+                site.attn_v = producer_module(u.user->input(1), taps_);
+            }
+        }
       }
       Value* x = n->input(0);
       Node* c = make_constant_int(*graph_, site.id);
@@ -649,6 +692,9 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       const auto& chain = scopes.chain(n);
       TapSite& site = new_tap(TapKind::kAttentionScores, chain.empty() ? std::string() : chain.back());
       site.attention = true;
+      site.attn_q = producer_module(n->input(0), taps_);
+      site.attn_k = producer_module(n->input(1), taps_);
+      site.attn_v = producer_module(n->input(2), taps_);
       torch::jit::WithInsertPoint guard(n);
       Value* id = graph_->insertConstant(site.id);
       Value* mask = n->inputs().size() > 3 ? n->input(3) : graph_->insertConstant(c10::IValue());

@@ -43,6 +43,11 @@ struct TapSite {
   /// mask add, masked_fill, casts): an attention softmax. Always true for
   /// kAttentionScores.
   bool attention = false;
+  /// Attention sites: the modules whose outputs feed the query, key and
+  /// value (the module-output tap reached through reshapes, transposes,
+  /// scaling and casts); "" when the graph does not show one (e.g. a packed
+  /// in_proj_weight applied inside the attention module).
+  std::string attn_q, attn_k, attn_v;
   std::vector<std::string> consumers;  ///< innermost module paths of the ops that use a module output
 };
 

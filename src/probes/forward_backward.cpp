@@ -166,6 +166,7 @@ void probe_forward_backward(Session& s) {
     SoftmaxStats attn;     // attention sites only (softmax of matmul scores, scaled_dot_product_attention)
     int64_t attn_sites = 0;
     bool attn_sdpa = false, attn_softmax = false;
+    std::string attn_q, attn_k, attn_v;  // producing modules (first site that names them)
   };
   std::map<std::string, Agg> agg;
   for (const auto& t : taps) {
@@ -193,12 +194,18 @@ void probe_forward_backward(Session& s) {
         a.has_softmax = true;
         a.sm.merge(rec.softmax);
         if (t.attention) {
+          if (a.attn_q.empty()) a.attn_q = t.attn_q;
+          if (a.attn_k.empty()) a.attn_k = t.attn_k;
+          if (a.attn_v.empty()) a.attn_v = t.attn_v;
           a.attn.merge(rec.softmax);
           ++a.attn_sites;
           a.attn_softmax = true;
         }
         break;
       case TapKind::kAttentionScores:
+        if (a.attn_q.empty()) a.attn_q = t.attn_q;
+        if (a.attn_k.empty()) a.attn_k = t.attn_k;
+        if (a.attn_v.empty()) a.attn_v = t.attn_v;
         a.attn.merge(rec.softmax);
         ++a.attn_sites;
         a.attn_sdpa = true;
@@ -264,6 +271,27 @@ void probe_forward_backward(Session& s) {
       m["attn.logit_absmax"] = a.attn.logit_absmax;
       m["attn.masked_rows"] = a.attn.masked_rows;
       m["attn.masked_nan_rows"] = a.attn.nan_rows;
+      // Query/key versus value projection weights (Frobenius norms), where
+      // the graph shows which module produces each.
+      auto weight_norm = [&](const std::string& path) -> double {
+        for (const auto& mi : s.model.modules)
+          if (mi.path == path && mi.module.type()->hasAttribute("weight")) {
+            auto w = mi.module.attr("weight");
+            if (w.isTensor() && w.toTensor().defined()) return w.toTensor().detach().to(at::kDouble).norm().item<double>();
+          }
+        return -1;
+      };
+      const double nq = a.attn_q.empty() ? -1 : weight_norm(a.attn_q), nk = a.attn_k.empty() ? -1 : weight_norm(a.attn_k),
+                   nv = a.attn_v.empty() ? -1 : weight_norm(a.attn_v);
+      if (nq >= 0 && nk >= 0 && nv >= 0) {
+        m["attn.q_module"] = a.attn_q;
+        m["attn.k_module"] = a.attn_k;
+        m["attn.v_module"] = a.attn_v;
+        m["attn.q_weight_norm"] = nq;
+        m["attn.k_weight_norm"] = nk;
+        m["attn.v_weight_norm"] = nv;
+        if (nv > 0) m["attn.qk_v_weight_ratio"] = std::sqrt(nq * nk) / nv;
+      }
     }
   }
 

@@ -86,6 +86,28 @@ TEST(Attention, HealthyTwinIsSilentAndMeasured) {
   EXPECT_EQ(metric(r.report, "attn", "attn.masked_rows"), 0);
 }
 
+// Query/key vs value weight norms: the faulty fixture is the healthy one
+// (same seed) with q and k weights x24, so the ratio grows exactly 24x.
+TEST(Attention, QueryKeyVersusValueWeightNorms) {
+  TempDir tmp_a, tmp_b;
+  const NdRun bad = run_fixture("softmax_collapse", {}, tmp_a);
+  const NdRun good = run_fixture("softmax_collapse_healthy", {}, tmp_b);
+  ASSERT_TRUE(bad.has_report && good.has_report) << bad.describe() << good.describe();
+  for (const NdRun* r : {&bad, &good}) {
+    EXPECT_EQ(metric(r->report, "attn", "attn.q_module"), "attn.q");
+    EXPECT_EQ(metric(r->report, "attn", "attn.k_module"), "attn.k");
+    EXPECT_EQ(metric(r->report, "attn", "attn.v_module"), "attn.v");
+  }
+  const double scale = mf("/softmax_collapse/numbers/qk_weight_scale").get<double>();
+  EXPECT_TRUE(near_rel("q norm", as_number(metric(bad.report, "attn", "attn.q_weight_norm")),
+                       scale * as_number(metric(good.report, "attn", "attn.q_weight_norm")), 1e-6));
+  EXPECT_TRUE(near_rel("v norm", as_number(metric(bad.report, "attn", "attn.v_weight_norm")),
+                       as_number(metric(good.report, "attn", "attn.v_weight_norm")), 1e-9));
+  EXPECT_TRUE(near_rel("ratio", as_number(metric(bad.report, "attn", "attn.qk_v_weight_ratio")),
+                       scale * as_number(metric(good.report, "attn", "attn.qk_v_weight_ratio")), 1e-6));
+  EXPECT_LT(std::fabs(as_number(metric(good.report, "attn", "attn.qk_v_weight_ratio")) - 1.0), 0.2);
+}
+
 TEST(Attention, FullyMaskedRowThatMakesNaN) {
   TempDir tmp;
   const NdRun r = run_fixture("masked_attention", {}, tmp);
