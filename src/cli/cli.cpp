@@ -183,6 +183,9 @@ int run_check_command(CheckArgs& a) {
                    {"seed", a.seed}, {"precision", a.engine.precision}, {"fail_on", a.fail_on},
                    {"severity", a.severity}, {"rules_dir", resolve_rules_dir(a.rules_dir)}};
     if (a.engine.output_index) ctx.options["output_index"] = *a.engine.output_index;
+    if (a.engine.lr) ctx.options["lr"] = *a.engine.lr;
+    if (a.engine.lr || a.engine.steps > 0) ctx.options["optimizer"] = a.engine.optimizer;
+    if (a.engine.steps > 0) ctx.options["steps"] = a.engine.steps;
   };
   record_options();
 
@@ -343,6 +346,12 @@ int cli_main(int argc, char** argv) {
   check->add_option("--mask-input", a.engine.mask_input, "The padding-mask argument, by name or index (default: inferred)");
   check->add_option("--pad-value", a.engine.pad_value, "Token id or feature value used for padding")->capture_default_str();
   check->add_option("--threads", a.engine.threads, "Intra-op threads (default: LibTorch's)");
+  check->add_option_function<double>("--lr", [&a](const double& v) { a.engine.lr = v; },
+                                     "Learning rate: update ratio per parameter, and the replay's step size");
+  check->add_option("--optimizer", a.engine.optimizer, "Optimizer of the update ratio and the replay")
+      ->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
+  check->add_option("--steps", a.engine.steps, "Replay: take this many optimizer steps on the sample batch (needs --lr)")
+      ->check(CLI::NonNegativeNumber);
   check->add_option("--format", a.formats,
                     "Report format: text | json | sarif | junit | github (repeatable, one -o each)")
       ->check(CLI::IsMember(report_formats()));

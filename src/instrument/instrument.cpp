@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <set>
 
 #include <torch/csrc/jit/api/function_impl.h>
@@ -64,8 +65,39 @@ bool flag_impl(int64_t kind, bool orig) {
   }
 }
 
+// The attention logits of one aten::scaled_dot_product_attention call, as
+// PyTorch's math backend forms them: q @ k^T * scale (scale default
+// 1/sqrt(E)), key heads repeated for grouped-query attention, is_causal as a
+// top-left-aligned lower triangle, a boolean mask (True = takes part) as
+// -inf elsewhere, a float mask added. Measured without autograd; returns q.
+at::Tensor attn_tap_impl(int64_t id, const at::Tensor& q, const at::Tensor& k, const c10::optional<at::Tensor>& mask,
+                         bool is_causal, c10::optional<double> scale) {
+  PassContext* ctx = g_pass;
+  if (!ctx || !q.defined() || !k.defined() || id < 0 || static_cast<size_t>(id) >= ctx->taps->size()) return q;
+  if (!q.is_floating_point() || q.dim() < 2 || k.dim() < 2 || q.size(-1) != k.size(-1)) return q;
+  at::NoGradGuard ng;
+  at::Tensor qf = q.detach().to(at::kFloat), kf = k.detach().to(at::kFloat);
+  if (qf.dim() >= 3 && kf.dim() >= 3 && qf.size(-3) != kf.size(-3) && kf.size(-3) > 0 && qf.size(-3) % kf.size(-3) == 0)
+    kf = kf.repeat_interleave(qf.size(-3) / kf.size(-3), -3);
+  const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  at::Tensor logits = at::matmul(qf, kf.transpose(-2, -1)) * sc;
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  if (is_causal) {
+    const int64_t L = logits.size(-2), S = logits.size(-1);
+    at::Tensor keep = at::ones({L, S}, at::TensorOptions().dtype(at::kBool).device(logits.device())).tril();
+    logits = logits.masked_fill(keep.logical_not(), neg_inf);
+  }
+  if (mask && mask->defined()) {
+    if (mask->scalar_type() == at::kBool) logits = logits.masked_fill(mask->logical_not(), neg_inf);
+    else logits = logits + mask->to(at::kFloat);
+  }
+  ctx->collector->on_forward((*ctx->taps)[static_cast<size_t>(id)], logits);
+  return q;
+}
+
 TORCH_LIBRARY(normdoctor, m) {
   m.def("tap(int id, Tensor(a) x) -> Tensor(a)", tap_impl);
+  m.def("attn_tap(int id, Tensor(a) q, Tensor k, Tensor? mask, bool is_causal, float? scale) -> Tensor(a)", attn_tap_impl);
   // CONSERVATIVE: the JIT treats the op as having side effects, so constant
   // propagation never folds flag(<const>, <const>) into the value it had on
   // the first run (which would freeze the mode of the first pass forever).
@@ -92,6 +124,49 @@ void collect_nodes(Block* b, std::vector<Node*>& out) {
   }
 }
 
+// True when v (a softmax input) is computed from a matrix product, through
+// at most 8 elementwise steps (scale, mask add, masked_fill, where, casts,
+// reshapes, taps): the softmax of attention scores.
+const Node* attention_scores_product(const Value* v, int depth) {
+  const Node* d = v->node();
+  const std::string kq = d->kind().toQualString();
+  if (kq == "aten::matmul" || kq == "aten::bmm" || kq == "aten::einsum" || kq == "aten::baddbmm") return d;
+  if (depth >= 8) return nullptr;
+  static const std::set<std::string> through = {
+      "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
+      "aten::masked_fill", "aten::masked_fill_", "aten::where", "aten::to", "aten::type_as", "aten::float",
+      "aten::contiguous", "aten::view", "aten::reshape", "aten::clamp", "aten::tanh", "normdoctor::tap"};
+  if (!through.count(kq)) return nullptr;
+  for (const Value* in : d->inputs())
+    if (in->type()->kind() == c10::TypeKind::TensorType)
+      if (const Node* m = attention_scores_product(in, depth + 1)) return m;
+  return nullptr;
+}
+
+// The module whose output tap `v` comes from, through reshapes, transposes,
+// scaling, casts and head splitting; "" when none is reached in 12 steps.
+std::string producer_module(const Value* v, const std::vector<TapSite>& taps, int depth = 0) {
+  const Node* d = v->node();
+  const std::string kq = d->kind().toQualString();
+  if (kq == "normdoctor::tap") {
+    auto id = torch::jit::toIValue(d->input(0));
+    if (id && id->isInt() && id->toInt() >= 0 && static_cast<size_t>(id->toInt()) < taps.size()) {
+      const TapSite& site = taps[static_cast<size_t>(id->toInt())];
+      if (site.kind == TapKind::kModuleOutput) return site.module;
+    }
+    return producer_module(d->input(1), taps, depth + 1);
+  }
+  if (depth >= 12) return "";
+  static const std::set<std::string> through = {
+      "aten::transpose", "aten::permute", "aten::view", "aten::reshape", "aten::contiguous", "aten::mul",
+      "aten::div", "aten::to", "aten::type_as", "aten::float", "aten::unsqueeze", "aten::expand",
+      "aten::repeat_interleave", "aten::flatten", "aten::unflatten", "aten::t", "aten::clone",
+      // rotary embeddings (q * cos + rotate_half(q) * sin) and repeat_kv (slice, expand, reshape)
+      "aten::add", "aten::slice", "aten::select"};
+  if (!through.count(kq) || d->inputs().empty()) return "";
+  return producer_module(d->input(0), taps, depth + 1);
+}
+
 Node* make_constant_int(torch::jit::Graph& g, int64_t v) {
   Node* c = g.create(c10::prim::Constant);
   c->i_(c10::attr::value, v);
@@ -100,6 +175,7 @@ Node* make_constant_int(torch::jit::Graph& g, int64_t v) {
 }
 
 const c10::Symbol kTap = c10::Symbol::fromQualString("normdoctor::tap");
+const c10::Symbol kAttnTap = c10::Symbol::fromQualString("normdoctor::attn_tap");
 const c10::Symbol kFlag = c10::Symbol::fromQualString("normdoctor::flag");
 
 c10::optional<c10::IValue> const_arg(Node* n, size_t i) {
@@ -186,6 +262,17 @@ double TapRecord::cmp_rel() const {
 // ---------------------------------------------------------------------------
 // Collector
 
+void SoftmaxStats::merge(const SoftmaxStats& o) {
+  rows += o.rows;
+  onehot_rows += o.onehot_rows;
+  masked_rows += o.masked_rows;
+  nan_rows += o.nan_rows;
+  max_prob_sum += o.max_prob_sum;
+  entropy_sum += o.entropy_sum;
+  row_len_max = std::max(row_len_max, o.row_len_max);
+  logit_absmax = std::max(logit_absmax, o.logit_absmax);
+}
+
 void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
   if (hook) hook(site, x0);
   at::Tensor x = x0.detach();
@@ -225,8 +312,10 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
     const double thr = site.kind == TapKind::kSigmoidInput ? 6.0 : 3.0;
     saturated = (x.abs() > thr).sum().item<int64_t>();
   }
-  if (floating && site.kind == TapKind::kSoftmaxInput && x.dim() >= 1 && x.numel() > 0) {
-    const int64_t dim = site.dim < 0 ? site.dim + x.dim() : site.dim;
+  const bool scores = site.kind == TapKind::kSoftmaxInput || site.kind == TapKind::kAttentionScores;
+  if (floating && scores && x.dim() >= 1 && x.numel() > 0) {
+    const int64_t sdim = site.kind == TapKind::kAttentionScores ? -1 : site.dim;
+    const int64_t dim = sdim < 0 ? sdim + x.dim() : sdim;
     if (dim >= 0 && dim < x.dim()) {
       at::Tensor xf = x.to(at::kFloat);
       at::Tensor masked = (xf <= -1e4).logical_or(at::isnan(xf));
@@ -243,6 +332,14 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
       sm.row_len_max = valid.numel() ? valid.max().item<int64_t>() : 0;
       at::Tensor finite_logits = xf.masked_fill(masked.logical_or(at::isinf(xf)), 0);
       sm.logit_absmax = finite_logits.numel() ? finite_logits.abs().max().item<double>() : 0.0;
+      at::Tensor dead = valid == 0;
+      sm.masked_rows = dead.sum().item<int64_t>();
+      if (sm.masked_rows > 0 && site.kind == TapKind::kSoftmaxInput) {
+        // What the model's own softmax does with such a row: NaN when every
+        // logit is -inf (and none was NaN before).
+        at::Tensor made_nan = at::softmax(xf, dim).isnan().any(dim).logical_and(at::isnan(xf).any(dim).logical_not());
+        sm.nan_rows = made_nan.logical_and(dead).sum().item<int64_t>();
+      }
     }
   }
   // Sequence probes: keep or compare the module's output (the whole batch,
@@ -279,12 +376,7 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
   }
   r.fwd.merge(s);
   r.saturated += saturated;
-  r.softmax.rows += sm.rows;
-  r.softmax.onehot_rows += sm.onehot_rows;
-  r.softmax.max_prob_sum += sm.max_prob_sum;
-  r.softmax.entropy_sum += sm.entropy_sum;
-  r.softmax.row_len_max = std::max(r.softmax.row_len_max, sm.row_len_max);
-  r.softmax.logit_absmax = std::max(r.softmax.logit_absmax, sm.logit_absmax);
+  r.softmax.merge(sm);
   if (site.kind == TapKind::kModuleOutput && s.nonfinite() > 0 && first_nonfinite_fwd_ < 0) first_nonfinite_fwd_ = site.id;
 }
 
@@ -492,13 +584,14 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     std::vector<std::string> modules;  // outer -> inner
   };
   std::vector<Plan> plans;
-  std::vector<Node*> op_nodes, norm_nodes, flag_nodes;
+  std::vector<Node*> op_nodes, norm_nodes, flag_nodes, sdpa_nodes;
   for (Node* n : nodes) {
     const auto k = n->kind();
     const std::string kq = k.toQualString();
     if (k == c10::aten::sigmoid || k == c10::aten::tanh || k == c10::aten::softmax ||
         k == c10::aten::sigmoid_ || k == c10::aten::tanh_ || kq == "aten::batch_norm")
       op_nodes.push_back(n);
+    if (kq == "aten::scaled_dot_product_attention") sdpa_nodes.push_back(n);
     if (kq == "aten::batch_norm" || kq == "aten::layer_norm" || kq == "aten::group_norm" ||
         kq == "aten::instance_norm" || kq == "aten::rms_norm")
       norm_nodes.push_back(n);
@@ -705,6 +798,25 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       if (kind == TapKind::kSoftmaxInput) {
         auto d = const_arg(n, 1);
         site.dim = (d && d->isInt()) ? d->toInt() : -1;
+        if (const Node* mm = attention_scores_product(n->input(0), 0)) {
+          site.attention = true;
+          if (mm->inputs().size() >= 2 && std::string(mm->kind().toQualString()) != "aten::einsum") {
+            site.attn_q = producer_module(mm->input(0), taps_);
+            site.attn_k = producer_module(mm->input(1), taps_);
+          }
+          // The value: the other operand of the matmul that consumes the
+          // probabilities (directly or after dropout).
+          std::vector<const Value*> probs{n->output()};
+          for (const auto& u : n->output()->uses())
+            if (std::string(u.user->kind().toQualString()).find("dropout") != std::string::npos)
+              probs.push_back(u.user->output());
+          for (const Value* pv : probs)
+            for (const auto& u : pv->uses()) {
+              const std::string uk = u.user->kind().toQualString();
+              if ((uk == "aten::matmul" || uk == "aten::bmm") && u.offset == 0 && site.attn_v.empty())
+                site.attn_v = producer_module(u.user->input(1), taps_);
+            }
+        }
       }
       if (kind == TapKind::kBatchNormInput) bn_input_tap[n] = site.id;
       Value* x = n->input(0);
@@ -712,6 +824,29 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       Node* t = graph_->create(kTap, {c->output(), x});
       t->output()->setType(x->type());
       c->insertBefore(n);
+      t->insertBefore(n);
+      n->replaceInput(0, t->output());
+    }
+  }
+
+  // Attention through aten::scaled_dot_product_attention: a tap on the query
+  // that computes the logits from (q, k, mask, is_causal, scale).
+  if (opt.op_taps) {
+    for (Node* n : sdpa_nodes) {
+      if (n->inputs().size() < 3) continue;
+      const auto& chain = scopes.chain(n);
+      TapSite& site = new_tap(TapKind::kAttentionScores, chain.empty() ? std::string() : chain.back());
+      site.attention = true;
+      site.attn_q = producer_module(n->input(0), taps_);
+      site.attn_k = producer_module(n->input(1), taps_);
+      site.attn_v = producer_module(n->input(2), taps_);
+      torch::jit::WithInsertPoint guard(n);
+      Value* id = graph_->insertConstant(site.id);
+      Value* mask = n->inputs().size() > 3 ? n->input(3) : graph_->insertConstant(c10::IValue());
+      Value* causal = n->inputs().size() > 5 ? n->input(5) : graph_->insertConstant(false);
+      Value* scale = n->inputs().size() > 6 ? n->input(6) : graph_->insertConstant(c10::IValue());
+      Node* t = graph_->create(kAttnTap, {id, n->input(0), n->input(1), mask, causal, scale});
+      t->output()->setType(n->input(0)->type());
       t->insertBefore(n);
       n->replaceInput(0, t->output());
     }

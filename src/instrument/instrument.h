@@ -30,6 +30,10 @@ enum class TapKind : int {
   kBatchNormInput = 5,  ///< the input of aten::batch_norm (per-channel statistics)
   kNormInput = 6,       ///< the input of layer_norm / group_norm / instance_norm / rms_norm (or RMSNorm written out)
   kResidualStream = 7,  ///< a residual addition: the stream entering it, or the sum leaving it
+  /// The attention logits of aten::scaled_dot_product_attention, computed by
+  /// the tap from its query, key, mask and scale (the op's own softmax is
+  /// inside the operator, out of the graph's reach). Rows along the last dim.
+  kAttentionScores = 8,
 };
 
 /// One tap inserted in the graph.
@@ -38,6 +42,15 @@ struct TapSite {
   TapKind kind = TapKind::kModuleOutput;
   std::string module;                  ///< module path ("" = root)
   int64_t dim = -1;                    ///< softmax dim (kSoftmaxInput), when constant
+  /// kSoftmaxInput whose input comes from a matmul/bmm/einsum (through scale,
+  /// mask add, masked_fill, casts): an attention softmax. Always true for
+  /// kAttentionScores.
+  bool attention = false;
+  /// Attention sites: the modules whose outputs feed the query, key and
+  /// value (the module-output tap reached through reshapes, transposes,
+  /// scaling and casts); "" when the graph does not show one (e.g. a packed
+  /// in_proj_weight applied inside the attention module).
+  std::string attn_q, attn_k, attn_v;
   std::vector<std::string> consumers;  ///< innermost module paths of the ops that use a module output
 };
 
@@ -88,9 +101,16 @@ struct PassConfig {
 };
 
 /// Statistics gathered by the taps of one pass. Thread-safe for gradient hooks.
+/// Softmax rows: `rows` counts rows with >= 2 unmasked entries (logit >
+/// -1e4); `masked_rows` rows with none (every logit <= -1e4 or -inf);
+/// `nan_rows` masked rows whose softmax is NaN (every logit -inf, no NaN
+/// among them: the NaN is made by the softmax itself). The
+/// scaled_dot_product_attention tap leaves nan_rows at 0: the operator (PyTorch
+/// >= 2.5 and normdoctor's fallback) gives zeros for such rows.
 struct SoftmaxStats {
-  int64_t rows = 0, onehot_rows = 0, row_len_max = 0;
+  int64_t rows = 0, onehot_rows = 0, row_len_max = 0, masked_rows = 0, nan_rows = 0;
   double max_prob_sum = 0, entropy_sum = 0, logit_absmax = 0;
+  void merge(const SoftmaxStats& o);
 };
 /// Per-channel statistics of a batch_norm input [N, C, *] (first call in the pass).
 struct BatchNormStats {

@@ -1,5 +1,6 @@
 #include "probes/engine.h"
 
+#include <cmath>
 #include <regex>
 #include <sstream>
 
@@ -278,6 +279,13 @@ PassResult Session::run_pass(PassSpec spec) {
 
 MetricsDoc run_check(const CheckOptions& opt, const ProgressFn& progress) {
   if (opt.threads > 0) at::set_num_threads(opt.threads);
+  if (opt.lr && !(std::isfinite(*opt.lr) && *opt.lr > 0))
+    throw usage_error("--lr must be a positive finite number, got " + std::to_string(*opt.lr));
+  if (opt.optimizer != "sgd" && opt.optimizer != "adam")
+    throw usage_error("--optimizer must be sgd or adam, got '" + opt.optimizer + "'");
+  if (opt.steps < 0) throw usage_error("--steps must be >= 0, got " + std::to_string(opt.steps));
+  if (opt.steps > 0 && !opt.lr)
+    throw usage_error("--steps " + std::to_string(opt.steps) + " needs --lr: the replay takes optimizer steps at that learning rate");
   Session s(opt, progress);
   if (progress) progress("load", "model");
   s.model = load_model(opt.model_path);
@@ -304,10 +312,12 @@ MetricsDoc run_check(const CheckOptions& opt, const ProgressFn& progress) {
 
   build_inventory(s);
   probe_forward_backward(s);
+  probe_update_ratio(s);
   probe_normalization(s);
   probe_architecture(s);
   probe_sequence(s);
   probe_precision(s);
+  probe_replay(s);
 
   const auto used = fallbacks_called();
   if (!used.empty()) {

@@ -29,6 +29,9 @@ struct CheckOptions {
   std::optional<int64_t> seq_dim;         ///< --seq-dim: the time axis of sequence inputs (overrides inference)
   std::string mask_input;                 ///< --mask-input NAME|INDEX: the padding-mask argument
   double pad_value = 0;                   ///< --pad-value: token id / feature value used for padding
+  std::optional<double> lr;               ///< --lr: learning rate for the update-ratio probe and the replay
+  std::string optimizer = "sgd";          ///< --optimizer sgd|adam (plain SGD; Adam with betas 0.9/0.999, eps 1e-8)
+  int64_t steps = 0;                      ///< --steps: optimizer steps the replay takes (0 = no replay; needs lr)
 };
 
 /// Progress callback: (probe name, pass name). Called on the engine's thread.

@@ -163,6 +163,10 @@ void probe_forward_backward(Session& s) {
     int64_t sat_n = 0, sat_sigmoid = 0, sat_tanh = 0, sat_sig_n = 0, sat_tanh_n = 0;
     SoftmaxStats sm;
     bool has_softmax = false;
+    SoftmaxStats attn;     // attention sites only (softmax of matmul scores, scaled_dot_product_attention)
+    int64_t attn_sites = 0;
+    bool attn_sdpa = false, attn_softmax = false;
+    std::string attn_q, attn_k, attn_v;  // producing modules (first site that names them)
   };
   std::map<std::string, Agg> agg;
   for (const auto& t : taps) {
@@ -188,12 +192,23 @@ void probe_forward_backward(Session& s) {
         break;
       case TapKind::kSoftmaxInput:
         a.has_softmax = true;
-        a.sm.rows += rec.softmax.rows;
-        a.sm.onehot_rows += rec.softmax.onehot_rows;
-        a.sm.max_prob_sum += rec.softmax.max_prob_sum;
-        a.sm.entropy_sum += rec.softmax.entropy_sum;
-        a.sm.row_len_max = std::max(a.sm.row_len_max, rec.softmax.row_len_max);
-        a.sm.logit_absmax = std::max(a.sm.logit_absmax, rec.softmax.logit_absmax);
+        a.sm.merge(rec.softmax);
+        if (t.attention) {
+          if (a.attn_q.empty()) a.attn_q = t.attn_q;
+          if (a.attn_k.empty()) a.attn_k = t.attn_k;
+          if (a.attn_v.empty()) a.attn_v = t.attn_v;
+          a.attn.merge(rec.softmax);
+          ++a.attn_sites;
+          a.attn_softmax = true;
+        }
+        break;
+      case TapKind::kAttentionScores:
+        if (a.attn_q.empty()) a.attn_q = t.attn_q;
+        if (a.attn_k.empty()) a.attn_k = t.attn_k;
+        if (a.attn_v.empty()) a.attn_v = t.attn_v;
+        a.attn.merge(rec.softmax);
+        ++a.attn_sites;
+        a.attn_sdpa = true;
         break;
       case TapKind::kModuleInput:
       case TapKind::kBatchNormInput:
@@ -244,6 +259,42 @@ void probe_forward_backward(Session& s) {
       }
       m["softmax.entropy_max"] = a.sm.row_len_max > 0 ? std::log(static_cast<double>(a.sm.row_len_max)) : 0.0;
       m["softmax.logit_absmax"] = a.sm.logit_absmax;
+    }
+    if (a.attn_sites > 0) {
+      m["attn.sites"] = a.attn_sites;
+      m["attn.source"] = a.attn_sdpa && a.attn_softmax ? "softmax+scaled_dot_product_attention"
+                         : a.attn_sdpa                ? "scaled_dot_product_attention"
+                                                      : "softmax";
+      m["attn.rows"] = a.attn.rows;
+      if (a.attn.rows > 0) {
+        m["attn.onehot_fraction"] = static_cast<double>(a.attn.onehot_rows) / static_cast<double>(a.attn.rows);
+        m["attn.entropy_mean"] = a.attn.entropy_sum / static_cast<double>(a.attn.rows);
+      }
+      m["attn.entropy_max"] = a.attn.row_len_max > 0 ? std::log(static_cast<double>(a.attn.row_len_max)) : 0.0;
+      m["attn.logit_absmax"] = a.attn.logit_absmax;
+      m["attn.masked_rows"] = a.attn.masked_rows;
+      m["attn.masked_nan_rows"] = a.attn.nan_rows;
+      // Query/key versus value projection weights (Frobenius norms), where
+      // the graph shows which module produces each.
+      auto weight_norm = [&](const std::string& path) -> double {
+        for (const auto& mi : s.model.modules)
+          if (mi.path == path && mi.module.type()->hasAttribute("weight")) {
+            auto w = mi.module.attr("weight");
+            if (w.isTensor() && w.toTensor().defined()) return w.toTensor().detach().to(at::kDouble).norm().item<double>();
+          }
+        return -1;
+      };
+      const double nq = a.attn_q.empty() ? -1 : weight_norm(a.attn_q), nk = a.attn_k.empty() ? -1 : weight_norm(a.attn_k),
+                   nv = a.attn_v.empty() ? -1 : weight_norm(a.attn_v);
+      if (nq >= 0 && nk >= 0 && nv >= 0) {
+        m["attn.q_module"] = a.attn_q;
+        m["attn.k_module"] = a.attn_k;
+        m["attn.v_module"] = a.attn_v;
+        m["attn.q_weight_norm"] = nq;
+        m["attn.k_weight_norm"] = nk;
+        m["attn.v_weight_norm"] = nv;
+        if (nv > 0) m["attn.qk_v_weight_ratio"] = std::sqrt(nq * nk) / nv;
+      }
     }
   }
 

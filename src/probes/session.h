@@ -141,6 +141,19 @@ void probe_precision(Session& s);
 /// layer inventory). Always runs first.
 void probe_forward_backward(Session& s);
 
+/// Update ratio (needs --lr): per parameter, the size of the first
+/// optimizer step relative to the weight, from the train pass's gradients
+/// (src/probes/training.cpp, docs/metrics.md `update.`). Run right after
+/// probe_forward_backward, while the gradients are still on the parameters.
+void probe_update_ratio(Session& s);
+
+/// Replay (--steps N --lr X): N optimizer steps on the sample batch, with the
+/// loss of the train pass, on a snapshot of the parameters and buffers that
+/// is restored afterwards (the model file is never written). Per step: loss,
+/// gradient norm, update ratio, activation scale per module, norm gains, and
+/// the first step and module where a value became non-finite.
+void probe_replay(Session& s);
+
 /// Trims a LibTorch/TorchScript exception text to the lines a user needs
 /// (the final error line, without C++ frames).
 std::string trim_torch_error(const std::string& what);

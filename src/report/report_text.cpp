@@ -486,6 +486,43 @@ void render_precision(std::ostringstream& out, const MetricsDoc& doc, const Pain
         << pad_left(metric_cell(*l, "prec.norm_sumsq_headroom"), 14) << '\n';
 }
 
+/// The replay's per-step table (--steps): loss, gradient norm, largest
+/// update ratio, largest activation RMS and its growth over step 0, largest
+/// norm gain, and where a value became non-finite. More than 40 steps: the
+/// first 20 and the last 20 (every step is in the JSON report).
+void render_replay(std::ostringstream& out, const MetricsDoc& doc, const Painter& paint) {
+  if (!doc.probes.contains("replay") || !doc.probes["replay"].contains("steps")) return;
+  const auto& rp = doc.probes["replay"];
+  const auto& steps = rp["steps"];
+  out << '\n'
+      << paint("replay (" + json_text(rp.value("optimizer", nlohmann::json("sgd"))) + ", lr " +
+                   json_text(rp.value("lr", nlohmann::json(0.0))) + ", " + std::to_string(steps.size()) + " of " +
+                   json_text(rp.value("steps_requested", nlohmann::json(0))) + " steps; weights restored afterwards)",
+               kBold)
+      << '\n';
+  auto cell = [](const nlohmann::json& row, const char* key) {
+    return row.contains(key) && !row[key].is_null() ? json_text(row[key]) : std::string("-");
+  };
+  out << "  " << pad_left("step", 4) << "  " << pad_left("loss", 9) << "  " << pad_left("grad norm", 9) << "  "
+      << pad_left("upd ratio", 9) << "  " << pad_left("act rms", 9) << "  " << pad_left("growth", 9) << "  "
+      << pad_left("gain max", 8) << "  layer (largest growth) / non-finite\n";
+  const std::size_t n = steps.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (n > 40 && i == 20) out << "  " << pad_left("...", 4) << "  (" << (n - 40) << " steps in the JSON report)\n";
+    if (n > 40 && i >= 20 && i < n - 20) continue;
+    const auto& row = steps[i];
+    std::string where = row.contains("nonfinite") ? paint("non-finite: " + json_text(row["nonfinite"]), kRed)
+                  : row.value("act_growth_layer", std::string()).empty() ? std::string("-")
+                                                                          : row.value("act_growth_layer", std::string());
+    out << "  " << pad_left(cell(row, "step"), 4) << "  " << pad_left(cell(row, "loss"), 9) << "  "
+        << pad_left(cell(row, "grad_norm"), 9) << "  " << pad_left(cell(row, "update_ratio_max"), 9) << "  "
+        << pad_left(cell(row, "act_rms_max"), 9) << "  " << pad_left(cell(row, "act_growth"), 9) << "  "
+        << pad_left(cell(row, "gain_max"), 8) << "  " << where << '\n';
+  }
+  if (rp.contains("raised")) out << "  the forward raised at step " << json_text(rp["raised"]["step"]) << ": "
+                                 << json_text(rp["raised"]["message"]) << '\n';
+}
+
 std::string plural(int n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
 
 }  // namespace
@@ -520,6 +557,7 @@ std::string render_text(const MetricsDoc& doc, const std::vector<Finding>& findi
     render_norm_axes(out, doc, paint);
     render_architecture(out, doc, paint);
   }
+  render_replay(out, doc, paint);
 
   const SeverityCounts c = count_findings(findings);
   std::string also;

@@ -180,6 +180,9 @@ std::vector<Case> cases() {
                            M("softmax.entropy_mean", "/softmax_collapse/numbers/entropy_mean", 1e-2),
                            M("softmax.entropy_max", "/softmax_collapse/numbers/entropy_max"),
                            M("softmax.logit_absmax", "/softmax_collapse/numbers/logit_absmax")}});
+    c.findings.push_back({"ATTN001", "attention-logit-growth", "warning", "attn", nullptr, "/softmax_collapse/faults/1",
+                          {M("attn.logit_absmax", "/softmax_collapse/faults/1/numbers/logit_absmax"),
+                           M("attn.onehot_fraction", "/softmax_collapse/numbers/onehot_fraction")}});
     v.push_back(c);
   }
 

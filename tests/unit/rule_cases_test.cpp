@@ -36,7 +36,8 @@ const std::set<std::string> kCovered = {"IN001",   "IN002",   "ACT001",  "ACT002
                                         "BN002",   "BN003",   "BN004",   "BN005",   "BN006",   "BN007",   "MODE001",
                                         "MODE002", "MODE003", "MODE004", "SEQ001",  "SEQ002",  "AXIS001", "AXIS002",
                                         "AXIS003", "AXIS004", "AXIS005", "ARCH001", "ARCH002", "ARCH003", "ARCH004",
-                                        "PREC001", "PREC002", "PREC003", "PREC004"};
+                                        "PREC001", "PREC002", "PREC003", "PREC004", "ATTN001", "ATTN002", "LR001",
+                                        "REPLAY001", "REPLAY002"};
 
 const double kInf = std::numeric_limits<double>::infinity();
 
@@ -1196,3 +1197,133 @@ TEST(PREC003, CatchesNot) {
   EXPECT_TRUE(run("PREC003", prec003_doc(0.001, true)).empty());
   EXPECT_TRUE(run("PREC003", prec003_doc(0.8, false)).empty());  // the forward is non-finite: PREC001 says where
 }
+
+// ---- ATTN001 attention-logit-growth ----------------------------------------
+
+nd::MetricsDoc attn001_doc(double logit_absmax) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("attn", "SelfAttention", 3, false,
+                             {{"attn.sites", 1}, {"attn.source", "softmax"}, {"attn.rows", 64},
+                              {"attn.logit_absmax", logit_absmax}, {"attn.onehot_fraction", 0.984375},
+                              {"attn.entropy_mean", 0.00255}, {"attn.entropy_max", 2.77}, {"attn.masked_rows", 0},
+                              {"attn.masked_nan_rows", 0}}));
+  // A classifier head's softmax is no attention site: no attn.* metrics.
+  doc.layers.push_back(layer("head", "Linear", 4, true, {{"softmax.logit_absmax", 120.0}}));
+  return doc;
+}
+
+TEST(ATTN001, Catches) {
+  const auto f = run("ATTN001", attn001_doc(765.64));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "attention-logit-growth");
+  EXPECT_EQ(f[0].layer, "attn");
+  EXPECT_EQ(f[0].evidence, (json{{"attn.logit_absmax", 765.64}, {"attn.onehot_fraction", 0.984375},
+                                 {"attn.entropy_mean", 0.00255}, {"attn.entropy_max", 2.77}, {"attn.rows", 64},
+                                 {"attn.source", "softmax"}}));
+  EXPECT_EQ(f[0].message,
+            "attention logits in attn reach 766 before the softmax (0.984 of 64 rows near one-hot, mean entropy "
+            "0.00255 of at most 2.77 nats)");
+}
+
+TEST(ATTN001, CatchesNot) { EXPECT_TRUE(run("ATTN001", attn001_doc(1.33)).empty()); }
+
+// ---- ATTN002 nonfinite-forward (fully masked attention rows) -----------------
+
+nd::MetricsDoc attn002_doc(int nan_rows) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("attn", "MaskedAttention", 3, false,
+                             {{"attn.rows", 48}, {"attn.masked_rows", 16}, {"attn.masked_nan_rows", nan_rows},
+                              {"attn.logit_absmax", 1.2}}));
+  return doc;
+}
+
+TEST(ATTN002, Catches) {
+  const auto f = run("ATTN002", attn002_doc(16));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "nonfinite-forward");
+  EXPECT_EQ(f[0].severity, nd::Severity::kError);
+  EXPECT_EQ(f[0].layer, "attn");
+  EXPECT_EQ(f[0].evidence, (json{{"attn.masked_nan_rows", 16}, {"attn.masked_rows", 16}, {"attn.rows", 48}}));
+  EXPECT_EQ(f[0].message,
+            "16 attention rows in attn are masked entirely with -inf, so their softmax is NaN (16 fully masked rows, "
+            "48 rows with unmasked keys)");
+}
+
+// Rows masked with a large finite value (finfo.min) are fully masked but give no NaN.
+TEST(ATTN002, CatchesNot) { EXPECT_TRUE(run("ATTN002", attn002_doc(0)).empty()); }
+
+// ---- LR001 update-ratio ----------------------------------------------------
+
+nd::MetricsDoc lr001_doc(double lr) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("fc1", "Linear", 0, true,
+                             {{"update.ratio_max", 0.135921 * lr}, {"update.ratio_param", "fc1.weight"},
+                              {"update.norm", 1.2 * lr}, {"update.weight_norm", 8.8}}));
+  doc.layers.push_back(layer("fc3", "Linear", 4, true,
+                             {{"update.ratio_max", 1.63796 * lr}, {"update.ratio_param", "fc3.weight"},
+                              {"update.norm", 3.3 * lr}, {"update.weight_norm", 2.0}}));
+  doc.model_metrics = {{"update.lr", lr}, {"update.optimizer", "sgd"}};
+  return doc;
+}
+
+TEST(LR001, Catches) {
+  const auto f = run("LR001", lr001_doc(1.0));
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0].failure_mode, "update-ratio");
+  EXPECT_EQ(f[0].layer, "fc1");
+  EXPECT_EQ(f[1].layer, "fc3");
+  EXPECT_EQ(f[1].evidence, (json{{"update.ratio_max", 1.63796}, {"update.ratio_param", "fc3.weight"},
+                                 {"update.norm", 3.3}, {"update.weight_norm", 2.0}, {"update.lr", 1.0},
+                                 {"update.optimizer", "sgd"}}));
+  EXPECT_EQ(f[1].message,
+            "fc3.weight: one sgd step at lr 1 changes it by 1.64 of its norm (3.3 vs 2), far above the ~1e-3 rule of "
+            "thumb");
+}
+
+// lr 1e-3: the same gradients give ratios of 1.4e-4 .. 1.6e-3.
+TEST(LR001, CatchesNot) { EXPECT_TRUE(run("LR001", lr001_doc(1e-3)).empty()); }
+
+// ---- REPLAY001 activation-growth / REPLAY002 nonfinite-forward (replay) -------
+
+nd::MetricsDoc replay_doc(double growth, bool nonfinite) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("fc1", "Linear", 0, true, {}));
+  doc.layers.push_back(layer("fc3", "Linear", 4, true, {}));
+  doc.model_metrics = {{"replay.lr", 1.0},          {"replay.optimizer", "sgd"},    {"replay.steps_run", 5},
+                       {"replay.loss_first", 2.99}, {"replay.loss_max", 4.3e31}, {"replay.loss_last", 4.3e31},     {"replay.act_growth_max", growth},
+                       {"replay.act_growth_layer", "fc3"}, {"replay.act_growth_step", 3}, {"replay.nonfinite", nonfinite}};
+  if (nonfinite) {
+    doc.model_metrics["replay.nonfinite_step"] = 4;
+    doc.model_metrics["replay.nonfinite_layer"] = "fc1";
+    doc.model_metrics["replay.nonfinite_what"] = "output";
+    doc.model_metrics["replay.loss_before_nonfinite"] = 4.3e31;
+  }
+  return doc;
+}
+
+TEST(REPLAY001, Catches) {
+  const auto f = run("REPLAY001", replay_doc(3.2e15, true));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "activation-growth");
+  EXPECT_EQ(f[0].layer, "fc3");
+  EXPECT_EQ(f[0].evidence["replay.act_growth_step"], 3);
+  EXPECT_EQ(f[0].message,
+            "in the replay (sgd, lr 1), the activation RMS of fc3 grows to 3.2e+15x its step-0 value by step 3; the "
+            "loss was 2.99 at step 0, at most 4.3e+31, and 4.3e+31 at the last finite step");
+}
+
+TEST(REPLAY001, CatchesNot) { EXPECT_TRUE(run("REPLAY001", replay_doc(1.02, false)).empty()); }
+
+TEST(REPLAY002, Catches) {
+  const auto f = run("REPLAY002", replay_doc(3.2e15, true));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "nonfinite-forward");
+  EXPECT_EQ(f[0].severity, nd::Severity::kError);
+  EXPECT_EQ(f[0].layer, "fc1");
+  EXPECT_EQ(f[0].evidence["replay.nonfinite_step"], 4);
+  EXPECT_EQ(f[0].message,
+            "in the replay (sgd, lr 1), the output of fc1 is non-finite at step 4; the loss was 2.99 at step 0 and "
+            "4.3e+31 one step before");
+}
+
+TEST(REPLAY002, CatchesNot) { EXPECT_TRUE(run("REPLAY002", replay_doc(1.02, false)).empty()); }

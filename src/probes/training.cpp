@@ -1,0 +1,376 @@
+// Training-step probes: the update ratio of the first optimizer step
+// (--lr, --optimizer) and the replay of N optimizer steps on the sample batch
+// (--steps). Both use the loss of the train pass (Session::run_pass with
+// backward: --target and --loss, docs in README "loss").
+//
+// Update ratio, per parameter with |weight| > 0 (docs/metrics.md `update.`;
+// judged for weights of 2+ dims only, as LARS leaves biases and gains out):
+//   sgd:  lr * |g| / |w|
+//   adam: |lr * g / (|g| + eps)| / |w| elementwise, eps = 1e-8: Adam's first
+//         step (bias-corrected m = g, v = g^2), about lr * sqrt(numel) / |w|;
+//         later steps are bounded by about the same size.
+// The rule of thumb that the ratio should be about 1e-3 is Karpathy's
+// (CS231n notes, "Babysitting the learning process": ratio of the update
+// magnitudes to the value magnitudes); per-layer ratios are the quantity LARS
+// (You, Gitman, Ginsburg 2017) equalizes across layers.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "probes/session.h"
+
+namespace nd {
+namespace {
+
+constexpr double kAdamBeta1 = 0.9, kAdamBeta2 = 0.999, kAdamEps = 1e-8;
+
+MetricValue num(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+std::string param_path(const std::string& module, const std::string& name) {
+  return module.empty() ? name : module + "." + name;
+}
+
+double norm_of(const at::Tensor& t) { return t.detach().to(at::kDouble).norm().item<double>(); }
+
+/// |first update| of one parameter for the optimizer (see the file comment).
+double first_update_norm(const at::Tensor& g, double lr, const std::string& optimizer) {
+  const at::Tensor gd = g.detach().to(at::kDouble);
+  if (optimizer == "adam") return lr * (gd / (gd.abs() + kAdamEps)).norm().item<double>();
+  return lr * gd.norm().item<double>();
+}
+
+/// Parameters of the model in named_modules() order: owning module path,
+/// parameter name, tensor.
+struct Param {
+  std::string module, name;
+  at::Tensor value;
+};
+
+/// Tied parameters (one tensor in two modules, e.g. embedding and LM head)
+/// are listed once, under the first module, so the replay updates them once.
+std::vector<Param> trainable_params(const Session& s) {
+  std::vector<Param> ps;
+  std::set<const void*> seen;
+  for (const auto& mi : s.model.modules)
+    for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
+      if (p.value.requires_grad() && seen.insert(p.value.unsafeGetTensorImpl()).second)
+        ps.push_back({mi.path, p.name, p.value});
+  return ps;
+}
+
+void clear_grads(const std::vector<Param>& ps) {
+  for (const auto& p : ps)
+    if (p.value.grad().defined()) p.value.mutable_grad() = at::Tensor();
+}
+
+}  // namespace
+
+void probe_update_ratio(Session& s) {
+  if (!s.opt.lr) return;
+  const double lr = *s.opt.lr;
+  s.doc.model_metrics["update.lr"] = lr;
+  s.doc.model_metrics["update.optimizer"] = s.opt.optimizer;
+  if (!s.train_pass_error.empty()) {
+    s.doc.probes["update"] = {{"lr", lr}, {"optimizer", s.opt.optimizer}, {"error", s.train_pass_error}};
+    return;
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  double global_max = -1;
+  std::string global_param;
+  std::map<std::string, std::pair<double, std::string>> per_module;  // path -> (max ratio, param)
+  std::map<std::string, std::pair<double, double>> per_module_norms; // path -> (|update|, |weight|) of that param
+  for (const auto& p : trainable_params(s)) {
+    const at::Tensor g = p.value.grad();
+    const std::string full = param_path(p.module, p.name);
+    nlohmann::json row = {{"param", full}, {"numel", p.value.numel()}};
+    const double w = norm_of(p.value);
+    row["weight_norm"] = num(w);
+    if (!g.defined()) {
+      row["grad_norm"] = nullptr;
+      row["ratio"] = nullptr;
+      row["note"] = "no gradient";
+      rows.push_back(row);
+      continue;
+    }
+    const double gn = norm_of(g), un = first_update_norm(g, lr, s.opt.optimizer);
+    row["grad_norm"] = num(gn);
+    row["update_norm"] = num(un);
+    if (w > 0 && std::isfinite(w) && std::isfinite(un)) {
+      const double ratio = un / w;
+      row["ratio"] = ratio;
+      if (p.value.dim() < 2) {
+        // Biases and norm gains: listed, not judged (their norms can be
+        // tiny by design, e.g. biases initialized at std 1e-6).
+        row["judged"] = false;
+        rows.push_back(row);
+        continue;
+      }
+      auto& best = per_module[p.module];
+      if (best.second.empty() || ratio > best.first) {
+        best = {ratio, p.name};
+        per_module_norms[p.module] = {un, w};
+      }
+      if (ratio > global_max) {
+        global_max = ratio;
+        global_param = full;
+      }
+    } else {
+      row["ratio"] = nullptr;
+      row["note"] = w == 0 ? "weight is exactly zero (zero-initialized): the ratio is undefined"
+                           : "non-finite gradient or weight";
+    }
+    rows.push_back(row);
+  }
+  for (const auto& [path, best] : per_module) {
+    LayerMetrics* lm = s.doc.find_layer(path);
+    if (!lm) continue;
+    lm->metrics["update.ratio_max"] = best.first;
+    lm->metrics["update.ratio_param"] = param_path(path, best.second);
+    lm->metrics["update.norm"] = per_module_norms[path].first;
+    lm->metrics["update.weight_norm"] = per_module_norms[path].second;
+  }
+  if (global_max >= 0) {
+    s.doc.model_metrics["update.model_ratio_max"] = global_max;
+    s.doc.model_metrics["update.ratio_max_param"] = global_param;
+  }
+  s.doc.probes["update"] = {
+      {"lr", lr},
+      {"optimizer", s.opt.optimizer},
+      {"formula", s.opt.optimizer == "adam" ? "|lr * g / (|g| + 1e-8)| / |w| (Adam's first step, elementwise)"
+                                            : "lr * |g| / |w| (SGD step)"},
+      {"params", rows}};
+}
+
+void probe_replay(Session& s) {
+  if (s.opt.steps <= 0 || !s.opt.lr) return;
+  const double lr = *s.opt.lr;
+  const bool adam = s.opt.optimizer == "adam";
+  nlohmann::json probe = {{"lr", lr}, {"optimizer", s.opt.optimizer}, {"steps_requested", s.opt.steps}};
+  if (!s.train_pass_error.empty()) {
+    probe["error"] = s.train_pass_error;
+    s.doc.probes["replay"] = probe;
+    s.doc.assumptions.push_back("the replay did not run: " + s.train_pass_error);
+    return;
+  }
+  const auto params = trainable_params(s);
+
+  // Snapshot of every parameter and buffer, put back whatever happens.
+  struct Restore {
+    std::vector<std::pair<at::Tensor, at::Tensor>> saved;
+    const std::vector<Param>* ps = nullptr;
+    ~Restore() {
+      at::NoGradGuard ng;
+      for (auto& [live, copy] : saved) live.detach().copy_(copy);
+      if (ps) clear_grads(*ps);
+    }
+  } restore;
+  restore.ps = &params;
+  {
+    at::NoGradGuard ng;
+    for (const auto& p : s.model.module.named_parameters(/*recurse=*/true))
+      restore.saved.push_back({p.value, p.value.detach().clone()});
+    for (const auto& b : s.model.module.named_buffers(/*recurse=*/true))
+      restore.saved.push_back({b.value, b.value.detach().clone()});
+  }
+
+  // Norm layers whose gain (weight) is tracked step by step.
+  std::vector<std::pair<std::string, at::Tensor>> gains;
+  for (const auto& mi : s.model.modules) {
+    if (!is_norm_kind(mi.kind) || !mi.module.type()->hasAttribute("weight")) continue;
+    auto w = mi.module.attr("weight");
+    if (w.isTensor() && w.toTensor().defined() && w.toTensor().numel() > 0) gains.push_back({mi.path, w.toTensor()});
+  }
+  std::map<std::string, bool> is_leaf;
+  for (const auto& mi : s.model.modules) is_leaf[mi.path] = mi.leaf;
+
+  // Zero-initialized parameters (biases) have no ratio at step 0 and an
+  // ever-growing one later (an update of size lr over a norm of size lr):
+  // the per-step ratio leaves them out, as LR001 does.
+  std::vector<bool> zero_init;
+  for (const auto& p : params) zero_init.push_back(norm_of(p.value) == 0);
+  std::vector<at::Tensor> m1, m2;  // Adam moments
+  if (adam)
+    for (const auto& p : params) {
+      m1.push_back(at::zeros_like(p.value.detach()));
+      m2.push_back(at::zeros_like(p.value.detach()));
+    }
+
+  const auto t_start = std::chrono::steady_clock::now();
+  const auto& taps = s.inst->taps();
+  nlohmann::json steps = nlohmann::json::array();
+  std::map<std::string, double> rms0;
+  double growth_max = 0, loss_first = std::numeric_limits<double>::quiet_NaN();
+  double loss_max = -std::numeric_limits<double>::infinity(), loss_last = std::numeric_limits<double>::quiet_NaN();
+  std::string growth_layer;
+  int64_t growth_step = -1, nonfinite_step = -1, grad_nonfinite_step = -1;
+  std::string nonfinite_layer, nonfinite_what, raised;
+  double loss_before = std::numeric_limits<double>::quiet_NaN();
+  int64_t step = 0;
+  for (; step < s.opt.steps; ++step) {
+    s.check_timeout("replay");
+    clear_grads(params);
+    PassSpec spec;
+    spec.name = "replay";
+    spec.probe = "replay";
+    spec.train_mode = true;
+    spec.backward = true;
+    PassResult r;
+    try {
+      r = s.run_pass(spec);
+      s.doc.passes.erase(s.doc.passes.size() - 1);  // one entry for the whole replay below
+    } catch (const Error& e) {
+      if (e.kind() == error_kind::kTimeout) throw;
+      raised = e.what();
+      break;
+    }
+    const Collector& col = *r.collector;
+    const double loss = r.loss ? r.loss->item<double>() : std::numeric_limits<double>::quiet_NaN();
+    if (step == 0) loss_first = loss;
+    if (std::isfinite(loss)) {
+      loss_max = std::max(loss_max, loss);
+      loss_last = loss;
+    }
+
+    // Module outputs of this step.
+    std::map<std::string, TensorStats> act;
+    for (const auto& t : taps)
+      if (t.kind == TapKind::kModuleOutput && col.records()[static_cast<size_t>(t.id)].calls > 0)
+        act[t.module].merge(col.records()[static_cast<size_t>(t.id)].fwd);
+    nlohmann::json modules = nlohmann::json::object();
+    double rms_max = 0, absmax_max = 0, step_growth = 0;
+    std::string rms_layer, step_growth_layer;
+    for (const auto& [path, st] : act) {
+      const double rms = st.rms(), am = st.absmax();
+      modules[path] = {{"rms", num(rms)}, {"absmax", num(am)}, {"nonfinite_count", st.nonfinite()}};
+      if (!is_leaf[path]) continue;
+      if (std::isfinite(rms) && rms > rms_max) {
+        rms_max = rms;
+        rms_layer = path;
+      }
+      if (std::isfinite(am)) absmax_max = std::max(absmax_max, am);
+      if (step == 0 && std::isfinite(rms) && rms > 0) rms0[path] = rms;
+      auto it = rms0.find(path);
+      if (it != rms0.end() && std::isfinite(rms) && rms / it->second > step_growth) {
+        step_growth = rms / it->second;
+        step_growth_layer = path;
+      }
+    }
+    double gain_max = 0;
+    std::string gain_layer;
+    for (const auto& [path, w] : gains) {
+      const double g = w.detach().abs().max().to(at::kDouble).item<double>();
+      if (!gain_layer.size() || g > gain_max) {
+        gain_max = g;
+        gain_layer = path;
+      }
+    }
+
+    nlohmann::json row = {{"step", step},       {"loss", num(loss)},          {"act_rms_max", rms_max},
+                          {"act_rms_max_layer", rms_layer}, {"act_absmax_max", absmax_max},
+                          {"act_growth", step_growth},       {"act_growth_layer", step == 0 ? std::string() : step_growth_layer}};
+    if (!gain_layer.empty()) {
+      row["gain_max"] = num(gain_max);
+      row["gain_max_layer"] = gain_layer;
+    }
+
+    // Non-finite forward: the first module output in execution order, else the loss.
+    const int64_t bad = col.first_nonfinite_tap();
+    if (bad >= 0 || !std::isfinite(loss)) {
+      nonfinite_step = step;
+      nonfinite_layer = bad >= 0 ? taps[static_cast<size_t>(bad)].module : std::string();
+      nonfinite_what = bad >= 0 ? "output" : "loss";
+      row["nonfinite"] = nonfinite_what + (bad >= 0 ? " of " + (nonfinite_layer.empty() ? std::string("<root>") : nonfinite_layer) : "");
+      row["modules"] = modules;
+      steps.push_back(row);
+      ++step;
+      break;
+    }
+    loss_before = loss;
+    if (step_growth > growth_max) {  // steps with a finite forward only
+      growth_max = step_growth;
+      growth_layer = step_growth_layer;
+      growth_step = step;
+    }
+
+    // Gradients and the update.
+    double gsq = 0, ratio_max = 0;
+    int64_t g_nonfinite = 0;
+    std::string ratio_param;
+    at::NoGradGuard ng;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const at::Tensor w = params[i].value;
+      const at::Tensor g = w.grad();
+      if (!g.defined()) continue;
+      const TensorStats gs = compute_stats(g.detach());
+      g_nonfinite += gs.nonfinite();
+      gsq += gs.sumsq;
+      at::Tensor upd;
+      if (adam) {
+        const double t = static_cast<double>(step + 1);
+        m1[i].mul_(kAdamBeta1).add_(g.detach(), 1 - kAdamBeta1);
+        m2[i].mul_(kAdamBeta2).addcmul_(g.detach(), g.detach(), 1 - kAdamBeta2);
+        const at::Tensor mh = m1[i] / (1 - std::pow(kAdamBeta1, t));
+        const at::Tensor vh = m2[i] / (1 - std::pow(kAdamBeta2, t));
+        upd = lr * mh / (vh.sqrt() + kAdamEps);
+      } else {
+        upd = lr * g.detach();
+      }
+      const double wn = norm_of(w);
+      const double un = norm_of(upd);
+      if (!zero_init[i] && w.dim() >= 2 && wn > 0 && std::isfinite(un) && un / wn > ratio_max) {
+        ratio_max = un / wn;
+        ratio_param = param_path(params[i].module, params[i].name);
+      }
+      w.detach().sub_(upd.to(w.scalar_type()));
+    }
+    row["grad_norm"] = num(std::sqrt(gsq));
+    row["grad_nonfinite_count"] = g_nonfinite;
+    row["update_ratio_max"] = ratio_max;
+    row["update_ratio_param"] = ratio_param;
+    if (g_nonfinite > 0 && grad_nonfinite_step < 0) grad_nonfinite_step = step;
+    row["modules"] = modules;
+    steps.push_back(row);
+  }
+
+  probe["steps_run"] = steps.size();
+  probe["loss"] = s.doc.probes.contains("loss") ? s.doc.probes["loss"].value("description", "") : "";
+  probe["snapshot"] = "parameters and buffers copied before the replay and restored after it; the model file is never written";
+  probe["steps"] = steps;
+  if (!raised.empty()) probe["raised"] = {{"step", step}, {"message", raised}};
+  s.doc.probes["replay"] = probe;
+  s.doc.passes.push_back({{"name", "replay"}, {"probe", "replay"}, {"mode", "train"}, {"dropout", true},
+                          {"backward", true}, {"traced_flags", "follow the pass mode"},
+                          {"steps", steps.size()},
+                          {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count()}});
+
+  MetricMap& mm = s.doc.model_metrics;
+  mm["replay.lr"] = lr;
+  mm["replay.optimizer"] = s.opt.optimizer;
+  mm["replay.steps_run"] = static_cast<int64_t>(steps.size());
+  mm["replay.loss_first"] = num(loss_first);
+  mm["replay.loss_max"] = num(std::isfinite(loss_max) ? loss_max : std::numeric_limits<double>::quiet_NaN());
+  mm["replay.loss_last"] = num(loss_last);
+  if (growth_step >= 0) {
+    mm["replay.act_growth_max"] = growth_max;
+    mm["replay.act_growth_layer"] = growth_layer;
+    mm["replay.act_growth_step"] = growth_step;
+  }
+  mm["replay.nonfinite"] = nonfinite_step >= 0;
+  if (nonfinite_step >= 0) {
+    mm["replay.nonfinite_step"] = nonfinite_step;
+    mm["replay.nonfinite_layer"] = nonfinite_layer;
+    mm["replay.nonfinite_what"] = nonfinite_what;
+    mm["replay.loss_before_nonfinite"] = num(loss_before);
+  }
+  if (grad_nonfinite_step >= 0) mm["replay.grad_nonfinite_step"] = grad_nonfinite_step;
+}
+
+}  // namespace nd
