@@ -42,6 +42,7 @@ struct PassSpec {
   bool backward = false;       ///< compute the loss and run backward (needs train_mode or grad)
   int64_t slice0 = 0;          ///< > 0: module outputs measured on example 0 only (PassConfig::slice0_batch)
   bool keep_baked = false;     ///< PassConfig::keep_baked: run traced flags as saved
+  bool batch_norm_stats = false;  ///< PassConfig::batch_norm_stats (only the normalization probe's eval pass reads them)
   const InstrumentedModel* instrumented = nullptr;  ///< default: the session's
   std::vector<c10::IValue> args;  ///< default (empty): the session's arguments
 };
@@ -60,6 +61,7 @@ class Session {
   std::unique_ptr<Collector> failed_collector;  ///< the collector of the last pass that raised
   std::string train_pass_error;       ///< why the train pass could not run ("" when it ran)
   c10::IValue train_output;           ///< output of the train pass (dropout on)
+  std::unique_ptr<Collector> train_collector;  ///< the train pass's statistics (null when it could not run)
   c10::optional<at::Tensor> target;   ///< --target, loaded on the first backward pass
   bool target_loaded = false;
 
