@@ -35,38 +35,67 @@ double TensorStats::l2() const { return std::sqrt(sumsq); }
 
 namespace {
 
-// Fast path for one block: assumes every element is finite. Accumulates in
-// float inside the block (256 elements) and in double across blocks. The
-// caller redoes the chunk with the careful path when the result is not
-// finite (a finite sum of squares proves there is no NaN/Inf).
+// Fast path for one block: assumes every element is finite. Eight
+// independent accumulators per quantity (lanes) let the compiler use SIMD
+// without reassociating floating-point sums itself; float inside a block of
+// 256 elements, double across blocks. The caller redoes the chunk with the
+// careful path when the result is not finite (a finite sum of squares proves
+// there is no NaN/Inf).
 template <typename T>
 TensorStats chunk_fast(const T* p, int64_t n) {
+  constexpr int kLanes = 8;
+  constexpr int64_t kBlock = 256;
   TensorStats s;
   s.numel = n;
-  float mn = std::numeric_limits<float>::infinity(), mx = -mn;
+  float mn[kLanes], mx[kLanes];
+  for (int l = 0; l < kLanes; ++l) {
+    mn[l] = std::numeric_limits<float>::infinity();
+    mx[l] = -std::numeric_limits<float>::infinity();
+  }
   double sum = 0, sumsq = 0;
   int64_t zeros = 0, beyond = 0;
-  constexpr int64_t kBlock = 256;
-  for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t e = std::min(n, b + kBlock);
-    float bs = 0, bq = 0;
-    int32_t bz = 0, bb = 0;
-    for (int64_t i = b; i < e; ++i) {
-      const float v = static_cast<float>(p[i]);
-      bs += v;
-      bq += v * v;
-      mn = v < mn ? v : mn;
-      mx = v > mx ? v : mx;
-      bz += (v == 0.0f);
-      bb += (std::fabs(v) > static_cast<float>(kFp16Max));
+  const float big = static_cast<float>(kFp16Max);
+  int64_t b = 0;
+  for (; b + kBlock <= n; b += kBlock) {
+    float bs[kLanes] = {}, bq[kLanes] = {};
+    int32_t bz[kLanes] = {}, bb[kLanes] = {};
+    for (int64_t i = b; i < b + kBlock; i += kLanes) {
+      for (int l = 0; l < kLanes; ++l) {
+        const float v = static_cast<float>(p[i + l]);
+        bs[l] += v;
+        bq[l] += v * v;
+        mn[l] = v < mn[l] ? v : mn[l];
+        mx[l] = v > mx[l] ? v : mx[l];
+        bz[l] += (v == 0.0f);
+        bb[l] += (std::fabs(v) > big);
+      }
     }
-    sum += bs;
-    sumsq += bq;
-    zeros += bz;
-    beyond += bb;
+    for (int l = 0; l < kLanes; ++l) {
+      sum += bs[l];
+      sumsq += bq[l];
+      zeros += bz[l];
+      beyond += bb[l];
+    }
   }
-  s.min = mn;
-  s.max = mx;
+  float rs = 0, rq = 0;
+  for (int64_t i = b; i < n; ++i) {  // the tail
+    const float v = static_cast<float>(p[i]);
+    rs += v;
+    rq += v * v;
+    mn[0] = v < mn[0] ? v : mn[0];
+    mx[0] = v > mx[0] ? v : mx[0];
+    zeros += (v == 0.0f);
+    beyond += (std::fabs(v) > big);
+  }
+  sum += rs;
+  sumsq += rq;
+  float lo = mn[0], hi = mx[0];
+  for (int l = 1; l < kLanes; ++l) {
+    lo = mn[l] < lo ? mn[l] : lo;
+    hi = mx[l] > hi ? mx[l] : hi;
+  }
+  s.min = lo;
+  s.max = hi;
   s.sum = sum;
   s.sumsq = sumsq;
   s.zeros = zeros;
@@ -203,14 +232,15 @@ void softmax_row(const T* p, int64_t n, SoftmaxStats& s) {
     s.max_prob_sum += std::numeric_limits<double>::quiet_NaN();
     return;
   }
+  // exp in float (as softmax itself), sums in double.
   double z = 0, ez = 0;
   for (int64_t i = 0; i < n; ++i) {
     const float v = static_cast<float>(p[i]);
     if (std::isnan(v) || v <= kMasked) continue;
-    const double d = static_cast<double>(v) - static_cast<double>(m);
-    const double e = std::exp(d);
+    const float d = v - m;
+    const float e = std::exp(d);
     z += e;
-    ez += e * d;
+    ez += static_cast<double>(e) * d;
   }
   const double pmax = 1.0 / z;
   s.max_prob_sum += pmax;
