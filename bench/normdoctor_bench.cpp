@@ -13,9 +13,11 @@
 //   memory        peak resident set size (VmHWM) of a fresh child process running
 //                 `check` against one running the plain pass.
 // Times are medians of repeated runs after warm-up; plain and instrumented
-// passes alternate so that load from other processes hits both alike. A
-// second table times `check` at 12, 24 and 48 transformer blocks. Last, one
-// line per model: `MODEL overhead=X check_vs_passes=Y memory=Z`.
+// passes alternate, and each check is followed by the plain equivalents of
+// its passes, so that load from other processes hits both alike. A second
+// table compares eval-mode forwards; a third times `check` at 12, 24 and 48
+// transformer blocks. Last, one line per model:
+// `MODEL overhead=X check_vs_passes=Y memory=Z`.
 #include <unistd.h>
 
 #include <algorithm>
@@ -63,12 +65,6 @@ long proc_status_kb(const std::string& key) {
   while (std::getline(f, line))
     if (line.rfind(key + ":", 0) == 0) return std::strtol(line.c_str() + key.size() + 1, nullptr, 10);
   return -1;
-}
-
-std::string fmt(double v, int prec = 2) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.*f", prec, v);
-  return b;
 }
 
 /// The model and its sample batch.
@@ -161,6 +157,17 @@ double instrumented_pass(Bench& b, nd::InstrumentedModel& im) {
   return seconds_since(t0);
 }
 
+/// One instrumented eval-mode forward without gradient (the normalization probe's passes); returns seconds.
+double instrumented_eval(Bench& b, nd::InstrumentedModel& im) {
+  const auto t0 = Clock::now();
+  b.model.module.train(false);
+  nd::Collector c(im.taps().size());
+  nd::PassConfig cfg;
+  torch::NoGradGuard ng;
+  im.run(b.args, cfg, c);
+  return seconds_since(t0);
+}
+
 /// `normdoctor check` in-process; returns the JSON report.
 nlohmann::json run_cli_check(const std::string& model, const std::string& input, const std::string& report, int threads) {
   std::vector<std::string> argv_s = {"normdoctor", "check", model, "--input", input, "--format", "json", "-o", report,
@@ -211,13 +218,11 @@ int child_main(const std::string& mode, const std::string& model, const std::str
   return 0;
 }
 
-/// Key of a plain pass: (train mode, backward, examples).
-using PassKey = std::tuple<bool, bool, int64_t>;
 
 struct Row {
   std::string name;
   size_t modules = 0, taps = 0;
-  double load = 0, jit_load = 0, rewrite = 0, plain = 0, instr = 0, check = 0, passes_plain = 0, passes_in_check = 0;
+  double load = 0, jit_load = 0, rewrite = 0, plain = 0, instr = 0, eval_plain = 0, eval_instr = 0, check = 0, passes_plain = 0, passes_in_check = 0;
   size_t passes = 0;
   long rss_plain = 0, rss_check = 0, rss_base = 0;
 };
@@ -240,43 +245,41 @@ Bench open_bench(const Options& o, const std::string& name) {
   return b;
 }
 
-/// Median time of `check` and the plain passes it ran; fills r.check, r.passes*.
-void measure_check(const Options& o, Bench& b, Row& r, std::map<PassKey, double>& plain_cache) {
+/// Median time of `check` and of the plain passes it ran; fills r.check,
+/// r.passes*. Each repetition runs `check` and then the plain equivalent of
+/// every pass it reported, so that load from other processes hits both alike.
+void measure_check(const Options& o, Bench& b, Row& r) {
   const std::string report = "/tmp/normdoctor_bench_" + std::to_string(getpid()) + ".json";
-  nlohmann::json rep;
-  std::vector<double> t;
+  const int64_t batch = b.args.front().toTensor().size(0);
+  std::vector<double> tc, tp, tin;
   for (int i = 0; i < o.check_reps + 1; ++i) {  // the first is warm-up
     const auto t0 = Clock::now();
-    rep = run_cli_check(b.model_path, b.input_path, report, o.threads);
-    if (i > 0) t.push_back(seconds_since(t0));
+    nlohmann::json rep = run_cli_check(b.model_path, b.input_path, report, o.threads);
+    const double tcheck = seconds_since(t0);
+    double plain = 0, in_pass = 0;
+    size_t passes = 0;
+    for (const auto& p : rep["probes"]["passes"]) {
+      const std::string name = p.value("name", "");
+      const bool train = p.value("mode", "") == "train";
+      const bool backward = p.value("backward", false);
+      // eval-example0 / eval-example-last run one example (normalization probe).
+      const int64_t examples = name.rfind("eval-example", 0) == 0 ? 1 : batch;
+      const auto args = examples == batch ? b.args : first_examples(b.args, examples);
+      if (i == 0) plain_pass(b, args, train, backward);  // warm-up
+      plain += plain_pass(b, args, train, backward);
+      ++passes;
+    }
+    for (const auto& p : rep["timing"]["passes"]) in_pass += p.value("seconds", 0.0);
+    if (i == 0) continue;
+    tc.push_back(tcheck);
+    tp.push_back(plain);
+    tin.push_back(in_pass);
+    r.passes = passes;
   }
   std::remove(report.c_str());
-  r.check = median(t);
-  const int64_t batch = b.args.front().toTensor().size(0);
-  r.passes = 0;
-  r.passes_plain = 0;
-  for (const auto& p : rep["probes"]["passes"]) {
-    const std::string name = p.value("name", "");
-    const bool train = p.value("mode", "") == "train";
-    const bool backward = p.value("backward", false);
-    // eval-example0 / eval-example-last run one example (normalization probe).
-    const int64_t examples = name.rfind("eval-example", 0) == 0 ? 1 : batch;
-    const PassKey key{train, backward, examples};
-    auto it = plain_cache.find(key);
-    if (it == plain_cache.end()) {
-      const auto args = examples == batch ? b.args : first_examples(b.args, examples);
-      std::vector<double> ts;
-      for (int i = 0; i < o.warmup + o.reps; ++i) {
-        const double s = plain_pass(b, args, train, backward);
-        if (i >= o.warmup) ts.push_back(s);
-      }
-      it = plain_cache.emplace(key, median(ts)).first;
-    }
-    r.passes_plain += it->second;
-    ++r.passes;
-  }
-  r.passes_in_check = 0;
-  for (const auto& p : rep["timing"]["passes"]) r.passes_in_check += p.value("seconds", 0.0);
+  r.check = median(tc);
+  r.passes_plain = median(tp);
+  r.passes_in_check = median(tin);
 }
 
 Row measure_model(const Options& o, const std::string& name) {
@@ -321,9 +324,18 @@ Row measure_model(const Options& o, const std::string& name) {
   }
   r.plain = median(tp);
   r.instr = median(ti);
-  std::map<PassKey, double> cache;
-  cache[PassKey{true, true, b.args.front().toTensor().size(0)}] = r.plain;
-  measure_check(o, b, r, cache);
+  std::vector<double> ep, ei;
+  for (int i = 0; i < o.warmup + o.reps; ++i) {
+    const double p = plain_pass(b, b.args, false, false);
+    const double q = instrumented_eval(b, *im);
+    if (i >= o.warmup) {
+      ep.push_back(p);
+      ei.push_back(q);
+    }
+  }
+  r.eval_plain = median(ep);
+  r.eval_instr = median(ei);
+  measure_check(o, b, r);
   const auto [hp, bp] = child_peak("plain", b, o.threads);
   const auto [hc, bc] = child_peak("check", b, o.threads);
   r.rss_plain = hp;
@@ -379,6 +391,11 @@ int main(int argc, char** argv) {
                   r.name.c_str(), r.modules, r.taps, r.jit_load, r.load, r.rewrite, r.plain * 1e3, r.instr * 1e3, r.check, r.passes,
                   r.passes_plain, r.passes_in_check, r.instr / r.plain, r.check / r.passes_plain, r.rss_plain / 1024.0,
                   r.rss_check / 1024.0);
+    std::printf("\n%-12s %12s %12s %9s   (eval-mode forward without gradient, every module measured)\n", "model",
+                "eval_plain_ms", "eval_instr_ms", "eval_ovh");
+    for (const auto& r : rows)
+      std::printf("%-12s %12.1f %12.1f %9.2f\n", r.name.c_str(), r.eval_plain * 1e3, r.eval_instr * 1e3,
+                  r.eval_instr / r.eval_plain);
     std::cout << "\n(jit_ld_s: torch::jit::load alone; load_s: normdoctor's model loading (the same plus inventory and "
                  "SHA-256); graph_s: building the instrumented graph;\n plain_s: sum of the plain passes equivalent to those check ran; in_pass_s: the pass times check "
                  "itself reported; rss: peak of a fresh process, LibTorch alone ~"
@@ -386,9 +403,9 @@ int main(int argc, char** argv) {
 
     if (o.depth && o.only.empty()) {
       std::cout << "\ncheck time against depth (transformer, hidden 256, 4 heads, sequence 128, batch 8)\n";
-      std::printf("%-8s %7s %8s %8s %9s %9s %8s %12s\n", "blocks", "modules", "load_s", "graph_s", "plain_ms", "check_s",
+      std::printf("%-8s %7s %8s %8s %9s %9s %8s %13s\n", "blocks", "modules", "load_s", "graph_s", "plain_s", "check_s",
                   "chk/pass", "check_s/block");
-      std::vector<std::pair<int, double>> pts;
+      std::vector<std::pair<int, double>> pts, plain_pts;
       for (int d : {12, 24, 48}) {
         const std::string name = "transformer_d" + std::to_string(d);
         std::cerr << "bench: " << name << "\n";
@@ -400,26 +417,20 @@ int main(int argc, char** argv) {
         t0 = Clock::now();
         nd::InstrumentedModel im(b.model);
         r.rewrite = seconds_since(t0);
-        std::vector<double> tp;
-        for (int i = 0; i < o.warmup + o.reps; ++i) {
-          const double s = plain_pass(b, b.args, true, true);
-          if (i >= o.warmup) tp.push_back(s);
-        }
-        r.plain = median(tp);
-        std::map<PassKey, double> cache;
-        cache[PassKey{true, true, b.args.front().toTensor().size(0)}] = r.plain;
         Options oc = o;
         oc.check_reps = std::max(1, o.check_reps - 1);
-        measure_check(oc, b, r, cache);
+        measure_check(oc, b, r);
         pts.push_back({d, r.check});
-        std::printf("%-8d %7zu %8.3f %8.3f %9.1f %9.3f %8.2f %12.4f\n", d, b.model.modules.size(), r.load, r.rewrite,
-                    r.plain * 1e3, r.check, r.check / r.passes_plain, r.check / d);
+        plain_pts.push_back({d, r.passes_plain});
+        std::printf("%-8d %7zu %8.3f %8.3f %9.3f %9.3f %8.2f %13.4f\n", d, b.model.modules.size(), r.load, r.rewrite,
+                    r.passes_plain, r.check, r.check / r.passes_plain, r.check / d);
       }
       if (pts.size() == 3) {
-        const double s1 = (pts[1].second - pts[0].second) / (pts[1].first - pts[0].first);
-        const double s2 = (pts[2].second - pts[1].second) / (pts[2].first - pts[1].first);
-        std::printf("marginal cost per block: %.4f s (12->24), %.4f s (24->48); ratio %.2f (1.00 = linear)\n", s1, s2,
-                    s2 / s1);
+        auto marginal = [](const std::vector<std::pair<int, double>>& v, size_t i) {
+          return (v[i + 1].second - v[i].second) / (v[i + 1].first - v[i].first);
+        };
+        std::printf("marginal cost per block, check: %.4f s (12->24), %.4f s (24->48); plain passes: %.4f s, %.4f s\n",
+                    marginal(pts, 0), marginal(pts, 1), marginal(plain_pts, 0), marginal(plain_pts, 1));
       }
     }
     std::cout << "\n";
@@ -429,6 +440,8 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "normdoctor_bench: " << e.what() << "\n";
+    if (!o.dir.empty() && access((o.dir + "/resnet18.pt").c_str(), R_OK) != 0)
+      std::cerr << "  make the models first: /usr/bin/python3 fixtures/make_bench_models.py " << o.dir << "\n";
     return 2;
   }
 }
