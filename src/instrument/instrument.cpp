@@ -7,6 +7,7 @@
 #include <iostream>
 #include <limits>
 #include <set>
+#include <tuple>
 
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/constants.h>
@@ -262,15 +263,65 @@ double TapRecord::cmp_rel() const {
 // ---------------------------------------------------------------------------
 // Collector
 
-void SoftmaxStats::merge(const SoftmaxStats& o) {
-  rows += o.rows;
-  onehot_rows += o.onehot_rows;
-  masked_rows += o.masked_rows;
-  nan_rows += o.nan_rows;
-  max_prob_sum += o.max_prob_sum;
-  entropy_sum += o.entropy_sum;
-  row_len_max = std::max(row_len_max, o.row_len_max);
-  logit_absmax = std::max(logit_absmax, o.logit_absmax);
+Collector::Measured Collector::measure(const at::Tensor& x, const at::Tensor& key, bool sliced, LastSeen& last) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (last.x.defined() && last.x.unsafeGetTensorImpl() == key.unsafeGetTensorImpl() && last.version == key._version() &&
+        last.sliced == sliced)
+      return last.m;
+  }
+  Measured m;
+  if (x.numel() > 0 && (defer_cpu || !x.device().is_cpu()))
+    m.packed = stats_on_device(x);
+  else
+    m.stats = compute_stats(x);
+  std::lock_guard<std::mutex> lock(mu_);
+  last.x = key;
+  last.version = key._version();
+  last.sliced = sliced;
+  last.m = m;
+  return m;
+}
+
+// Merges one measurement (mu_ held).
+void Collector::add(int64_t id, bool grad, int64_t seq, bool module_output, const Measured& m, int64_t numel) {
+  if (m.packed.defined()) {
+    pending_.push_back({id, seq, numel, grad, module_output, m.packed});
+    return;
+  }
+  TapRecord& r = records_[static_cast<size_t>(id)];
+  (grad ? r.grad : r.fwd).merge(m.stats);
+  if (!module_output || m.stats.nonfinite() == 0) return;
+  if (grad && seq < first_nonfinite_grad_seq_) {
+    first_nonfinite_grad_seq_ = seq;
+    first_nonfinite_grad_ = id;
+  } else if (!grad && seq < first_nonfinite_fwd_seq_) {
+    first_nonfinite_fwd_seq_ = seq;
+    first_nonfinite_fwd_ = id;
+  }
+}
+
+void Collector::finish() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  last_fwd_ = LastSeen{};
+  last_grad_ = LastSeen{};
+  if (pending_.empty()) return;
+  // One read-back per device for the whole pass.
+  std::map<std::string, std::vector<size_t>> by_device;
+  for (size_t i = 0; i < pending_.size(); ++i) by_device[pending_[i].packed.device().str()].push_back(i);
+  for (const auto& [dev, idx] : by_device) {
+    std::vector<at::Tensor> parts;
+    for (size_t i : idx) parts.push_back(pending_[i].packed);
+    const at::Tensor host = at::stack(parts).cpu().contiguous();
+    const double* v = host.data_ptr<double>();
+    for (size_t k = 0; k < idx.size(); ++k) {
+      const Pending& p = pending_[idx[k]];
+      Measured m;
+      m.stats = unpack_stats(v + 8 * k, p.numel);
+      const_cast<Collector*>(this)->add(p.id, p.grad, p.seq, p.module_output, m, p.numel);
+    }
+  }
+  pending_.clear();
 }
 
 void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
@@ -278,13 +329,11 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
   at::Tensor x = x0.detach();
   if (site.kind == TapKind::kBatchNormInput) {
     BatchNormStats b;
-    if (x.is_floating_point() && x.dim() >= 2 && x.numel() > 0) {
+    if (batch_norm_stats && x.is_floating_point() && x.dim() >= 2 && x.numel() > 0) {
       const int64_t n = x.size(0), c = x.size(1);
-      at::Tensor xv = x.reshape({n, c, -1}).to(at::kDouble);
       b.examples = n;
-      b.spatial = xv.size(2);
-      b.example_mean = xv.mean(2).cpu();
-      b.example_var = xv.var(2, /*unbiased=*/false).cpu();
+      b.spatial = (n * c) != 0 ? x.numel() / (n * c) : 1;
+      std::tie(b.example_mean, b.example_var) = channel_moments(x);
       b.mean = b.example_mean.mean(0);
       b.var = (b.example_var + b.example_mean.pow(2)).mean(0) - b.mean.pow(2);
     }
@@ -300,43 +349,31 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
     last_bn_tap_ = site.id;
     return;
   }
-  if (slice0_batch > 0 && (site.kind == TapKind::kModuleOutput || site.kind == TapKind::kModuleInput) && x.dim() >= 1 &&
-      x.size(0) == slice0_batch)
+  const bool module_kind = site.kind == TapKind::kModuleOutput || site.kind == TapKind::kModuleInput;
+  bool sliced = false;
+  if (slice0_batch > 0 && module_kind && x.dim() >= 1 && x.size(0) == slice0_batch) {
     x = x.select(0, 0).contiguous();
-  TensorStats s;
+    sliced = true;
+  }
+  Measured m;
   int64_t saturated = 0;
   SoftmaxStats sm;
   const bool floating = x.is_floating_point();
-  if (floating || site.kind == TapKind::kModuleOutput || site.kind == TapKind::kModuleInput) s = compute_stats(x);
-  if (floating && (site.kind == TapKind::kSigmoidInput || site.kind == TapKind::kTanhInput)) {
-    const double thr = site.kind == TapKind::kSigmoidInput ? 6.0 : 3.0;
-    saturated = (x.abs() > thr).sum().item<int64_t>();
-  }
+  if (floating || module_kind) m = measure(x, x0, sliced, last_fwd_);
+  if (floating && (site.kind == TapKind::kSigmoidInput || site.kind == TapKind::kTanhInput))
+    saturated = count_abs_above(x, site.kind == TapKind::kSigmoidInput ? 6.0 : 3.0);
   const bool scores = site.kind == TapKind::kSoftmaxInput || site.kind == TapKind::kAttentionScores;
   if (floating && scores && x.dim() >= 1 && x.numel() > 0) {
     const int64_t sdim = site.kind == TapKind::kAttentionScores ? -1 : site.dim;
     const int64_t dim = sdim < 0 ? sdim + x.dim() : sdim;
     if (dim >= 0 && dim < x.dim()) {
+      sm = softmax_stats(x, dim);
+      // Rows with no unmasked entry, and whether the model's own softmax
+      // makes NaN of them (every logit -inf, none NaN before).
       at::Tensor xf = x.to(at::kFloat);
-      at::Tensor masked = (xf <= -1e4).logical_or(at::isnan(xf));
-      at::Tensor valid = masked.logical_not().sum(dim);
-      at::Tensor eligible = valid >= 2;
-      at::Tensor logits = xf.masked_fill(masked, -std::numeric_limits<float>::infinity());
-      at::Tensor p = at::softmax(logits, dim);
-      at::Tensor pmax = std::get<0>(p.max(dim));
-      at::Tensor ent = -at::xlogy(p, p).nan_to_num(0).sum(dim);
-      sm.rows = eligible.sum().item<int64_t>();
-      sm.onehot_rows = (pmax > 0.99).logical_and(eligible).sum().item<int64_t>();
-      sm.max_prob_sum = pmax.masked_fill(eligible.logical_not(), 0).sum().item<double>();
-      sm.entropy_sum = ent.masked_fill(eligible.logical_not(), 0).sum().item<double>();
-      sm.row_len_max = valid.numel() ? valid.max().item<int64_t>() : 0;
-      at::Tensor finite_logits = xf.masked_fill(masked.logical_or(at::isinf(xf)), 0);
-      sm.logit_absmax = finite_logits.numel() ? finite_logits.abs().max().item<double>() : 0.0;
-      at::Tensor dead = valid == 0;
+      at::Tensor dead = (xf > -1e4).logical_and(at::isnan(xf).logical_not()).sum(dim) == 0;
       sm.masked_rows = dead.sum().item<int64_t>();
       if (sm.masked_rows > 0 && site.kind == TapKind::kSoftmaxInput) {
-        // What the model's own softmax does with such a row: NaN when every
-        // logit is -inf (and none was NaN before).
         at::Tensor made_nan = at::softmax(xf, dim).isnan().any(dim).logical_and(at::isnan(xf).any(dim).logical_not());
         sm.nan_rows = made_nan.logical_and(dead).sum().item<int64_t>();
       }
@@ -374,21 +411,19 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
     r.cmp_ref_sq += ref_sq;
     ++r.cmp_calls;
   }
-  r.fwd.merge(s);
+  add(site.id, false, seq, site.kind == TapKind::kModuleOutput, m, x.numel());
   r.saturated += saturated;
   r.softmax.merge(sm);
-  if (site.kind == TapKind::kModuleOutput && s.nonfinite() > 0 && first_nonfinite_fwd_ < 0) first_nonfinite_fwd_ = site.id;
 }
 
 void Collector::on_grad(int64_t id, const at::Tensor& g) {
-  TensorStats s = compute_stats(g.detach());
+  Measured m = measure(g.detach(), g, false, last_grad_);
   std::lock_guard<std::mutex> lock(mu_);
   TapRecord& r = records_[static_cast<size_t>(id)];
   const int64_t seq = grad_seq_++;
   if (r.first_grad < 0) r.first_grad = seq;
   ++r.grad_calls;
-  r.grad.merge(s);
-  if (s.nonfinite() > 0 && first_nonfinite_grad_ < 0) first_nonfinite_grad_ = id;
+  add(id, true, seq, true, m, g.numel());
 }
 
 // ---------------------------------------------------------------------------
@@ -953,6 +988,7 @@ c10::IValue InstrumentedModel::run(const std::vector<c10::IValue>& args, const P
   ctx.collector = &collector;
   ctx.cfg = cfg;
   collector.slice0_batch = cfg.slice0_batch;
+  collector.batch_norm_stats = cfg.batch_norm_stats;
   torch::jit::Stack stack;
   stack.reserve(args.size() + 1);
   stack.emplace_back(model_.module._ivalue());

@@ -98,20 +98,12 @@ struct PassConfig {
   /// true: flags that tracing baked in keep their saved value (the model as
   /// a user runs it); false: they follow `training` (the switch restored).
   bool keep_baked = false;
+  /// Per-channel statistics of batch_norm inputs (TapRecord::bn); off, a
+  /// batch_norm tap only records that it fired.
+  bool batch_norm_stats = true;
 };
 
 /// Statistics gathered by the taps of one pass. Thread-safe for gradient hooks.
-/// Softmax rows: `rows` counts rows with >= 2 unmasked entries (logit >
-/// -1e4); `masked_rows` rows with none (every logit <= -1e4 or -inf);
-/// `nan_rows` masked rows whose softmax is NaN (every logit -inf, no NaN
-/// among them: the NaN is made by the softmax itself). The
-/// scaled_dot_product_attention tap leaves nan_rows at 0: the operator (PyTorch
-/// >= 2.5 and normdoctor's fallback) gives zeros for such rows.
-struct SoftmaxStats {
-  int64_t rows = 0, onehot_rows = 0, row_len_max = 0, masked_rows = 0, nan_rows = 0;
-  double max_prob_sum = 0, entropy_sum = 0, logit_absmax = 0;
-  void merge(const SoftmaxStats& o);
-};
 /// Per-channel statistics of a batch_norm input [N, C, *] (first call in the pass).
 struct BatchNormStats {
   int64_t examples = 0;        ///< N
@@ -141,15 +133,20 @@ struct TapRecord {
   /// sqrt(cmp_diff_sq / cmp_ref_sq); 0 when nothing differs; NaN when nothing was compared.
   double cmp_rel() const;
 };
+/// Statistics gathered by the taps of one pass. Thread-safe for gradient hooks.
+///
+/// Statistics of tensors off the CPU stay on their device until the pass is
+/// read (no host synchronization per tap): finish() reads them all back in
+/// one transfer; every accessor calls it first.
 class Collector {
  public:
   explicit Collector(size_t taps) : records_(taps) {}
-  std::vector<TapRecord>& records() { return records_; }
-  const std::vector<TapRecord>& records() const { return records_; }
+  std::vector<TapRecord>& records() { finish(); return records_; }
+  const std::vector<TapRecord>& records() const { finish(); return records_; }
   /// First tap (by firing order) whose forward values held NaN/Inf; -1 if none.
-  int64_t first_nonfinite_tap() const { return first_nonfinite_fwd_; }
+  int64_t first_nonfinite_tap() const { finish(); return first_nonfinite_fwd_; }
   /// First tap (by gradient hook order) whose gradient held NaN/Inf; -1 if none.
-  int64_t first_nonfinite_grad_tap() const { return first_nonfinite_grad_; }
+  int64_t first_nonfinite_grad_tap() const { finish(); return first_nonfinite_grad_; }
   int64_t fires() const { return fire_seq_; }
   /// The last batch_norm input tap that fired (names the layer when batch_norm raises); -1 if none.
   int64_t last_batch_norm_tap() const { return last_bn_tap_; }
@@ -168,16 +165,47 @@ class Collector {
   /// may modify the tensor in place (the precision probe rounds module
   /// outputs to fp16/bf16 this way); the statistics then see the new values.
   std::function<void(const TapSite&, const at::Tensor&)> hook;
+  bool batch_norm_stats = true;  ///< copied from PassConfig by InstrumentedModel::run
+  /// Defer CPU tensors' statistics too (the device path; tests use it on a CPU build).
+  bool defer_cpu = false;
+
+  /// Reads back the statistics kept on a device and merges them into the
+  /// records; drops the tensors kept to recognize a repeated tap. Idempotent.
+  void finish() const;
 
   // Called by the tap operator and the gradient hooks.
   void on_forward(const TapSite& site, const at::Tensor& x);
   void on_grad(int64_t id, const at::Tensor& g);
 
  private:
-  std::mutex mu_;
-  std::vector<TapRecord> records_;
+  // Statistics of one tensor, either computed (CPU) or pending on its device.
+  struct Measured {
+    TensorStats stats;
+    at::Tensor packed;  ///< stats_on_device values, when deferred
+  };
+  // The last tensor measured: nested modules return the same tensor (a
+  // block's output is also its container's), so a chain of taps reads it once.
+  struct LastSeen {
+    at::Tensor x;
+    int64_t version = -1;
+    bool sliced = false;
+    Measured m;
+  };
+  Measured measure(const at::Tensor& x, const at::Tensor& key, bool sliced, LastSeen& last);
+  void add(int64_t id, bool grad, int64_t seq, bool module_output, const Measured& m, int64_t numel);
+
+  mutable std::mutex mu_;
+  mutable std::vector<TapRecord> records_;
+  struct Pending {
+    int64_t id, seq, numel;
+    bool grad, module_output;
+    at::Tensor packed;
+  };
+  mutable std::vector<Pending> pending_;
+  mutable LastSeen last_fwd_, last_grad_;
   int64_t fire_seq_ = 0, grad_seq_ = 0;
-  int64_t first_nonfinite_fwd_ = -1, first_nonfinite_grad_ = -1;
+  mutable int64_t first_nonfinite_fwd_ = -1, first_nonfinite_grad_ = -1;
+  mutable int64_t first_nonfinite_fwd_seq_ = INT64_MAX, first_nonfinite_grad_seq_ = INT64_MAX;
   int64_t last_bn_tap_ = -1;
 };
 

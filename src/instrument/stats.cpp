@@ -35,38 +35,67 @@ double TensorStats::l2() const { return std::sqrt(sumsq); }
 
 namespace {
 
-// Fast path for one block: assumes every element is finite. Accumulates in
-// float inside the block (256 elements) and in double across blocks. The
-// caller redoes the chunk with the careful path when the result is not
-// finite (a finite sum of squares proves there is no NaN/Inf).
+// Fast path for one block: assumes every element is finite. Eight
+// independent accumulators per quantity (lanes) let the compiler use SIMD
+// without reassociating floating-point sums itself; float inside a block of
+// 256 elements, double across blocks. The caller redoes the chunk with the
+// careful path when the result is not finite (a finite sum of squares proves
+// there is no NaN/Inf).
 template <typename T>
 TensorStats chunk_fast(const T* p, int64_t n) {
+  constexpr int kLanes = 8;
+  constexpr int64_t kBlock = 256;
   TensorStats s;
   s.numel = n;
-  float mn = std::numeric_limits<float>::infinity(), mx = -mn;
+  float mn[kLanes], mx[kLanes];
+  for (int l = 0; l < kLanes; ++l) {
+    mn[l] = std::numeric_limits<float>::infinity();
+    mx[l] = -std::numeric_limits<float>::infinity();
+  }
   double sum = 0, sumsq = 0;
   int64_t zeros = 0, beyond = 0;
-  constexpr int64_t kBlock = 256;
-  for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t e = std::min(n, b + kBlock);
-    float bs = 0, bq = 0;
-    int32_t bz = 0, bb = 0;
-    for (int64_t i = b; i < e; ++i) {
-      const float v = static_cast<float>(p[i]);
-      bs += v;
-      bq += v * v;
-      mn = v < mn ? v : mn;
-      mx = v > mx ? v : mx;
-      bz += (v == 0.0f);
-      bb += (std::fabs(v) > static_cast<float>(kFp16Max));
+  const float big = static_cast<float>(kFp16Max);
+  int64_t b = 0;
+  for (; b + kBlock <= n; b += kBlock) {
+    float bs[kLanes] = {}, bq[kLanes] = {};
+    int32_t bz[kLanes] = {}, bb[kLanes] = {};
+    for (int64_t i = b; i < b + kBlock; i += kLanes) {
+      for (int l = 0; l < kLanes; ++l) {
+        const float v = static_cast<float>(p[i + l]);
+        bs[l] += v;
+        bq[l] += v * v;
+        mn[l] = v < mn[l] ? v : mn[l];
+        mx[l] = v > mx[l] ? v : mx[l];
+        bz[l] += (v == 0.0f);
+        bb[l] += (std::fabs(v) > big);
+      }
     }
-    sum += bs;
-    sumsq += bq;
-    zeros += bz;
-    beyond += bb;
+    for (int l = 0; l < kLanes; ++l) {
+      sum += bs[l];
+      sumsq += bq[l];
+      zeros += bz[l];
+      beyond += bb[l];
+    }
   }
-  s.min = mn;
-  s.max = mx;
+  float rs = 0, rq = 0;
+  for (int64_t i = b; i < n; ++i) {  // the tail
+    const float v = static_cast<float>(p[i]);
+    rs += v;
+    rq += v * v;
+    mn[0] = v < mn[0] ? v : mn[0];
+    mx[0] = v > mx[0] ? v : mx[0];
+    zeros += (v == 0.0f);
+    beyond += (std::fabs(v) > big);
+  }
+  sum += rs;
+  sumsq += rq;
+  float lo = mn[0], hi = mx[0];
+  for (int l = 1; l < kLanes; ++l) {
+    lo = mn[l] < lo ? mn[l] : lo;
+    hi = mx[l] > hi ? mx[l] : hi;
+  }
+  s.min = lo;
+  s.max = hi;
   s.sum = sum;
   s.sumsq = sumsq;
   s.zeros = zeros;
@@ -117,37 +146,6 @@ TensorStats cpu_stats(const at::Tensor& t) {
   return out;
 }
 
-TensorStats aten_stats(const at::Tensor& t0) {
-  at::Tensor t = t0.is_floating_point() ? t0 : t0.to(at::kFloat);
-  TensorStats s;
-  s.numel = t.numel();
-  if (s.numel == 0) return s;
-  at::Tensor fin = at::isfinite(t);
-  at::Tensor zero = at::zeros({}, t.options());
-  at::Tensor tf = at::where(fin, t, zero).to(at::kDouble);
-  at::Tensor big = at::full({}, std::numeric_limits<double>::infinity(), tf.options());
-  at::Tensor packed = at::stack({
-      at::isnan(t).sum().to(at::kDouble),
-      fin.logical_not().sum().to(at::kDouble),
-      (tf.abs() > kFp16Max).sum().to(at::kDouble),
-      (t == 0).logical_and(fin).sum().to(at::kDouble),
-      at::where(fin, tf, big).min(),
-      at::where(fin, tf, -big).max(),
-      tf.sum(),
-      (tf * tf).sum(),
-  }).cpu();
-  const double* v = packed.data_ptr<double>();
-  s.nan = static_cast<int64_t>(v[0]);
-  s.inf = static_cast<int64_t>(v[1]) - s.nan;
-  s.beyond_fp16 = static_cast<int64_t>(v[2]);
-  s.zeros = static_cast<int64_t>(v[3]);
-  s.min = v[4];
-  s.max = v[5];
-  s.sum = v[6];
-  s.sumsq = v[7];
-  return s;
-}
-
 }  // namespace
 
 TensorStats compute_stats(const at::Tensor& t) {
@@ -161,7 +159,238 @@ TensorStats compute_stats(const at::Tensor& t) {
       default: break;
     }
   }
-  return aten_stats(t);
+  if (t.device().is_cpu() && !t.is_sparse() && t.is_floating_point()) return compute_stats(t.contiguous());
+  at::Tensor packed = stats_on_device(t).cpu();
+  return unpack_stats(packed.data_ptr<double>(), t.numel());
+}
+
+at::Tensor stats_on_device(const at::Tensor& t0) {
+  at::Tensor t = t0.is_floating_point() ? t0 : t0.to(at::kFloat);
+  if (t.numel() == 0) {
+    const double inf = std::numeric_limits<double>::infinity();
+    return at::tensor({0.0, 0.0, 0.0, 0.0, inf, -inf, 0.0, 0.0}, t.options().dtype(at::kDouble));
+  }
+  // Reductions accumulate in float64 without a float64 copy of the tensor.
+  at::Tensor fin = at::isfinite(t);
+  at::Tensor tf = at::where(fin, t, at::zeros({}, t.options()));
+  const double inf = std::numeric_limits<double>::infinity();
+  at::Tensor big = at::full({}, inf, t.options());
+  return at::stack({
+      at::isnan(t).sum().to(at::kDouble),
+      fin.logical_not().sum().to(at::kDouble),
+      (tf.abs() > kFp16Max).sum().to(at::kDouble),
+      (t == 0).sum().to(at::kDouble),
+      at::where(fin, t, big).min().to(at::kDouble),
+      at::where(fin, t, -big).max().to(at::kDouble),
+      tf.sum(at::kDouble),
+      at::linalg_vector_norm(tf, 2, c10::nullopt, false, at::kDouble).square(),
+  });
+}
+
+TensorStats unpack_stats(const double* v, int64_t numel) {
+  TensorStats s;
+  s.numel = numel;
+  if (numel == 0) return s;
+  s.nan = static_cast<int64_t>(v[0]);
+  s.inf = static_cast<int64_t>(v[1]) - s.nan;
+  s.beyond_fp16 = static_cast<int64_t>(v[2]);
+  s.zeros = static_cast<int64_t>(v[3]);
+  s.min = v[4];
+  s.max = v[5];
+  s.sum = v[6];
+  s.sumsq = v[7];
+  return s;
+}
+
+namespace {
+
+// One row of softmax statistics; `p` holds `n` logits.
+template <typename T>
+void softmax_row(const T* p, int64_t n, SoftmaxStats& s) {
+  constexpr float kMasked = -1e4f;
+  int64_t valid = 0;
+  float m = -std::numeric_limits<float>::infinity();
+  bool pos_inf = false;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = static_cast<float>(p[i]);
+    if (std::isnan(v) || v <= kMasked) continue;
+    ++valid;
+    if (std::isinf(v)) {
+      pos_inf = true;
+      continue;
+    }
+    m = v > m ? v : m;
+    const double a = std::fabs(static_cast<double>(v));
+    s.logit_absmax = a > s.logit_absmax ? a : s.logit_absmax;
+  }
+  s.row_len_max = std::max(s.row_len_max, valid);
+  if (valid < 2) return;
+  ++s.rows;
+  if (pos_inf) {
+    // softmax of +inf is NaN (inf - inf): the largest probability is NaN
+    // and the entropy terms are NaN, counted as 0 (as ATen's xlogy/nan_to_num).
+    s.max_prob_sum += std::numeric_limits<double>::quiet_NaN();
+    return;
+  }
+  // exp in float (as softmax itself), sums in double.
+  double z = 0, ez = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = static_cast<float>(p[i]);
+    if (std::isnan(v) || v <= kMasked) continue;
+    const float d = v - m;
+    const float e = std::exp(d);
+    z += e;
+    ez += static_cast<double>(e) * d;
+  }
+  const double pmax = 1.0 / z;
+  s.max_prob_sum += pmax;
+  s.onehot_rows += pmax > 0.99;
+  s.entropy_sum += std::log(z) - ez / z;
+}
+
+template <typename T>
+SoftmaxStats softmax_cpu(const at::Tensor& x) {  // x contiguous, softmax over the last axis
+  const int64_t n = x.size(-1);
+  const int64_t rows = n ? x.numel() / n : 0;
+  const T* data = x.data_ptr<T>();
+  const int64_t grain = std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, n));
+  const int64_t chunks = (rows + grain - 1) / grain;
+  std::vector<SoftmaxStats> parts(static_cast<size_t>(chunks));
+  at::parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      SoftmaxStats& s = parts[static_cast<size_t>(c)];
+      for (int64_t r = c * grain, re = std::min(rows, r + grain); r < re; ++r) softmax_row(data + r * n, n, s);
+    }
+  });
+  SoftmaxStats out;
+  for (const auto& p : parts) {
+    out.rows += p.rows;
+    out.onehot_rows += p.onehot_rows;
+    out.row_len_max = std::max(out.row_len_max, p.row_len_max);
+    out.max_prob_sum += p.max_prob_sum;
+    out.entropy_sum += p.entropy_sum;
+    out.logit_absmax = std::max(out.logit_absmax, p.logit_absmax);
+  }
+  return out;
+}
+
+SoftmaxStats softmax_aten(const at::Tensor& x, int64_t dim) {
+  SoftmaxStats sm;
+  at::Tensor xf = x.to(at::kFloat);
+  at::Tensor masked = (xf <= -1e4).logical_or(at::isnan(xf));
+  at::Tensor valid = masked.logical_not().sum(dim);
+  at::Tensor eligible = valid >= 2;
+  at::Tensor logits = xf.masked_fill(masked, -std::numeric_limits<float>::infinity());
+  at::Tensor p = at::softmax(logits, dim);
+  at::Tensor pmax = std::get<0>(p.max(dim));
+  at::Tensor ent = -at::xlogy(p, p).nan_to_num(0).sum(dim);
+  at::Tensor finite_logits = xf.masked_fill(masked.logical_or(at::isinf(xf)), 0);
+  at::Tensor packed = at::stack({
+      eligible.sum().to(at::kDouble),
+      (pmax > 0.99).logical_and(eligible).sum().to(at::kDouble),
+      pmax.masked_fill(eligible.logical_not(), 0).sum().to(at::kDouble),
+      ent.masked_fill(eligible.logical_not(), 0).sum().to(at::kDouble),
+      valid.numel() ? valid.max().to(at::kDouble) : at::zeros({}, xf.options().dtype(at::kDouble)),
+      finite_logits.abs().max().to(at::kDouble),
+  }).cpu();  // one read-back
+  const double* v = packed.data_ptr<double>();
+  sm.rows = static_cast<int64_t>(v[0]);
+  sm.onehot_rows = static_cast<int64_t>(v[1]);
+  sm.max_prob_sum = v[2];
+  sm.entropy_sum = v[3];
+  sm.row_len_max = static_cast<int64_t>(v[4]);
+  sm.logit_absmax = v[5];
+  return sm;
+}
+
+template <typename T>
+int64_t count_above_cpu(const at::Tensor& x, float thr) {
+  const T* data = x.data_ptr<T>();
+  const int64_t n = x.numel();
+  constexpr int64_t kGrain = 1 << 15;
+  const int64_t chunks = (n + kGrain - 1) / kGrain;
+  std::vector<int64_t> parts(static_cast<size_t>(chunks), 0);
+  at::parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      int64_t k = 0;
+      for (int64_t i = c * kGrain, e = std::min(n, i + kGrain); i < e; ++i) k += std::fabs(static_cast<float>(data[i])) > thr;
+      parts[static_cast<size_t>(c)] = k;
+    }
+  });
+  int64_t out = 0;
+  for (int64_t k : parts) out += k;
+  return out;
+}
+
+template <typename T>
+void moments_cpu(const at::Tensor& x, int64_t rows, int64_t len, double* mean, double* var) {
+  const T* data = x.data_ptr<T>();
+  const int64_t grain = std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, len));
+  at::parallel_for(0, rows, grain, [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      const T* p = data + r * len;
+      double s = 0, q = 0;
+      for (int64_t i = 0; i < len; ++i) {
+        const double v = static_cast<double>(static_cast<float>(p[i]));
+        s += v;
+        q += v * v;
+      }
+      const double m = len ? s / static_cast<double>(len) : 0.0;
+      mean[r] = m;
+      // Biased variance; clamped at 0 (rounding can make it slightly negative).
+      const double vv = len ? q / static_cast<double>(len) - m * m : 0.0;
+      var[r] = std::isnan(vv) ? vv : std::max(0.0, vv);
+    }
+  });
+}
+
+}  // namespace
+
+SoftmaxStats softmax_stats(const at::Tensor& x, int64_t dim) {
+  if (x.numel() == 0 || dim < 0 || dim >= x.dim()) return {};
+  if (x.device().is_cpu() && !x.is_sparse()) {
+    at::Tensor y = (dim == x.dim() - 1) ? x.contiguous() : x.movedim(dim, -1).contiguous();
+    switch (y.scalar_type()) {
+      case at::kFloat: return softmax_cpu<float>(y);
+      case at::kDouble: return softmax_cpu<double>(y);
+      case at::kHalf: return softmax_cpu<at::Half>(y);
+      case at::kBFloat16: return softmax_cpu<at::BFloat16>(y);
+      default: break;
+    }
+  }
+  return softmax_aten(x, dim);
+}
+
+int64_t count_abs_above(const at::Tensor& x, double threshold) {
+  if (x.numel() == 0) return 0;
+  if (x.device().is_cpu() && x.is_contiguous() && !x.is_sparse()) {
+    const float thr = static_cast<float>(threshold);
+    switch (x.scalar_type()) {
+      case at::kFloat: return count_above_cpu<float>(x, thr);
+      case at::kHalf: return count_above_cpu<at::Half>(x, thr);
+      case at::kBFloat16: return count_above_cpu<at::BFloat16>(x, thr);
+      default: break;
+    }
+  }
+  return (x.abs() > threshold).sum().item<int64_t>();
+}
+
+std::pair<at::Tensor, at::Tensor> channel_moments(const at::Tensor& x) {
+  const int64_t n = x.size(0), c = x.size(1);
+  if (x.device().is_cpu() && !x.is_sparse() && x.is_contiguous() &&
+      (x.scalar_type() == at::kFloat || x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16)) {
+    const int64_t len = (n * c) != 0 ? x.numel() / (n * c) : 0;
+    at::Tensor mean = at::empty({n, c}, at::TensorOptions().dtype(at::kDouble));
+    at::Tensor var = at::empty({n, c}, at::TensorOptions().dtype(at::kDouble));
+    switch (x.scalar_type()) {
+      case at::kFloat: moments_cpu<float>(x, n * c, len, mean.data_ptr<double>(), var.data_ptr<double>()); break;
+      case at::kHalf: moments_cpu<at::Half>(x, n * c, len, mean.data_ptr<double>(), var.data_ptr<double>()); break;
+      default: moments_cpu<at::BFloat16>(x, n * c, len, mean.data_ptr<double>(), var.data_ptr<double>()); break;
+    }
+    return {mean, var};
+  }
+  at::Tensor xv = x.reshape({n, c, -1}).to(at::kDouble);
+  return {xv.mean(2).cpu(), xv.var(2, /*unbiased=*/false).cpu()};
 }
 
 }  // namespace nd

@@ -1,8 +1,10 @@
 // Per-tensor statistics in one pass over the data.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include <ATen/ATen.h>
 
@@ -41,5 +43,57 @@ struct TensorStats {
 /// result is read back to the host, one sync). Integer and bool tensors are
 /// measured as their float values (one copy).
 TensorStats compute_stats(const at::Tensor& t);
+
+/// The statistics of `t` as a float64 tensor of 8 values on t's device
+/// (nan, nan+inf, beyond_fp16, zeros, min, max, sum, sumsq; min/max/sum/sumsq
+/// over finite elements), computed with ATen reductions and not read back:
+/// a caller collects many and reads them once (unpack_stats).
+at::Tensor stats_on_device(const at::Tensor& t);
+/// The TensorStats of one row of stats_on_device's values (host memory) for
+/// a tensor of `numel` elements.
+TensorStats unpack_stats(const double* v, int64_t numel);
+
+/// Softmax statistics of logits along one axis, summed over rows. Logits at
+/// or below -1e4 and NaN are treated as masked out (attention masks); a row
+/// counts when at least two of its entries are not masked.
+struct SoftmaxStats {
+  int64_t rows = 0;         ///< rows with >= 2 unmasked logits
+  int64_t onehot_rows = 0;  ///< of those, rows whose largest probability is > 0.99
+  int64_t row_len_max = 0;  ///< most unmasked logits in one row
+  double max_prob_sum = 0;  ///< sum over counted rows of the largest probability
+  double entropy_sum = 0;   ///< sum over counted rows of the entropy (nats)
+  double logit_absmax = 0;  ///< largest |logit| among finite, unmasked logits (all rows)
+  /// Rows with no unmasked entry (every logit <= -1e4 or -inf).
+  int64_t masked_rows = 0;
+  /// Of those, rows whose softmax is NaN (every logit -inf, none NaN before:
+  /// the NaN is made by the softmax itself). The scaled_dot_product_attention
+  /// tap leaves it at 0: the operator (PyTorch >= 2.5 and normdoctor's
+  /// fallback) gives zeros for such rows.
+  int64_t nan_rows = 0;
+  void merge(const SoftmaxStats& o) {
+    rows += o.rows;
+    onehot_rows += o.onehot_rows;
+    masked_rows += o.masked_rows;
+    nan_rows += o.nan_rows;
+    max_prob_sum += o.max_prob_sum;
+    entropy_sum += o.entropy_sum;
+    row_len_max = std::max(row_len_max, o.row_len_max);
+    logit_absmax = std::max(logit_absmax, o.logit_absmax);
+  }
+};
+/// Softmax statistics of `x` along `dim` (already wrapped to [0, x.dim())).
+/// CPU float tensors: one parallel sweep over the rows (no probability tensor
+/// is materialized; a copy only when `dim` is not the innermost contiguous
+/// axis). Other tensors: ATen reductions, read back to the host.
+SoftmaxStats softmax_stats(const at::Tensor& x, int64_t dim);
+
+/// Number of elements of `x` with |x| > threshold (NaN never counts): the
+/// saturated inputs of sigmoid (threshold 6) and tanh (threshold 3).
+int64_t count_abs_above(const at::Tensor& x, double threshold);
+
+/// Per-example, per-channel mean and biased variance of `x` [N, C, *] over its
+/// trailing axes: two float64 CPU tensors [N, C]. CPU contiguous floating
+/// tensors: one read (sum and sum of squares per row, in double), no copy.
+std::pair<at::Tensor, at::Tensor> channel_moments(const at::Tensor& x);
 
 }  // namespace nd

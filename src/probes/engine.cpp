@@ -226,6 +226,7 @@ PassResult Session::run_pass(PassSpec spec) {
   cfg.record_grad = spec.backward;
   cfg.slice0_batch = spec.slice0;
   cfg.keep_baked = spec.keep_baked;
+  cfg.batch_norm_stats = spec.batch_norm_stats;
   try {
     model.module.train(spec.train_mode);
     if (spec.backward) {
@@ -270,6 +271,7 @@ PassResult Session::run_pass(PassSpec spec) {
   }
   model.module.train(saved_mode);
   for (auto& [live, copy] : saved) live.detach().copy_(copy);
+  r.collector->finish();  // statistics kept on a device: one read-back per pass
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   doc.passes.push_back({{"name", spec.name}, {"probe", spec.probe}, {"mode", spec.train_mode ? "train" : "eval"},
                         {"dropout", spec.dropout}, {"backward", spec.backward},

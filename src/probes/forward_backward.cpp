@@ -143,7 +143,8 @@ void probe_forward_backward(Session& s) {
     s.doc.probes["forward_backward"] = {{"pass", "train"}, {"error", s.train_pass_error}};
     return;
   }
-  const Collector& col = *r.collector;
+  s.train_collector = std::move(r.collector);
+  const Collector& col = *s.train_collector;
   const auto& recs = col.records();
   s.train_output = r.output;
 

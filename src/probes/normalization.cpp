@@ -4,7 +4,8 @@
 // Passes (all forward only, no gradient):
 //   eval             eval mode, the sample batch: BatchNorm inputs vs running stats
 //   train-nodropout  train mode with every dropout op replaced by identity:
-//                    drift from normalization statistics alone
+//                    drift from normalization statistics alone (a model
+//                    without dropout ops reuses the train pass instead)
 //   eval-repeat      eval mode again with another seed: nondeterminism
 //   eval-example0    example 0 alone (and eval-batch-slice0: the batch, measuring
 //                    example 0 only): batch dependence and where it starts
@@ -115,6 +116,7 @@ void probe_normalization(Session& s) {
   ev.name = "eval";
   ev.probe = "normalization";
   ev.keep_baked = true;
+  ev.batch_norm_stats = true;
   PassResult eval = s.run_pass(ev);
   const auto eval_stats = module_stats(im, *eval.collector);
 
@@ -215,13 +217,22 @@ void probe_normalization(Session& s) {
   }
 
   // ---- train/eval drift, dropout switched off ----------------------------
+  bool share_train = false;
   if (s.train_pass_error.empty()) {
-    PassSpec tr;
-    tr.name = "train-nodropout";
-    tr.probe = "normalization";
-    tr.train_mode = true;
-    tr.dropout = false;
-    PassResult nodrop = s.run_pass(tr);
+    // Without dropout ops the train pass (same mode, seed and flags) is the
+    // dropout-free train forward: shared instead of run again.
+    PassResult nodrop;
+    share_train = im.dropout_nodes() == 0 && s.train_collector && !s.train_output.isNone();
+    if (!share_train) {
+      PassSpec tr;
+      tr.name = "train-nodropout";
+      tr.probe = "normalization";
+      tr.train_mode = true;
+      tr.dropout = false;
+      nodrop = s.run_pass(tr);
+    }
+    const c10::IValue& nodrop_output = share_train ? s.train_output : nodrop.output;
+    const Collector& nodrop_collector = share_train ? *s.train_collector : *nodrop.collector;
     // The eval reference without dropout and with the switch restored: drift
     // then comes from normalization statistics only (a dropout that ignores
     // the mode is eval-nondeterminism's finding, a baked flag mode-switch's).
@@ -236,12 +247,12 @@ void probe_normalization(Session& s) {
       eval_ref = r.output;
       eval_ref_stats = module_stats(im, *r.collector);
     }
-    const double drift = Session::relative_difference(nodrop.output, eval_ref);
+    const double drift = Session::relative_difference(nodrop_output, eval_ref);
     mm["drift.rel_output_diff"] = num(drift);
     if (!s.train_output.isNone())
       mm["drift.rel_output_diff_with_dropout"] = num(Session::relative_difference(s.train_output, eval.output));
     double d = 0;
-    const std::string first = first_divergence(s, module_stats(im, *nodrop.collector), eval_ref_stats, 1e-4, &d);
+    const std::string first = first_divergence(s, module_stats(im, nodrop_collector), eval_ref_stats, 1e-4, &d);
     if (!first.empty()) {
       mm["drift.first_layer"] = first;
       const LayerMetrics* l = s.doc.find_layer(first);
@@ -251,7 +262,8 @@ void probe_normalization(Session& s) {
     }
     report["drift_method"] =
         "train-mode forward with every dropout op replaced by identity in the instrumented graph, compared with the "
-        "eval-mode forward on the same batch";
+        "eval-mode forward on the same batch" +
+        std::string(share_train ? " (the model has no dropout op: the train pass is that forward)" : "");
   }
 
   // ---- nondeterminism in eval mode ----------------------------------------
@@ -359,7 +371,8 @@ void probe_normalization(Session& s) {
       << baked_true << " True, " << baked_false << " False); normdoctor replaced them by each pass's mode in its instrumented copy";
     s.doc.assumptions.push_back(a.str());
   }
-  report["passes"] = "eval, train-nodropout, eval-repeat, eval-example0, eval-example-last, eval-reversed";
+  report["passes"] = std::string("eval, ") + (share_train ? "train (shared with forward_backward: no dropout op)" : "train-nodropout") +
+                     ", eval-repeat, eval-example0, eval-example-last, eval-reversed";
   s.doc.probes["normalization"] = report;
 }
 

@@ -46,6 +46,7 @@ struct PassSpec {
   bool capture = false;        ///< Collector::capture: keep every module output (reference pass)
   const Collector* reference = nullptr;  ///< Collector::reference: compare module outputs with it
   at::Tensor real_positions;   ///< Collector::real_positions: [B, T] bool, real (not padded) positions
+  bool batch_norm_stats = false;  ///< PassConfig::batch_norm_stats (only the normalization probe's eval pass reads them)
   const InstrumentedModel* instrumented = nullptr;  ///< default: the session's
   std::vector<c10::IValue> args;  ///< default (empty): the session's arguments
   /// Optional Collector::hook for this pass (sees every tapped tensor first).
