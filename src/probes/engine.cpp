@@ -48,7 +48,7 @@ void Session::check_timeout(const std::string& where) const {
   const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (el > opt.timeout_seconds) {
     std::ostringstream ss;
-    ss << "--timeout " << opt.timeout_seconds << " s passed during the " << where << " probe (" << el
+    ss << "--timeout " << opt.timeout_seconds << " s passed during the " << where << " (" << el
        << " s elapsed); raise --timeout or measure fewer passes";
     throw Error(error_kind::kTimeout, ExitCode::kLoad, ss.str());
   }
@@ -197,8 +197,25 @@ at::Tensor compute_loss(const at::Tensor& y0, const CheckOptions& opt, const std
 
 }  // namespace
 
+bool is_out_of_memory(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) || dynamic_cast<const c10::OutOfMemoryError*>(&e)) return true;
+  const std::string what = e.what();
+  return what.find("DefaultCPUAllocator: can't allocate memory") != std::string::npos ||
+         what.find("DefaultCPUAllocator: not enough memory") != std::string::npos ||
+         what.find("CUDA out of memory") != std::string::npos || what.find("std::bad_alloc") != std::string::npos;
+}
+
+Error out_of_memory_error(const std::string& stage, const std::string& detail, const std::vector<ArgValue>& args) {
+  std::string d = detail;
+  if (auto at = d.find(" (Triggered internally"); at != std::string::npos) d = d.substr(0, at);
+  std::string msg = "out of memory in " + stage + " (" + d + ")";
+  if (!args.empty()) msg += "; inputs: " + shapes_of(args);
+  msg += "; use a smaller batch: fewer examples in the --input file, or a smaller first dimension in --input-shape";
+  return Error(error_kind::kOutOfMemory, ExitCode::kLoad, msg);
+}
+
 PassResult Session::run_pass(PassSpec spec) {
-  check_timeout(spec.probe);
+  check_timeout(spec.probe + " probe, before its " + spec.name + " pass");
   if (progress) progress(spec.probe, spec.name);
   PassResult r;
   r.name = spec.name;
@@ -249,16 +266,17 @@ PassResult Session::run_pass(PassSpec spec) {
     throw;
   } catch (const std::bad_alloc&) {
     model.module.train(saved_mode);
-    throw Error(error_kind::kOutOfMemory, ExitCode::kLoad,
-                "out of memory in the " + spec.name + " pass; use a smaller batch (--input) or fewer examples");
+    saved.clear();  // nothing to restore into: free the copies first
+    throw out_of_memory_error("the " + spec.name + " pass of the " + spec.probe + " probe", "std::bad_alloc", args);
   } catch (const std::exception& e) {
     model.module.train(saved_mode);
+    const std::string msg = trim_torch_error(e.what());
+    if (is_out_of_memory(e)) {
+      saved.clear();
+      throw out_of_memory_error("the " + spec.name + " pass of the " + spec.probe + " probe", msg, args);
+    }
     for (auto& [live, copy] : saved) live.detach().copy_(copy);
     failed_collector = std::move(r.collector);
-    const std::string msg = trim_torch_error(e.what());
-    if (msg.find("out of memory") != std::string::npos || msg.find("DefaultCPUAllocator: can't allocate") != std::string::npos)
-      throw Error(error_kind::kOutOfMemory, ExitCode::kLoad,
-                  "out of memory in the " + spec.name + " pass (" + msg + "); use a smaller batch");
     throw Error(error_kind::kModelRun, ExitCode::kLoad,
                 model.path + ": forward" + std::string(spec.backward ? "/backward" : "") + " raised in the " + spec.name +
                     " pass: " + msg + "\n  inputs given: " + shapes_of(args));
@@ -272,7 +290,31 @@ PassResult Session::run_pass(PassSpec spec) {
   return r;
 }
 
+namespace {
+MetricsDoc run_check_stages(const CheckOptions& opt, const ProgressFn& progress);
+}  // namespace
+
 MetricsDoc run_check(const CheckOptions& opt, const ProgressFn& progress) {
+  // Allocation failures outside a pass (synthesizing --input-shape inputs,
+  // statistics after a pass) name the stage that was running.
+  std::string probe = "load", pass = "start";
+  const ProgressFn track = [&](const std::string& p, const std::string& q) {
+    probe = p;
+    pass = q;
+    if (progress) progress(p, q);
+  };
+  try {
+    return run_check_stages(opt, track);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (!is_out_of_memory(e)) throw;
+    throw out_of_memory_error("the " + probe + " step (" + pass + ")", trim_torch_error(e.what()), {});
+  }
+}
+
+namespace {
+MetricsDoc run_check_stages(const CheckOptions& opt, const ProgressFn& progress) {
   if (opt.threads > 0) at::set_num_threads(opt.threads);
   Session s(opt, progress);
   if (progress) progress("load", "model");
@@ -311,5 +353,6 @@ MetricsDoc run_check(const CheckOptions& opt, const ProgressFn& progress) {
   s.doc.seconds_total = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
   return std::move(s.doc);
 }
+}  // namespace
 
 }  // namespace nd

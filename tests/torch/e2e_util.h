@@ -111,11 +111,13 @@ struct NdRun {
 
 /// Runs `normdoctor ARGS...` (stdout and stderr captured, stdin /dev/null).
 /// With `json_report` non-empty, adds `--format json -o json_report` and
-/// parses the file when it exists.
-inline NdRun run_nd(const std::vector<std::string>& args, const std::string& json_report = "") {
+/// parses the file when it exists. `prefix` goes before the binary in the
+/// shell command (e.g. "prlimit --as=N" to run it under a memory limit).
+inline NdRun run_nd(const std::vector<std::string>& args, const std::string& json_report = "",
+                    const std::string& prefix = "") {
   TempDir tmp;
   const std::string err_path = tmp.file("stderr");
-  std::string cmd = shell_quote(binary());
+  std::string cmd = (prefix.empty() ? "" : prefix + " ") + shell_quote(binary());
   for (const auto& a : args) cmd += " " + shell_quote(a);
   if (!json_report.empty()) cmd += " --format json -o " + shell_quote(json_report);
   NdRun r;
