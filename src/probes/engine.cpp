@@ -195,6 +195,18 @@ at::Tensor compute_loss(const at::Tensor& y0, const CheckOptions& opt, const std
   return (y * r).sum() / static_cast<double>(std::max<int64_t>(1, y.dim() ? y.size(0) : 1));
 }
 
+// For a dtype error ("mat1 and mat2 must have the same dtype", "expected
+// scalar type Float but found Long"): what the model's parameters hold, the
+// dtype forward's floating-point inputs are expected to have.
+std::string dtype_hint(const std::string& msg, const torch::jit::Module& m) {
+  if (msg.find("dtype") == std::string::npos && msg.find("scalar type") == std::string::npos) return "";
+  for (const auto& p : m.parameters(/*recurse=*/true))
+    if (p.is_floating_point())
+      return "\n  the model's parameters are " + std::string(c10::toString(p.scalar_type())) +
+             ": give floating-point inputs that dtype (integer inputs only where forward indexes with them, e.g. token ids)";
+  return "";
+}
+
 }  // namespace
 
 bool is_out_of_memory(const std::exception& e) {
@@ -208,6 +220,8 @@ bool is_out_of_memory(const std::exception& e) {
 Error out_of_memory_error(const std::string& stage, const std::string& detail, const std::vector<ArgValue>& args) {
   std::string d = detail;
   if (auto at = d.find(" (Triggered internally"); at != std::string::npos) d = d.substr(0, at);
+  // "[enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator: ..." -> "DefaultCPUAllocator: ..."
+  if (auto at = d.find("DefaultCPUAllocator: "); at != std::string::npos) d = d.substr(at);
   std::string msg = "out of memory in " + stage + " (" + d + ")";
   if (!args.empty()) msg += "; inputs: " + shapes_of(args);
   msg += "; use a smaller batch: fewer examples in the --input file, or a smaller first dimension in --input-shape";
@@ -279,7 +293,7 @@ PassResult Session::run_pass(PassSpec spec) {
     failed_collector = std::move(r.collector);
     throw Error(error_kind::kModelRun, ExitCode::kLoad,
                 model.path + ": forward" + std::string(spec.backward ? "/backward" : "") + " raised in the " + spec.name +
-                    " pass: " + msg + "\n  inputs given: " + shapes_of(args));
+                    " pass: " + msg + "\n  inputs given: " + shapes_of(args) + dtype_hint(msg, model.module));
   }
   model.module.train(saved_mode);
   for (auto& [live, copy] : saved) live.detach().copy_(copy);

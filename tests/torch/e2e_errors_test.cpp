@@ -150,7 +150,7 @@ std::vector<ErrorCase> error_cases() {
                },
                3, "model_run", {"forward returned only integer or bool tensors", "no gradient can flow"}});
   v.push_back({"wrong_dtype", fixed({model("growth20.pt"), "--input-shape", "8x32:int64:0..10"}), 3, "model_run",
-               {model("growth20.pt"), "x=[8, 32] Long"}});
+               {model("growth20.pt"), "x=[8, 32] Long", "the model's parameters are Float"}});
   v.push_back({"empty_batch_shape", fixed({model("growth20.pt"), "--input-shape", "0x32"}), 2, "usage",
                {"--input-shape '0x32': dimension 0 must be at least 1"}});
   v.push_back({"empty_batch_file", fixed(model_with(model("growth20.pt"), batch("empty_batch.pt"))), 3, "input_mismatch",
