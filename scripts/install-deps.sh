@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian packages normdoctor needs (.ci/packages.txt).
+# Installs the Debian packages normdoctor needs (.ci/packages.txt, or the
+# list given as the first argument, e.g. .ci/packages-fuzz.txt).
 # Skips apt-get when everything is already installed.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-mapfile -t pkgs < <(grep -v '^\s*#' "$here/.ci/packages.txt" | sed '/^\s*$/d')
+list="${1:-$here/.ci/packages.txt}"
+mapfile -t pkgs < <(grep -v '^\s*#' "$list" | sed '/^\s*$/d')
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <iomanip>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +20,7 @@
 
 #include "build_info.h"
 #include "cli/output.h"
+#include "cli/watchdog.h"
 #include "config/config.h"
 #include "core/error.h"
 #include "probes/engine.h"
@@ -188,12 +191,14 @@ int run_check_command(CheckArgs& a) {
     if (a.engine.steps > 0) ctx.options["steps"] = a.engine.steps;
   };
   record_options();
+  const auto started = std::chrono::steady_clock::now();  // --timeout counts from here
 
   std::vector<Rule> all_rules;  // as loaded
   std::vector<Rule> rules;      // evaluated: selected, with the config's overrides
   Config cfg;
   MetricsDoc doc;
   bool have_doc = false;
+  std::unique_ptr<Watchdog> watchdog;
   try {
     all_rules = load_rules(resolve_rules_dir(a.rules_dir));
     cfg = resolve_config(a, all_rules);
@@ -209,15 +214,46 @@ int run_check_command(CheckArgs& a) {
 
     const bool progress_on = !a.quiet && ::isatty(STDERR_FILENO);
     const auto t0 = std::chrono::steady_clock::now();
+    // The hard --timeout: the engine checks the deadline between passes, and
+    // this watchdog ends the process when one pass runs past it (a forward
+    // cannot be interrupted). It writes the error reports itself; the main
+    // thread disarms it before writing its own, so only one of them writes.
+    const double timeout_s = a.engine.timeout_seconds;
+    watchdog = std::make_unique<Watchdog>(
+        timeout_s, started, static_cast<int>(ExitCode::kLoad),
+        [targets, rules, ctx, timeout_s, progress_on](const std::string& probe, const std::string& pass, double el) {
+          ReportContext c = ctx;
+          c.status = "error";
+          c.error_kind = error_kind::kTimeout;
+          std::ostringstream m;
+          m << "--timeout " << timeout_s << " s passed ";
+          if (probe == "load" || probe == "instrument")
+            m << "while " << (probe == "load" ? "loading the " : "instrumenting the ") << pass << " (";
+          else
+            m << "during the " << probe << " probe (" << pass << " pass, ";
+          m << std::fixed << std::setprecision(1) << el
+            << " s elapsed); a forward or backward pass cannot be interrupted, so normdoctor stopped there: raise "
+               "--timeout, or use a smaller batch (--input, --input-shape)";
+          c.error_message = m.str();
+          c.exit_code = static_cast<int>(ExitCode::kLoad);
+          if (progress_on) std::fprintf(stderr, "\r\033[K");
+          std::fprintf(stderr, "normdoctor: error: %s\n", c.error_message.c_str());
+          std::fflush(stderr);
+          write_error_reports(targets, nullptr, rules, c);
+          std::fflush(stdout);
+        });
     ProgressFn progress = [&](const std::string& probe, const std::string& pass) {
+      watchdog->set_stage(probe, pass);
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (progress_on) std::fprintf(stderr, "\r\033[K[%6.1fs] %s: %s", el, probe.c_str(), pass.c_str());
       spdlog::debug("{}: {} ({:.1f}s)", probe, pass, el);
     };
     doc = run_check(a.engine, progress);
+    watchdog->disarm();
     if (progress_on) std::fprintf(stderr, "\r\033[K");
     have_doc = true;
   } catch (const Error& e) {
+    if (watchdog) watchdog->disarm();
     if (::isatty(STDERR_FILENO) && !a.quiet) std::fprintf(stderr, "\r\033[K");
     ctx.status = "error";
     ctx.error_kind = e.kind();
@@ -227,6 +263,7 @@ int run_check_command(CheckArgs& a) {
     write_error_reports(targets, have_doc ? &doc : nullptr, rules, ctx);
     return ctx.exit_code;
   } catch (const std::exception& e) {
+    if (watchdog) watchdog->disarm();
     if (::isatty(STDERR_FILENO) && !a.quiet) std::fprintf(stderr, "\r\033[K");
     ctx.status = "error";
     ctx.error_kind = error_kind::kInternal;
@@ -319,6 +356,39 @@ void print_option_list(CLI::App& app) {
   for (const CLI::App* sub : app.get_subcommands(std::function<bool(CLI::App*)>())) print(sub->get_name(), *sub);
 }
 
+/// A flag error of `check` (bad value, unknown flag): CLI11 stops before any
+/// option is stored, so the report options are read again from argv by a
+/// lenient parser, and the error reports the user asked for are written
+/// (JSON status "error", kind usage). Best effort: nothing is written when
+/// the report options are what is broken.
+void write_flag_error_reports(int argc, char** argv, const std::string& message) {
+  CLI::App again;
+  again.allow_extras();
+  auto* check = again.add_subcommand("check");
+  check->allow_extras();
+  check->positionals_at_end(false);
+  std::vector<std::string> formats, outputs;
+  check->add_option("--format", formats)->check(CLI::IsMember(report_formats()));
+  check->add_option("-o,--output", outputs);
+  try {
+    again.parse(argc, argv);
+    if (!*check || (formats.empty() && outputs.empty())) return;
+    const auto targets = plan_outputs(formats, outputs);
+    for (const auto& t : targets)
+      if (!t.path.empty()) check_writable(t.path);
+    ReportContext ctx;
+    ctx.tool_version = build::kVersion;
+    ctx.libtorch_version = engine_libtorch_version();
+    ctx.status = "error";
+    ctx.error_kind = error_kind::kUsage;
+    ctx.error_message = message;
+    ctx.exit_code = static_cast<int>(ExitCode::kUsage);
+    write_error_reports(targets, nullptr, {}, ctx);
+  } catch (const std::exception&) {
+    // The report options themselves are wrong: stderr has the message.
+  }
+}
+
 }  // namespace
 
 int cli_main(int argc, char** argv) {
@@ -341,7 +411,9 @@ int cli_main(int argc, char** argv) {
   check->add_option("--precision", a.engine.precision, "Precision the model trains or serves in")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))->capture_default_str();
   check->add_option("--train-batch-size", a.engine.train_batch_size, "True per-step batch size in training (default: the sample batch size)");
-  check->add_option("--timeout", a.engine.timeout_seconds, "Give up after this many seconds (exit 3)");
+  check->add_option("--timeout", a.engine.timeout_seconds,
+                    "Give up after this many seconds for the whole check, also inside a pass (exit 3; 0 = none)")
+      ->check(CLI::NonNegativeNumber);
   check->add_option("--seq-dim", a.engine.seq_dim, "Time (sequence) axis of the sequence inputs (default: inferred, axis 1)");
   check->add_option("--mask-input", a.engine.mask_input, "The padding-mask argument, by name or index (default: inferred)");
   check->add_option("--pad-value", a.engine.pad_value, "Token id or feature value used for padding")->capture_default_str();
@@ -393,8 +465,10 @@ int cli_main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : static_cast<int>(ExitCode::kUsage);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::fprintf(stderr, "normdoctor: error: %s\nRun with --help for more information.\n", e.what());
+    if (*check) write_flag_error_reports(argc, argv, e.what());
+    return static_cast<int>(ExitCode::kUsage);
   }
   a.fail_on_given = fail_on_opt->count() > 0;
   a.severity_given = severity_opt->count() > 0;

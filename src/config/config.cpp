@@ -172,7 +172,7 @@ class ConfigReader {
         fail(line(*node), "key '" + where + "': rule " + rule.id + " compares '" + metric + "' in " +
                               std::to_string(count) + " conditions; a threshold override needs exactly one");
       const Condition& cond = *std::find_if(rule.when.begin(), rule.when.end(),
-                                            [&](const Condition& x) { return x.metric == metric; });
+                                            [&m = metric](const Condition& x) { return x.metric == m; });
       nlohmann::json value;
       if (node->is_integer())
         value = node->as_integer()->get();

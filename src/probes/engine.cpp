@@ -49,7 +49,7 @@ void Session::check_timeout(const std::string& where) const {
   const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (el > opt.timeout_seconds) {
     std::ostringstream ss;
-    ss << "--timeout " << opt.timeout_seconds << " s passed during the " << where << " probe (" << el
+    ss << "--timeout " << opt.timeout_seconds << " s passed during the " << where << " (" << el
        << " s elapsed); raise --timeout or measure fewer passes";
     throw Error(error_kind::kTimeout, ExitCode::kLoad, ss.str());
   }
@@ -196,10 +196,41 @@ at::Tensor compute_loss(const at::Tensor& y0, const CheckOptions& opt, const std
   return (y * r).sum() / static_cast<double>(std::max<int64_t>(1, y.dim() ? y.size(0) : 1));
 }
 
+// For a dtype error ("mat1 and mat2 must have the same dtype", "expected
+// scalar type Float but found Long"): what the model's parameters hold, the
+// dtype forward's floating-point inputs are expected to have.
+std::string dtype_hint(const std::string& msg, const torch::jit::Module& m) {
+  if (msg.find("dtype") == std::string::npos && msg.find("scalar type") == std::string::npos) return "";
+  for (const auto& p : m.parameters(/*recurse=*/true))
+    if (p.is_floating_point())
+      return "\n  the model's parameters are " + std::string(c10::toString(p.scalar_type())) +
+             ": give floating-point inputs that dtype (integer inputs only where forward indexes with them, e.g. token ids)";
+  return "";
+}
+
 }  // namespace
 
+bool is_out_of_memory(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) || dynamic_cast<const c10::OutOfMemoryError*>(&e)) return true;
+  const std::string what = e.what();
+  return what.find("DefaultCPUAllocator: can't allocate memory") != std::string::npos ||
+         what.find("DefaultCPUAllocator: not enough memory") != std::string::npos ||
+         what.find("CUDA out of memory") != std::string::npos || what.find("std::bad_alloc") != std::string::npos;
+}
+
+Error out_of_memory_error(const std::string& stage, const std::string& detail, const std::vector<ArgValue>& args) {
+  std::string d = detail;
+  if (auto at = d.find(" (Triggered internally"); at != std::string::npos) d = d.substr(0, at);
+  // "[enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator: ..." -> "DefaultCPUAllocator: ..."
+  if (auto at = d.find("DefaultCPUAllocator: "); at != std::string::npos) d = d.substr(at);
+  std::string msg = "out of memory in " + stage + " (" + d + ")";
+  if (!args.empty()) msg += "; inputs: " + shapes_of(args);
+  msg += "; use a smaller batch: fewer examples in the --input file, or a smaller first dimension in --input-shape";
+  return Error(error_kind::kOutOfMemory, ExitCode::kLoad, msg);
+}
+
 PassResult Session::run_pass(PassSpec spec) {
-  check_timeout(spec.probe);
+  check_timeout(spec.probe + " probe, before its " + spec.name + " pass");
   if (progress) progress(spec.probe, spec.name);
   PassResult r;
   r.name = spec.name;
@@ -255,19 +286,20 @@ PassResult Session::run_pass(PassSpec spec) {
     throw;
   } catch (const std::bad_alloc&) {
     model.module.train(saved_mode);
-    throw Error(error_kind::kOutOfMemory, ExitCode::kLoad,
-                "out of memory in the " + spec.name + " pass; use a smaller batch (--input) or fewer examples");
+    saved.clear();  // nothing to restore into: free the copies first
+    throw out_of_memory_error("the " + spec.name + " pass of the " + spec.probe + " probe", "std::bad_alloc", args);
   } catch (const std::exception& e) {
     model.module.train(saved_mode);
+    const std::string msg = trim_torch_error(e.what());
+    if (is_out_of_memory(e)) {
+      saved.clear();
+      throw out_of_memory_error("the " + spec.name + " pass of the " + spec.probe + " probe", msg, args);
+    }
     for (auto& [live, copy] : saved) live.detach().copy_(copy);
     failed_collector = std::move(r.collector);
-    const std::string msg = trim_torch_error(e.what());
-    if (msg.find("out of memory") != std::string::npos || msg.find("DefaultCPUAllocator: can't allocate") != std::string::npos)
-      throw Error(error_kind::kOutOfMemory, ExitCode::kLoad,
-                  "out of memory in the " + spec.name + " pass (" + msg + "); use a smaller batch");
     throw Error(error_kind::kModelRun, ExitCode::kLoad,
                 model.path + ": forward" + std::string(spec.backward ? "/backward" : "") + " raised in the " + spec.name +
-                    " pass: " + msg + "\n  inputs given: " + shapes_of(args));
+                    " pass: " + msg + "\n  inputs given: " + shapes_of(args) + dtype_hint(msg, model.module));
   }
   model.module.train(saved_mode);
   for (auto& [live, copy] : saved) live.detach().copy_(copy);
@@ -279,7 +311,31 @@ PassResult Session::run_pass(PassSpec spec) {
   return r;
 }
 
+namespace {
+MetricsDoc run_check_stages(const CheckOptions& opt, const ProgressFn& progress);
+}  // namespace
+
 MetricsDoc run_check(const CheckOptions& opt, const ProgressFn& progress) {
+  // Allocation failures outside a pass (synthesizing --input-shape inputs,
+  // statistics after a pass) name the stage that was running.
+  std::string probe = "load", pass = "start";
+  const ProgressFn track = [&](const std::string& p, const std::string& q) {
+    probe = p;
+    pass = q;
+    if (progress) progress(p, q);
+  };
+  try {
+    return run_check_stages(opt, track);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (!is_out_of_memory(e)) throw;
+    throw out_of_memory_error("the " + probe + " step (" + pass + ")", trim_torch_error(e.what()), {});
+  }
+}
+
+namespace {
+MetricsDoc run_check_stages(const CheckOptions& opt, const ProgressFn& progress) {
   if (opt.threads > 0) at::set_num_threads(opt.threads);
   if (opt.lr && !(std::isfinite(*opt.lr) && *opt.lr > 0))
     throw usage_error("--lr must be a positive finite number, got " + std::to_string(*opt.lr));
@@ -331,5 +387,6 @@ MetricsDoc run_check(const CheckOptions& opt, const ProgressFn& progress) {
   s.doc.seconds_total = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
   return std::move(s.doc);
 }
+}  // namespace
 
 }  // namespace nd

@@ -491,7 +491,6 @@ void probe_forward_backward(Session& s) {
       {"modules_measured", order.size()},
   };
   (void)finite_or;
-  s.train_collector = std::move(r.collector);
 }
 
 }  // namespace nd

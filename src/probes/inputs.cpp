@@ -172,6 +172,24 @@ void load_arguments(Session& s) {
         "lowered one severity; run again with --input batch.pt for a diagnosis of real data");
   }
 
+  // An empty batch (0 examples along axis 0 in every tensor argument) gives
+  // no statistics to measure. One empty auxiliary argument next to a real
+  // batch (no boxes in this image, an empty memory) or next to a scalar the
+  // model builds its batch from is the model's business.
+  bool any_examples = false;
+  for (const ArgValue& a : s.args)
+    if (a.value.isTensor() && (a.value.toTensor().dim() == 0 || a.value.toTensor().size(0) > 0)) any_examples = true;
+  for (const ArgValue& a : s.args) {
+    if (!a.value.isTensor() || any_examples) continue;
+    const at::Tensor t = a.value.toTensor();
+    if (t.dim() == 0 || t.size(0) > 0) continue;
+    const std::string where = a.source.rfind("file:", 0) == 0 ? a.source.substr(5) : a.source;
+    throw load_error(error_kind::kInputMismatch,
+                     where + ": argument '" + a.name + "' is " + describe(t) +
+                         ", an empty batch (0 examples along axis 0); give at least one example, and two or more "
+                         "for the batch statistics");
+  }
+
   bool any_nonfinite = false, synthetic = false;
   for (size_t i = 0; i < s.args.size(); ++i) {
     const ArgValue& a = s.args[i];

@@ -10,6 +10,7 @@
 
 #include <torch/script.h>
 
+#include "core/error.h"
 #include "instrument/instrument.h"
 #include "metrics/metrics.h"
 #include "model/model.h"
@@ -154,6 +155,16 @@ void probe_update_ratio(Session& s);
 /// gradient norm, update ratio, activation scale per module, norm gains, and
 /// the first step and module where a value became non-finite.
 void probe_replay(Session& s);
+
+/// True for an allocation failure: std::bad_alloc, c10::OutOfMemoryError, or
+/// LibTorch's "DefaultCPUAllocator: can't allocate memory" c10::Error.
+bool is_out_of_memory(const std::exception& e);
+
+/// The out_of_memory error (exit 3): names the stage ("the train pass of the
+/// forward_backward probe"), LibTorch's detail (the bytes it tried to
+/// allocate), the input shapes when known and what to do (a smaller batch or
+/// --input-shape).
+Error out_of_memory_error(const std::string& stage, const std::string& detail, const std::vector<ArgValue>& args);
 
 /// Trims a LibTorch/TorchScript exception text to the lines a user needs
 /// (the final error line, without C++ frames).

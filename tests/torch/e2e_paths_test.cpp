@@ -355,7 +355,8 @@ TEST(InputContainer, EveryBatchFixtureIsCovered) {
   for (const auto& c : container_cases()) covered.insert(c.file);
   for (const char* bad : {"bad_json.safetensors", "truncated.safetensors", "truncated.pt", "custom_class.pt",
                           "nested.pt", "non_tensor.pt", "legacy.pt", "legacy_protocol4.pt", "plain_pickle.pkl",
-                          "torchscript.pt", "numpy_array.pt", "empty.pt", "garbage.bin"})
+                          "torchscript.pt", "numpy_array.pt", "empty.pt", "garbage.bin",
+                          "empty_batch.pt"})  // e2e_errors_test.cpp empty_batch_file
     covered.insert(bad);
   for (const auto& e : fs::directory_iterator(source_dir() + "/fixtures/batches")) {
     const std::string n = e.path().filename().string();

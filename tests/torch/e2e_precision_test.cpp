@@ -67,10 +67,8 @@ TEST_P(Precision, FindingsAreExactlyTheFault) {
   const Case& c = GetParam();
   const json rep = run_fixture(c.fixture, c.precision);
   ASSERT_EQ(rep.at("status"), "ok");
-  std::set<std::pair<std::string, std::string>> got, want(c.findings.begin(), c.findings.end());
-  for (const auto& f : rep.at("findings"))
-    got.insert({f.at("rule_id").get<std::string>(), f.at("layer").is_null() ? "" : f.at("layer").get<std::string>()});
-  EXPECT_EQ(got, want) << rep.at("findings").dump(2);
+  const std::set<std::pair<std::string, std::string>> want(c.findings.begin(), c.findings.end());
+  EXPECT_EQ(nde2e::finding_pairs(rep), want) << rep.at("findings").dump(2);
   const json& mm = rep.at("probes").at("model_metrics");
   EXPECT_EQ(mm.at("run.precision"), c.precision);
   EXPECT_EQ(mm.at("prec.format"), c.precision);
@@ -248,12 +246,7 @@ std::ostream& operator<<(std::ostream& o, const Real& r) { return o << r.model <
 
 class RealModels : public ::testing::TestWithParam<Real> {};
 
-std::set<std::pair<std::string, std::string>> finding_set(const json& rep) {
-  std::set<std::pair<std::string, std::string>> s;
-  for (const auto& f : rep.at("findings"))
-    s.insert({f.at("rule_id").get<std::string>(), f.at("layer").is_null() ? "" : f.at("layer").get<std::string>()});
-  return s;
-}
+std::set<std::pair<std::string, std::string>> finding_set(const json& rep) { return nde2e::finding_pairs(rep); }
 
 // Every real model runs in both formats, says how, and the precision probe
 // adds no finding: none of them overflows, loses an eps or underflows its

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -111,11 +112,13 @@ struct NdRun {
 
 /// Runs `normdoctor ARGS...` (stdout and stderr captured, stdin /dev/null).
 /// With `json_report` non-empty, adds `--format json -o json_report` and
-/// parses the file when it exists.
-inline NdRun run_nd(const std::vector<std::string>& args, const std::string& json_report = "") {
+/// parses the file when it exists. `prefix` goes before the binary in the
+/// shell command (e.g. "prlimit --as=N" to run it under a memory limit).
+inline NdRun run_nd(const std::vector<std::string>& args, const std::string& json_report = "",
+                    const std::string& prefix = "") {
   TempDir tmp;
   const std::string err_path = tmp.file("stderr");
-  std::string cmd = shell_quote(binary());
+  std::string cmd = (prefix.empty() ? "" : prefix + " ") + shell_quote(binary());
   for (const auto& a : args) cmd += " " + shell_quote(a);
   if (!json_report.empty()) cmd += " --format json -o " + shell_quote(json_report);
   NdRun r;
@@ -176,6 +179,14 @@ inline ::testing::AssertionResult near_rel(const char* what, double actual, doub
   if (std::fabs(actual - expected) <= tol) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << what << ": " << actual << " differs from expected " << expected
                                        << " by more than " << rel * 100 << "%";
+}
+
+/// The report's findings as (rule id, layer) pairs; "" for model-level findings.
+inline std::set<std::pair<std::string, std::string>> finding_pairs(const json& report) {
+  std::set<std::pair<std::string, std::string>> got;
+  for (const auto& f : report.at("findings"))
+    got.insert({f.at("rule_id").get<std::string>(), f.at("layer").is_null() ? "" : f.at("layer").get<std::string>()});
+  return got;
 }
 
 /// The layers[].path list of a report, in report order.

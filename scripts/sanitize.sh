@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds the torch-free unit tests (nd_unit_tests: formats, rules, config,
+# report, CLI helpers) with AddressSanitizer and UndefinedBehaviorSanitizer
+# (-DNORMDOCTOR_SANITIZE=ON) in build-asan/ and runs them. Any sanitizer
+# report fails the run (halt_on_error).
+#
+#   scripts/sanitize.sh                 the unit tests (CI runs this)
+#   scripts/sanitize.sh TARGET...       also these torch test targets, e.g.
+#                                       nd_model_batch_file_test nd_e2e_errors_test
+#                                       (slow: a full LibTorch build; docs/bad-inputs.md
+#                                       records what was run and the result)
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$here"
+scripts/install-deps.sh
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNORMDOCTOR_SANITIZE=ON \
+  -DNORMDOCTOR_BUILD_BENCH=OFF ${CMAKE_CXX_COMPILER_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER=$CMAKE_CXX_COMPILER_LAUNCHER} >/dev/null
+cmake --build build-asan --target nd_unit_tests "$@"
+# LibTorch's own allocations at exit are not ours to fix: leaks are checked in
+# the torch-free tests only.
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
+build-asan/tests/nd_unit_tests --gtest_brief=1
+for t in "$@"; do
+  case "$t" in
+    nd_*_test)
+      # The e2e tests run the ASan-built normdoctor binary (ND_BINARY).
+      ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" build-asan/tests/"$t" --gtest_brief=1 ;;
+  esac
+done
+echo "sanitize: no AddressSanitizer/UndefinedBehaviorSanitizer report"
