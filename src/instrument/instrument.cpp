@@ -396,13 +396,17 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
     if (dim >= 0 && dim < x.dim()) {
       sm = softmax_stats(x, dim);
       // Rows with no unmasked entry, and whether the model's own softmax
-      // makes NaN of them (every logit -inf, none NaN before).
+      // makes NaN of them (every logit -inf, none NaN before). Only when some
+      // row has fewer than two unmasked entries (sm.rows counts the others).
+      const int64_t total_rows = x.size(dim) > 0 ? x.numel() / x.size(dim) : 0;
+      if (sm.rows < total_rows) {
       at::Tensor xf = x.to(at::kFloat);
       at::Tensor dead = (xf > -1e4).logical_and(at::isnan(xf).logical_not()).sum(dim) == 0;
       sm.masked_rows = dead.sum().item<int64_t>();
       if (sm.masked_rows > 0 && site.kind == TapKind::kSoftmaxInput) {
         at::Tensor made_nan = at::softmax(xf, dim).isnan().any(dim).logical_and(at::isnan(xf).any(dim).logical_not());
         sm.nan_rows = made_nan.logical_and(dead).sum().item<int64_t>();
+      }
       }
     }
   }
