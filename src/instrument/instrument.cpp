@@ -339,6 +339,17 @@ void Collector::finish() const {
   pending_.clear();
 }
 
+TapRecord& Collector::fire(int64_t id, const at::Tensor& x, int64_t& seq) {
+  TapRecord& r = records_[static_cast<size_t>(id)];
+  seq = fire_seq_++;
+  if (r.first_fire < 0) {
+    r.first_fire = seq;
+    r.shape = x.sizes().vec();
+  }
+  ++r.calls;
+  return r;
+}
+
 void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
   if (hook) hook(site, x0);
   at::Tensor x = x0.detach();
@@ -353,27 +364,17 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
       b.var = (b.example_var + b.example_mean.pow(2)).mean(0) - b.mean.pow(2);
     }
     std::lock_guard<std::mutex> lock(mu_);
-    TapRecord& r = records_[static_cast<size_t>(site.id)];
-    const int64_t seq = fire_seq_++;
-    if (r.first_fire < 0) {
-      r.first_fire = seq;
-      r.bn = b;
-      r.shape = x0.sizes().vec();
-    }
-    ++r.calls;
+    int64_t seq = 0;
+    TapRecord& r = fire(site.id, x0, seq);
+    if (r.first_fire == seq) r.bn = b;
     last_bn_tap_ = site.id;
     return;
   }
   if (site.kind == TapKind::kNormInput) {
     // The sequence probe reads only the shape (the normalized axes).
     std::lock_guard<std::mutex> lock(mu_);
-    TapRecord& r = records_[static_cast<size_t>(site.id)];
-    const int64_t seq = fire_seq_++;
-    if (r.first_fire < 0) {
-      r.first_fire = seq;
-      r.shape = x0.sizes().vec();
-    }
-    ++r.calls;
+    int64_t seq = 0;
+    fire(site.id, x0, seq);
     return;
   }
   const bool module_kind = site.kind == TapKind::kModuleOutput || site.kind == TapKind::kModuleInput;
@@ -429,13 +430,8 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
-  TapRecord& r = records_[static_cast<size_t>(site.id)];
-  const int64_t seq = fire_seq_++;
-  if (r.first_fire < 0) {
-    r.first_fire = seq;
-    r.shape = x0.sizes().vec();
-  }
-  ++r.calls;
+  int64_t seq = 0;
+  TapRecord& r = fire(site.id, x0, seq);
   if (kept.defined()) r.captured.push_back(kept);
   if (compared) {
     r.cmp_diff_sq += diff_sq;

@@ -192,6 +192,10 @@ class Collector {
     Measured m;
   };
   Measured measure(const at::Tensor& x, const at::Tensor& key, bool sliced, LastSeen& last);
+  /// Counts one firing of tap `id` (mu_ held): sets `seq` to its sequence
+  /// number and, on the first firing (r.first_fire == seq), records the
+  /// tensor's shape.
+  TapRecord& fire(int64_t id, const at::Tensor& x, int64_t& seq);
   void add(int64_t id, bool grad, int64_t seq, bool module_output, const Measured& m, int64_t numel);
 
   mutable std::mutex mu_;
