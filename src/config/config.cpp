@@ -23,17 +23,6 @@ const std::vector<std::string> kSuppressKeys = {"rule", "module", "reason"};
 const std::vector<std::string> kSeverities = {"info", "warning", "error"};
 const std::vector<std::string> kFailOn = {"info", "warning", "error", "never"};
 
-const char* type_name(const toml::node& n) {
-  switch (n.type()) {
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::table: return "a table";
-    default: return "a date/time";
-  }
-}
 
 std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
   std::string s;
@@ -100,7 +89,7 @@ class ConfigReader {
   }
 
   std::string string_of(const toml::node& n, const std::string& key) const {
-    if (!n.is_string()) fail(line(n), "key '" + key + "' must be a string, not " + type_name(n));
+    if (!n.is_string()) fail(line(n), "key '" + key + "' must be a string, not " + toml_type_name(n));
     return n.as_string()->get();
   }
 
@@ -113,7 +102,7 @@ class ConfigReader {
 
   std::vector<std::string> patterns(const toml::node& n, const std::string& key) const {
     const toml::array* a = n.as_array();
-    if (!a) fail(line(n), "key '" + key + "' must be an array of rule ids or prefixes, not " + type_name(n));
+    if (!a) fail(line(n), "key '" + key + "' must be an array of rule ids or prefixes, not " + toml_type_name(n));
     std::vector<std::string> out;
     for (const toml::node& e : *a) {
       const std::string p = string_of(e, key + "[]");
@@ -125,7 +114,7 @@ class ConfigReader {
 
   void read_rules(const toml::node& n, Config& c) const {
     const toml::table* t = n.as_table();
-    if (!t) fail(line(n), "key 'rules' must be a table of [rules.ID] tables, not " + std::string(type_name(n)));
+    if (!t) fail(line(n), "key 'rules' must be a table of [rules.ID] tables, not " + std::string(toml_type_name(n)));
     std::vector<std::string> ids;
     for (const auto& r : rules_) ids.push_back(r.id);
     for (auto&& [k, v] : *t) {
@@ -136,7 +125,7 @@ class ConfigReader {
                           " (`normdoctor rules` lists them)");
       const std::string where = "rules." + id;
       const toml::table* rt = v.as_table();
-      if (!rt) fail(line(v), "key '" + where + "' must be a table (severity, thresholds), not " + type_name(v));
+      if (!rt) fail(line(v), "key '" + where + "' must be a table (severity, thresholds), not " + toml_type_name(v));
       check_keys(*rt, kRuleKeys, where + ".");
       if (const toml::node* s = rt->get("severity"))
         c.severity_overrides[id] = parse_severity(choice(*s, where + ".severity", kSeverities), where);
@@ -158,7 +147,7 @@ class ConfigReader {
 
   void read_thresholds(const toml::node& n, const Rule& rule, const std::string& where, Config& c) const {
     const toml::table* t = n.as_table();
-    if (!t) fail(line(n), "key '" + where + "' must be a table of metric = value, not " + std::string(type_name(n)));
+    if (!t) fail(line(n), "key '" + where + "' must be a table of metric = value, not " + std::string(toml_type_name(n)));
     std::vector<std::string> metrics;
     for (const auto& cond : rule.when) metrics.push_back(cond.metric);
     std::vector<std::pair<std::string, const toml::node*>> entries;
@@ -183,14 +172,14 @@ class ConfigReader {
       else if (node->is_string())
         value = node->as_string()->get();
       else
-        fail(line(*node), "key '" + where + "." + metric + "' must be a number, boolean or string, not " + type_name(*node));
+        fail(line(*node), "key '" + where + "." + metric + "' must be a number, boolean or string, not " + toml_type_name(*node));
       const bool same_kind = (cond.value.is_number() && value.is_number()) ||
                              (cond.value.is_boolean() && value.is_boolean()) ||
                              (cond.value.is_string() && value.is_string());
       if (!same_kind)
         fail(line(*node), "key '" + where + "." + metric + "' must be " +
                               (cond.value.is_number() ? "a number" : cond.value.is_boolean() ? "a boolean" : "a string") +
-                              " like the rule's threshold (" + cond.value.dump() + "), not " + type_name(*node));
+                              " like the rule's threshold (" + cond.value.dump() + "), not " + toml_type_name(*node));
       c.thresholds.push_back({rule.id, metric, std::move(value)});
     }
   }
@@ -198,12 +187,12 @@ class ConfigReader {
   void read_suppressions(const toml::node& n, Config& c) const {
     const toml::array* a = n.as_array();
     if (!a) fail(line(n), "key 'suppress' must be an array of tables ([[suppress]] with rule, module, reason), not " +
-                              std::string(type_name(n)));
+                              std::string(toml_type_name(n)));
     for (std::size_t i = 0; i < a->size(); ++i) {
       const toml::node& e = *a->get(i);
       const std::string where = "suppress[" + std::to_string(i) + "]";
       const toml::table* t = e.as_table();
-      if (!t) fail(line(e), "key '" + where + "' must be a table with rule, module, reason, not " + type_name(e));
+      if (!t) fail(line(e), "key '" + where + "' must be a table with rule, module, reason, not " + toml_type_name(e));
       check_keys(*t, kSuppressKeys, where + ".");
       Suppression s;
       s.line = static_cast<int>(std::max<uint32_t>(1, line(e)));

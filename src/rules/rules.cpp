@@ -64,17 +64,6 @@ bool is_version(const std::string& s) {
   return dots == 2 && digit;
 }
 
-const char* type_name(const toml::node& n) {
-  switch (n.type()) {
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::table: return "a table";
-    default: return "a date/time";
-  }
-}
 
 /// Reads one parsed rule file, throwing nd::Error "FILE:LINE: ..." on the first problem.
 class RuleReader {
@@ -116,7 +105,7 @@ class RuleReader {
         fail(line_of("since"), "key 'since': '" + r.since + "' is not a version (MAJOR.MINOR.PATCH)");
     }
     if (const toml::node* n = root_.get("data_dependent")) {
-      if (!n->is_boolean()) fail(line(*n), "key 'data_dependent' must be a boolean, not " + std::string(type_name(*n)));
+      if (!n->is_boolean()) fail(line(*n), "key 'data_dependent' must be a boolean, not " + std::string(toml_type_name(*n)));
       r.data_dependent = n->as_boolean()->get();
     }
 
@@ -150,7 +139,7 @@ class RuleReader {
       if (required) fail(1, "missing required key '" + key + "'");
       return {};
     }
-    if (!n->is_string()) fail(line(*n), "key '" + key + "' must be a string, not " + type_name(*n));
+    if (!n->is_string()) fail(line(*n), "key '" + key + "' must be a string, not " + toml_type_name(*n));
     return n->as_string()->get();
   }
 
@@ -159,10 +148,10 @@ class RuleReader {
     const toml::node* n = root_.get(key);
     if (!n) return out;
     const toml::array* a = n->as_array();
-    if (!a) fail(line(*n), "key '" + key + "' must be an array of strings, not " + type_name(*n));
+    if (!a) fail(line(*n), "key '" + key + "' must be an array of strings, not " + toml_type_name(*n));
     for (const toml::node& e : *a) {
       if (!e.is_string())
-        fail(line(e), "key '" + key + "' must be an array of strings; found " + type_name(e));
+        fail(line(e), "key '" + key + "' must be an array of strings; found " + toml_type_name(e));
       out.push_back(e.as_string()->get());
     }
     return out;
@@ -188,14 +177,14 @@ class RuleReader {
     const toml::node* n = root_.get("when");
     if (!n) fail(1, "missing required key 'when'");
     const toml::array* a = n->as_array();
-    if (!a) fail(line(*n), "key 'when' must be an array of tables {metric, op, value}, not " + std::string(type_name(*n)));
+    if (!a) fail(line(*n), "key 'when' must be an array of tables {metric, op, value}, not " + std::string(toml_type_name(*n)));
     if (a->empty()) fail(line(*n), "key 'when' is empty; a rule needs at least one condition");
     std::vector<Condition> out;
     for (std::size_t i = 0; i < a->size(); ++i) {
       const toml::node& e = *a->get(i);
       const std::string where = "when[" + std::to_string(i) + "]";
       const toml::table* t = e.as_table();
-      if (!t) fail(line(e), "key '" + where + "' must be a table {metric, op, value}, not " + type_name(e));
+      if (!t) fail(line(e), "key '" + where + "' must be a table {metric, op, value}, not " + toml_type_name(e));
       check_keys(*t, kWhenKeys, " in " + where);
       Condition c;
       for (const std::string& k : kWhenKeys)
@@ -203,11 +192,11 @@ class RuleReader {
       const toml::node& metric = *t->get("metric");
       const toml::node& op = *t->get("op");
       const toml::node& value = *t->get("value");
-      if (!metric.is_string()) fail(line(metric), "key '" + where + ".metric' must be a string, not " + type_name(metric));
+      if (!metric.is_string()) fail(line(metric), "key '" + where + ".metric' must be a string, not " + toml_type_name(metric));
       c.metric = metric.as_string()->get();
       if (!is_metric_name(c.metric))
         fail(line(metric), "key '" + where + ".metric': '" + c.metric + "' is not a metric name (letters, digits, _ and .)");
-      if (!op.is_string()) fail(line(op), "key '" + where + ".op' must be a string, not " + type_name(op));
+      if (!op.is_string()) fail(line(op), "key '" + where + ".op' must be a string, not " + toml_type_name(op));
       c.op = op.as_string()->get();
       if (std::find(kOps.begin(), kOps.end(), c.op) == kOps.end())
         fail(line(op), bad_choice(where + ".op", c.op, kOps));
@@ -220,7 +209,7 @@ class RuleReader {
       } else if (value.is_string()) {
         c.value = value.as_string()->get();
       } else {
-        fail(line(value), "key '" + where + ".value' must be a number, boolean or string, not " + type_name(value));
+        fail(line(value), "key '" + where + ".value' must be a number, boolean or string, not " + toml_type_name(value));
       }
       if (!c.value.is_number() && c.op != "==" && c.op != "!=")
         fail(line(op), "key '" + where + ".op': '" + c.op + "' compares numbers only; use == or != for a " +

@@ -14,4 +14,7 @@ namespace nd {
 toml::table parse_toml_file(const std::string& path, const char* kind, const std::string& what,
                             const std::string& missing_prefix);
 
+/// "a string", "an integer", ... for a node's TOML type (error messages).
+const char* toml_type_name(const toml::node& n);
+
 }  // namespace nd
