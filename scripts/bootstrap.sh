@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# README command 1: install dependencies, build, and run normdoctor check on
-# the bundled example model (fixtures/example.pt: the seed story, twenty
-# linear layers whose activations grow from ~0.3 to ~80,000).
+# README command 1: install the dependencies (Debian packages, the pinned
+# PyTorch in .venv), build normdoctor against LibTorch 2.13, and run
+# normdoctor check on the bundled example model (fixtures/example.pt: the
+# seed story, twenty linear layers whose activations grow from ~0.3 to ~80,000).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$here"
 scripts/install-deps.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+scripts/setup-venv.sh
+scripts/configure.sh primary build
 cmake --build build --target normdoctor
 set +e
 ./build/normdoctor check fixtures/example.pt --input fixtures/example.input.pt

@@ -540,7 +540,10 @@ void probe_precision(Session& s) {
         first_nonfinite = path;
         m["prec.first_nonfinite"] = true;
         const bool eps_gone = m.count("prec.eps_vanishes") && m["prec.eps_vanishes"].get<bool>();
-        if (n && norm_bad > 0 && eps_gone && n->overflow_rows == 0) cause = "norm-eps";
+        // The norm's own internals in the format (measured in both modes) explain
+        // the non-finite output: eps vanished on zero-variance rows, nothing overflowed.
+        const bool norm_explains = n && !n->fp32_inside && (norm_bad > 0 || n->nonfinite > 0);
+        if (norm_explains && eps_gone && n->overflow_rows == 0) cause = "norm-eps";
         else if (c.ref_beyond > 0 || (n && n->overflow_rows > 0)) cause = "overflow";
         else cause = "other";
         m["prec.first_nonfinite_cause"] = cause;

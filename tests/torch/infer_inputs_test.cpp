@@ -265,10 +265,12 @@ INSTANTIATE_TEST_SUITE_P(
     Models, InferInputsFixture,
     ::testing::Values(
         FixtureCase{"tiny_cnn.pt", {{"x", {4, 3, 224, 224}}}, "Conv2d features.0 in_channels=3"},
-        FixtureCase{"tiny_cnn_traced.pt", {{"x", {4, 3, 224, 224}}}, "Conv2d features.0 in_channels=3"},
+        // torch.jit.trace in PyTorch 2.x stores the example inputs' shapes
+        // (traced_inputs): the traced fixtures' inputs come from there.
+        FixtureCase{"tiny_cnn_traced.pt", {{"x", {8, 3, 16, 16}}}, "traced_inputs record"},
         FixtureCase{"growth20.pt", {{"x", {4, 32}}}, "Linear layers.0 in_features=32"},
         FixtureCase{"nested_scripted.pt", {{"x", {4, 8}}}, "in_features=8"},
-        FixtureCase{"nested_traced.pt", {{"x", {4, 8}}}, "in_features=8"},
+        FixtureCase{"nested_traced.pt", {{"x", {4, 8}}}, "traced_inputs record"},
         // A mask argument means a sequence model: [N, T, F] and a mask [N, T].
         FixtureCase{"seq_ln.pt", {{"x", {4, 128, 16}}, {"mask", {4, 128}}}, "in_features=16"},
         FixtureCase{"seq_bn_padding.pt", {{"x", {4, 128, 16}}, {"mask", {4, 128}}}, "in_features=16"},

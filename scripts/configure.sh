@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Configures a build folder against one of normdoctor's two LibTorch builds.
+#
+#   scripts/configure.sh primary [BUILD_DIR] [CMAKE_ARGS...]   # LibTorch 2.13 from .venv's torch wheel (default: build/)
+#   scripts/configure.sh compat  [BUILD_DIR] [CMAKE_ARGS...]   # Debian's libtorch-dev 1.13 (default: build-1.13/)
+#
+# primary needs scripts/setup-venv.sh first. Both CMAKE_PREFIX_PATH entries
+# are needed: TorchConfig.cmake searches <prefix>/lib, and with only the
+# share/cmake folder CMake would link Debian's /usr/lib/libtorch.so against
+# the wheel's headers (CMakeLists.txt refuses such a mix).
+# ccache is used when installed ($CCACHE_DIR, default ~/.cache/ccache).
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$here"
+which="${1:-primary}"; shift || true
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$here}"
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+case "$which" in
+  primary)
+    dir="${1:-build}"; shift || true
+    venv="${ND_VENV:-$here/.venv}"
+    [ -x "$venv/bin/python" ] || { echo "configure: $venv missing: run scripts/setup-venv.sh" >&2; exit 2; }
+    t="$("$venv/bin/python" -c 'import torch, os; print(os.path.dirname(torch.__file__))')"
+    prefix=(-DCMAKE_PREFIX_PATH="$t/share/cmake;$t") ;;
+  compat)
+    dir="${1:-build-1.13}"; shift || true
+    prefix=() ;;
+  *) echo "configure: unknown build '$which' (expected primary or compat)" >&2; exit 2 ;;
+esac
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" "${prefix[@]}" "$@" >"$dir.configure.log" 2>&1 \
+  || { cat "$dir.configure.log"; exit 1; }
+grep -E "^-- normdoctor:" "$dir.configure.log" || true
