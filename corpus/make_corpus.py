@@ -464,6 +464,35 @@ def versions():
     return v
 
 
+SHARED = ["tv_mobilenet_v3_small", "hf_bert_tiny", "hf_llama_tiny", "tv_vit_tiny"]
+
+
+def shared_facts(name):
+    """Facts of a file copied from ../shared/real-models, read from the
+    TorchScript file itself (no Python model to rebuild: other versions)."""
+    sm = torch.jit.load(os.path.join(HERE, name + ".pt"))
+    inputs = torch.load(os.path.join(HERE, name + ".input.pt"))
+    return {
+        "saved_by": "copied from ../shared/real-models (PyTorch 2.11)",
+        "parameters": sum(p.numel() for p in sm.parameters()),
+        "modules": [[p, x.original_name] for p, x in sm.named_modules()],
+        "training": {p: x.training for p, x in sm.named_modules()},
+        "zero_init_params": [n for n, p in sm.named_parameters() if p.numel() > 0 and bool((p == 0).all())],
+        "ones_init_params": [n for n, p in sm.named_parameters() if p.numel() > 0 and bool((p == 1).all())],
+        "no_requires_grad_params": [n for n, p in sm.named_parameters() if not p.requires_grad],
+        "buffers": [[n, list(b.shape)] for n, b in sm.named_buffers()],
+        "inputs": [[list(t.shape), str(t.dtype).replace("torch.", "")] for t in inputs],
+        "module_output_stats": None,
+    }
+
+
+def write_shared_facts():
+    for n in SHARED:
+        with open(os.path.join(HERE, n + ".facts.json"), "w") as fh:
+            json.dump(shared_facts(n), fh, indent=1)
+            fh.write("\n")
+
+
 def build(name):
     fn, how = MODELS[name]
     torch.manual_seed(SEED)
@@ -560,6 +589,12 @@ def main():
         return
     if a.check:
         problems = []
+        for n in ([] if a.only else SHARED):
+            fpath = os.path.join(HERE, n + ".facts.json")
+            ok = os.path.exists(fpath) and json.load(open(fpath)) == json.loads(json.dumps(shared_facts(n)))
+            print(f"{n}: {'ok' if ok else 'STALE'} (copied file; facts only)")
+            if not ok:
+                problems.append(f"{n}: {n}.facts.json differs from the file's")
         for n in names:
             p = check(n)
             print(f"{n}: {'ok' if not p else 'STALE'}")
@@ -569,6 +604,8 @@ def main():
         sys.exit(1 if problems else 0)
     for n in names:
         save(n)
+    if not a.only:
+        write_shared_facts()
 
 
 if __name__ == "__main__":
