@@ -19,7 +19,7 @@
 // load (missing operator, newer file format), with the reason printed.
 #include <torch/version.h>
 
-#include <toml++/toml.hpp>
+#include <toml++/toml.h>
 
 #include "e2e_util.h"
 
@@ -96,6 +96,9 @@ Expectations read_expectations(const std::string& path) {
 struct Case {
   std::string model, run;  // run: "batch" or "no-input"
 };
+
+/// gtest prints a parameter with this (instead of its bytes).
+void PrintTo(const Case& c, std::ostream* os) { *os << c.model << " (" << c.run << ")"; }
 
 std::vector<Case> cases() {
   std::vector<Case> v;
