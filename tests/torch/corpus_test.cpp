@@ -17,11 +17,22 @@
 // model with open bugs fails until the tool is fixed (never the expectation).
 // The compatibility build (LibTorch 1.x) skips a model whose file it cannot
 // load (missing operator, newer file format), with the reason printed.
+#if __has_include(<torch/version.h>)
 #include <torch/version.h>
+#endif
+#ifndef TORCH_VERSION_MAJOR
+#define TORCH_VERSION_MAJOR 1  // LibTorch before <torch/version.h> had the macros: the 1.x rules apply
+#define TORCH_VERSION_MINOR 0
+#endif
 
 #include <toml++/toml.h>
 
 #include "e2e_util.h"
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <tuple>
 
 namespace {
 
