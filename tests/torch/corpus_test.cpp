@@ -1,0 +1,255 @@
+// The real-model corpus (corpus/, made by corpus/make_corpus.py): every model
+// is checked as a user would run it, with its sample batch and with no input
+// flags, and the findings are compared with its expectations file
+// corpus/NAME.expect.toml:
+//
+//   [[expect]]        a finding that is true of the model and must appear
+//                     (matched by failure_mode + layer; "" = model level);
+//                     `runs = ["batch"]` or `["no-input"]` limits it to one
+//                     run (default: both);
+//   [[known_false]]   a finding the tool prints today that is FALSE of the
+//                     model (an open bug of the tool; the test fails on it and
+//                     says why it is false);
+//   [[known_failure]] a run that crashes or fails today (`run`, `exit_code`,
+//                     `message`): the test fails on it with that note.
+//
+// The test is strict: anything outside `expect` fails, known or not, so a
+// model with open bugs fails until the tool is fixed (never the expectation).
+// The compatibility build (LibTorch 1.x) skips a model whose file it cannot
+// load (missing operator, newer file format), with the reason printed.
+#if __has_include(<torch/version.h>)
+#include <torch/version.h>
+#endif
+#ifndef TORCH_VERSION_MAJOR
+#define TORCH_VERSION_MAJOR 1  // LibTorch before <torch/version.h> had the macros: the 1.x rules apply
+#define TORCH_VERSION_MINOR 0
+#endif
+
+#include <toml++/toml.h>
+
+#include "e2e_util.h"
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <tuple>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nde2e::json;
+
+std::string corpus_dir() { return nde2e::source_dir() + "/corpus"; }
+
+/// The model names of the corpus: every NAME.pt that is not a NAME.input.pt.
+std::vector<std::string> corpus_models() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(corpus_dir(), ec)) {
+    const std::string f = e.path().filename().string();
+    const std::string suffix = ".pt", in_suffix = ".input.pt";
+    if (f.size() <= suffix.size() || f.compare(f.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+    if (f.size() > in_suffix.size() && f.compare(f.size() - in_suffix.size(), in_suffix.size(), in_suffix) == 0)
+      continue;
+    names.push_back(f.substr(0, f.size() - suffix.size()));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+/// One entry of an expectations file.
+struct Entry {
+  std::string failure_mode, rule_id, layer, why;
+  std::set<std::string> runs;  ///< "batch", "no-input"; empty = both
+  bool applies(const std::string& run) const { return runs.empty() || runs.count(run) > 0; }
+  std::string describe() const {
+    return failure_mode + (rule_id.empty() ? "" : " (" + rule_id + ")") + " at '" + layer + "'";
+  }
+};
+
+struct KnownFailure {
+  std::string run, message;
+  int exit_code = -1;
+};
+
+struct Expectations {
+  std::vector<Entry> expect, known_false;
+  std::vector<KnownFailure> known_failure;
+};
+
+std::string str(const toml::table& t, const char* key) { return t[key].value_or(std::string()); }
+
+Expectations read_expectations(const std::string& path) {
+  Expectations x;
+  const toml::table doc = toml::parse_file(path);
+  auto entries = [&](const char* key, std::vector<Entry>& out) {
+    if (const toml::array* arr = doc[key].as_array()) {
+      for (const auto& node : *arr) {
+        const toml::table& t = *node.as_table();
+        Entry e{str(t, "failure_mode"), str(t, "rule_id"), str(t, "layer"), str(t, "why"), {}};
+        if (const toml::array* runs = t["runs"].as_array())
+          for (const auto& r : *runs) e.runs.insert(r.value_or(std::string()));
+        out.push_back(e);
+      }
+    }
+  };
+  entries("expect", x.expect);
+  entries("known_false", x.known_false);
+  if (const toml::array* arr = doc["known_failure"].as_array()) {
+    for (const auto& node : *arr) {
+      const toml::table& t = *node.as_table();
+      x.known_failure.push_back({str(t, "run"), str(t, "message"), static_cast<int>(t["exit_code"].value_or(-1))});
+    }
+  }
+  return x;
+}
+
+struct Case {
+  std::string model, run;  // run: "batch" or "no-input"
+};
+
+/// gtest prints a parameter with this (instead of its bytes).
+void PrintTo(const Case& c, std::ostream* os) { *os << c.model << " (" << c.run << ")"; }
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  for (const auto& m : corpus_models())
+    for (const char* run : {"batch", "no-input"}) v.push_back({m, run});
+  return v;
+}
+
+class CorpusRun : public ::testing::TestWithParam<Case> {};
+
+/// On LibTorch 1.x, a file saved by PyTorch 2.x may call operators 1.x lacks
+/// or use a newer file format: skipped with the reason, never silently.
+void skip_if_unloadable_on_1x(const nde2e::NdRun& r) {
+#if TORCH_VERSION_MAJOR < 2
+  if (r.exit_code == 3 && r.has_report && r.report.contains("error")) {
+    const json& e = r.report["error"];
+    const std::string kind = e.value("kind", ""), msg = e.value("message", "");
+    if ((kind == "model_load" || kind == "model_run") &&
+        (msg.find("does not have") != std::string::npos || msg.find("operator") != std::string::npos ||
+         msg.find("file format") != std::string::npos || msg.find("version") != std::string::npos))
+      GTEST_SKIP() << "LibTorch " << TORCH_VERSION_MAJOR << "." << TORCH_VERSION_MINOR
+                   << " cannot run this PyTorch 2.x file: " << msg;
+  }
+#else
+  (void)r;
+#endif
+}
+
+TEST_P(CorpusRun, FindingsAreExactlyTheExpectedOnes) {
+  const Case& c = GetParam();
+  const std::string expect_path = corpus_dir() + "/" + c.model + ".expect.toml";
+  ASSERT_TRUE(fs::exists(expect_path)) << "no expectations file " << expect_path;
+  Expectations x;
+  try {
+    x = read_expectations(expect_path);
+  } catch (const std::exception& e) {
+    FAIL() << expect_path << ": " << e.what();
+  }
+  nde2e::TempDir tmp;
+  std::vector<std::string> inputs;
+  if (c.run == "batch") inputs.push_back(corpus_dir() + "/" + c.model + ".input.pt");
+  const auto r = nde2e::check(corpus_dir() + "/" + c.model + ".pt", inputs, {}, tmp.file("report.json"));
+  skip_if_unloadable_on_1x(r);
+
+  for (const auto& k : x.known_failure)
+    if (k.run.empty() || k.run == c.run)
+      ADD_FAILURE() << "known failure (open bug of the tool), exit " << k.exit_code << ": " << k.message;
+
+  ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.describe();
+  ASSERT_TRUE(r.has_report) << r.describe();
+  ASSERT_EQ(r.report.value("status", ""), "ok") << r.report.dump(2).substr(0, 4000);
+
+  // (failure_mode, layer) of every finding, with its rule id and message.
+  std::vector<std::tuple<std::string, std::string, std::string, std::string>> got;
+  for (const auto& f : r.report.at("findings"))
+    got.emplace_back(f.value("failure_mode", ""), f.at("layer").is_null() ? "" : f.at("layer").get<std::string>(),
+                     f.value("rule_id", ""), f.value("message", ""));
+
+  for (const auto& e : x.expect) {
+    if (!e.applies(c.run)) continue;
+    bool found = false;
+    for (const auto& g : got) found = found || (std::get<0>(g) == e.failure_mode && std::get<1>(g) == e.layer);
+    EXPECT_TRUE(found) << "missing true finding " << e.describe() << ": " << e.why;
+  }
+  for (const auto& g : got) {
+    bool expected = false;
+    for (const auto& e : x.expect)
+      expected = expected || (e.applies(c.run) && e.failure_mode == std::get<0>(g) && e.layer == std::get<1>(g));
+    if (expected) continue;
+    const Entry* known = nullptr;
+    for (const auto& e : x.known_false)
+      if (e.applies(c.run) && e.failure_mode == std::get<0>(g) && e.layer == std::get<1>(g)) known = &e;
+    if (known)
+      ADD_FAILURE() << "known FALSE finding (open bug of the tool) " << std::get<2>(g) << " " << std::get<0>(g)
+                    << " at '" << std::get<1>(g) << "': " << std::get<3>(g) << "\n  false because: " << known->why;
+    else
+      ADD_FAILURE() << "unexpected finding " << std::get<2>(g) << " " << std::get<0>(g) << " at '" << std::get<1>(g)
+                    << "': " << std::get<3>(g);
+  }
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  std::string n = info.param.model + "_" + (info.param.run == "batch" ? "batch" : "noinput");
+  for (char& ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, CorpusRun, ::testing::ValuesIn(cases()), case_name);
+
+TEST(CorpusFolder, HoldsAtLeastTwentyModelsEachWithBatchFactsAndExpectations) {
+  const auto models = corpus_models();
+  EXPECT_GE(models.size(), 20u);
+  for (const auto& m : models) {
+    EXPECT_TRUE(fs::exists(corpus_dir() + "/" + m + ".input.pt")) << m << " has no sample batch";
+    EXPECT_TRUE(fs::exists(corpus_dir() + "/" + m + ".expect.toml")) << m << " has no expectations file";
+    EXPECT_TRUE(fs::exists(corpus_dir() + "/" + m + ".facts.json")) << m << " has no facts file";
+  }
+}
+
+TEST(CorpusFolder, IsUnderFortyMegabytes) {
+  std::uintmax_t total = 0;
+  for (const auto& e : fs::recursive_directory_iterator(corpus_dir()))
+    if (e.is_regular_file()) total += e.file_size();
+  EXPECT_LT(total, 40u * 1000 * 1000) << "corpus/ holds " << total << " bytes";
+}
+
+TEST(CorpusFolder, ExpectationsNameCatalogSlugs) {
+  // Every failure_mode of an expectations file is a slug of the catalog
+  // (normdoctor rules --format json lists the rules and their slugs).
+  nde2e::TempDir tmp;
+  const auto r = nde2e::run_nd({"rules", "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const json rules = json::parse(r.out);
+  std::set<std::string> slugs;
+  std::function<void(const json&)> walk = [&](const json& j) {
+    if (j.is_object()) {
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        if (it.key() == "failure_mode" && it->is_string()) slugs.insert(it->get<std::string>());
+        if (it.key() == "failure_modes" && it->is_array())
+          for (const auto& s : *it)
+            if (s.is_string()) slugs.insert(s.get<std::string>());
+        walk(*it);
+      }
+    } else if (j.is_array()) {
+      for (const auto& v : j) walk(v);
+    }
+  };
+  walk(rules);
+  ASSERT_FALSE(slugs.empty()) << r.out.substr(0, 2000);
+  for (const auto& m : corpus_models()) {
+    const std::string p = corpus_dir() + "/" + m + ".expect.toml";
+    if (!fs::exists(p)) continue;
+    const Expectations x = read_expectations(p);
+    for (const auto* list : {&x.expect, &x.known_false})
+      for (const auto& e : *list) {
+        EXPECT_TRUE(slugs.count(e.failure_mode)) << p << ": '" << e.failure_mode << "' is no rule's failure mode";
+        EXPECT_FALSE(e.why.empty()) << p << ": " << e.describe() << " has no `why`";
+      }
+  }
+}
+
+}  // namespace
