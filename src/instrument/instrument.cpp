@@ -977,6 +977,13 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   // can be switched off for a pass.
   for (Node* n : flag_nodes) {
     const bool bn = std::string(n->kind().toQualString()) == "aten::batch_norm";
+    // A dropout with a constant p of 0 is the identity in both modes (HF
+    // configs' attention_dropout=0.0, diffusers' dropout=0.0): it is no
+    // mode-dependent op, and counting it would make train() look meaningful.
+    if (!bn && n->inputs().size() > 1) {
+      auto p = torch::jit::toIValue(n->input(1));
+      if (p && p->isDouble() && p->toDouble() == 0.0) continue;
+    }
     (bn ? bn_nodes_ : dropout_nodes_)++;
     const size_t idx = bn ? 5 : 2;
     if (idx >= n->inputs().size()) continue;

@@ -2,7 +2,7 @@
 // named_modules() path, in named_modules() order, with its class name, for
 // every fixture (manifest.json "modules", taken from Python before export),
 // scripted and traced; the nested fixtures' call counts and execution order
-// match Python's; the real models in ND_SHARED_DIR/real-models report every
+// match Python's; the real models in corpus/ report every
 // path LibTorch itself lists. Also: every valid batch container of
 // fixtures/batches reaches a model's forward (models built here with
 // torch::jit::Module::define).

@@ -1,6 +1,6 @@
 // End to end: the precision probe (--precision fp16|bf16) on fixtures with
 // one known fault each (fixtures/models/manifest.json), their healthy twins,
-// and the real models of ../shared/real-models in both formats.
+// and the real models of corpus/ (the real-model corpus) in both formats.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -252,7 +252,7 @@ TEST(PrecisionEvidence, TextReportHasAPrecisionSection) {
       << text;
 }
 
-// ---- real models (../shared/real-models) ----------------------------------
+// ---- real models (corpus/ (the real-model corpus)) ----------------------------------
 
 struct Real {
   const char* model;

@@ -1,7 +1,7 @@
 // End to end: input layout, normalized axes, the padding and sequence-length
 // probes and the architecture probe, on fixtures with one known fault each
 // (fixtures/make_fixtures.py, manifest.json) and their healthy twins, and on
-// the real models in ../shared/real-models.
+// the real models in corpus/ (the real-model corpus).
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -143,7 +143,7 @@ TEST(Attention, IntentionalInfMaskingIsNoFault) {
   EXPECT_EQ(metric(r.report, "attn", "attn.rows"), mf("/masked_attention_healthy/numbers/rows_with_unmasked_keys"));
 }
 
-// The real models (../shared/real-models, default random init): every attention
+// The real models (corpus/, default random init): every attention
 // site is found (eager softmax in the traced BERT/Llama, scaled_dot_product_attention
 // in the scripted ViT), and none has large logits or NaN rows, so no ATTN finding.
 TEST(Attention, RealModelsAreQuiet) {

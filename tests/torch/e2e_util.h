@@ -37,7 +37,8 @@ inline std::string binary() {
 inline std::string model(const std::string& name) { return source_dir() + "/fixtures/models/" + name; }
 inline std::string batch(const std::string& name) { return source_dir() + "/fixtures/batches/" + name; }
 inline std::string bad(const std::string& name) { return source_dir() + "/fixtures/bad/" + name; }
-inline std::string real_models_dir() { return std::string(ND_SHARED_DIR) + "/real-models"; }
+/// The real-model corpus (corpus/, with the files of ../shared/real-models folded in).
+inline std::string real_models_dir() { return source_dir() + "/corpus"; }
 
 inline std::string read_file(const std::string& p) {
   std::ifstream in(p, std::ios::binary);

@@ -3,7 +3,7 @@
 // labelled; --input-shape end to end; the exit-2 message when nothing can be
 // inferred. Fixtures: fixtures/models (make_fixtures.py and, for
 // traced_with_inputs*.pt / no_input_hint.pt, make_traced_inputs_fixture.py)
-// and ND_SHARED_DIR/real-models (skipped when absent).
+// and the real-model corpus in corpus/.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,7 +33,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 std::string model(const std::string& name) { return std::string(ND_SOURCE_DIR) + "/fixtures/models/" + name; }
-std::string real_models_dir() { return std::string(ND_SHARED_DIR) + "/real-models"; }
+std::string real_models_dir() { return std::string(ND_SOURCE_DIR) + "/corpus"; }
 
 std::string read_file(const std::string& p) {
   std::ifstream in(p, std::ios::binary);

@@ -1,7 +1,7 @@
 // Reading batch files (src/model/batch_file.h) and synthesizing inputs
 // (src/model/synth_inputs.h). Fixtures: fixtures/batches/ (written by
 // fixtures/make_batches.py, see its README.md) and the real models' sample
-// batches in ND_SHARED_DIR/real-models (saved by PyTorch 2.11).
+// batches in corpus/ (saved by PyTorch 2.11).
 #include <gtest/gtest.h>
 
 #include <caffe2/serialize/inline_container.h>
@@ -311,11 +311,11 @@ TEST(BatchFile, CorruptCopiesOfGoodFilesNeverCrash) {
 // ------------------------------------------------------------ real models (PyTorch 2.11)
 
 std::string real_input(const std::string& name) {
-  return std::string(ND_SHARED_DIR) + "/real-models/" + name + ".input.pt";
+  return std::string(ND_SOURCE_DIR) + "/corpus/" + name + ".input.pt";
 }
 
 TEST(BatchFile, RealModelInputsFromPyTorch211) {
-  if (!fs::exists(real_input("tv_mobilenet_v3_small"))) GTEST_SKIP() << "no " << ND_SHARED_DIR << "/real-models";
+  if (!fs::exists(real_input("tv_mobilenet_v3_small"))) GTEST_SKIP() << "no " << ND_SOURCE_DIR << "/corpus";
 
   const auto mobilenet = nd::read_batch_file(real_input("tv_mobilenet_v3_small"));
   EXPECT_EQ(mobilenet.container, "list");
@@ -347,7 +347,7 @@ TEST(BatchFile, RealModelInputsFromPyTorch211) {
 }
 
 TEST(BatchFile, RealModelIsNotABatch) {
-  const std::string model = std::string(ND_SHARED_DIR) + "/real-models/hf_bert_tiny.pt";
+  const std::string model = std::string(ND_SOURCE_DIR) + "/corpus/hf_bert_tiny.pt";
   if (!fs::exists(model)) GTEST_SKIP() << "no " << model;
   expect_load_error(model, "TorchScript model");
 }

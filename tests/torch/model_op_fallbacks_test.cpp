@@ -31,7 +31,7 @@ namespace {
 constexpr const char* kSdpa = "aten::scaled_dot_product_attention";
 
 std::string shared_model(const std::string& name) {
-  return std::string(ND_SHARED_DIR) + "/real-models/" + name;
+  return std::string(ND_SOURCE_DIR) + "/corpus/" + name;
 }
 
 bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
