@@ -605,3 +605,95 @@ TEST(CliHtml, TimelineHookDrawsLinesOverSteps) {
   run.doc = &none;
   EXPECT_EQ(nd::render_html({run}).find("Checkpoint timeline"), std::string::npos);
 }
+
+namespace {
+
+/// Runs a shell command, returning its stdout (stderr to `err_file` when given).
+std::string shell(const std::string& cmd, int* status = nullptr) {
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  for (std::size_t n; p && (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int st = p ? ::pclose(p) : -1;
+  if (status) *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
+}  // namespace
+
+TEST(CliHtml, RendersInHeadlessChromiumWithoutScriptErrors) {
+  if (!have("chromium")) {
+    ADD_FAILURE() << "chromium is missing (Debian package chromium, in .ci/packages.txt)";
+    return;
+  }
+  Env env;
+  const fs::path out_dir = fs::path(ND_BINARY_DIR) / "tests" / "html";
+  fs::create_directories(out_dir);
+  const std::string file = (out_dir / "report.html").string();
+  // Two models (one healthy) and a timeline, so every part of the page is drawn.
+  const CliRun r = cli(env.check({"growth.pt", "healthy.pt", "--format", "html", "-o", file}));
+  ASSERT_EQ(r.code, 1) << r.err;
+  const std::string flags =
+      "--headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking "
+      "--disable-component-update --disable-sync --user-data-dir=" + (env.dir.path() / "chromium").string();
+  const std::string url = "file://" + file;
+  int status = -1;
+  const std::string log = (env.dir.path() / "console.txt").string();
+  const std::string dom = shell("timeout 120 chromium " + flags + " --enable-logging=stderr --v=0 --dump-dom '" + url +
+                                    "' 2>'" + log + "'",
+                                &status);
+  ASSERT_EQ(status, 0) << ndtest::read_file(log);
+  // The script ran and reported no error; the console has no script error either.
+  EXPECT_NE(dom.find("data-script=\"ran\""), std::string::npos) << dom.substr(0, 400);
+  EXPECT_NE(dom.find("<div id=\"js-errors\"></div>"), std::string::npos);
+  const std::string console = ndtest::read_file(log);
+  EXPECT_EQ(console.find("Uncaught"), std::string::npos) << console;
+  EXPECT_FALSE(std::regex_search(console, std::regex("CONSOLE.*(Error|error)"))) << console;
+  // Every finding's rule id and layer are in the DOM.
+  EXPECT_NE(dom.find("data-rule=\"ACT002\""), std::string::npos);
+  EXPECT_NE(dom.find("layers.2.a.very.long.module.path.that.goes.on.and.on.and.on.fc"), std::string::npos);
+  EXPECT_NE(dom.find("<svg"), std::string::npos);
+  // A screenshot under the build folder, for people to look at.
+  const std::string png = (out_dir / "report.png").string();
+  fs::remove(png);
+  shell("timeout 120 chromium " + flags + " --hide-scrollbars --window-size=1100,2400 --screenshot='" + png + "' '" +
+            url + "' 2>/dev/null",
+        &status);
+  EXPECT_EQ(status, 0);
+  ASSERT_TRUE(fs::exists(png));
+  EXPECT_GT(fs::file_size(png), 20000u);
+}
+
+// ------------------------------------------------------------ 4. README
+
+TEST(CliReadme, OptionsTableMatchesCheckHelp) {
+  const CliRun help = cli({"check", "--help"});
+  ASSERT_EQ(help.code, 0);
+  std::set<std::string> from_help;
+  std::regex flag(R"((^|[ ,])(--?[a-zA-Z][-a-zA-Z0-9]*))");
+  std::istringstream in(help.out);
+  for (std::string line; std::getline(in, line);) {
+    const auto first = line.find_first_not_of(' ');
+    if (first == std::string::npos || line[first] != '-') continue;  // option lines start with a flag
+    const std::string names = line.substr(first, line.find("  ", first) - first);
+    for (auto it = std::sregex_iterator(names.begin(), names.end(), flag); it != std::sregex_iterator(); ++it)
+      from_help.insert((*it)[2]);
+  }
+  ASSERT_GE(from_help.size(), 25u) << help.out;
+  const std::string readme = ndtest::read_file(ndtest::source_dir() / "README.md");
+  const auto b = readme.find("<!-- options-table:begin -->"), e = readme.find("<!-- options-table:end -->");
+  ASSERT_NE(b, std::string::npos);
+  ASSERT_NE(e, std::string::npos);
+  const std::string table = readme.substr(b, e - b);
+  std::set<std::string> from_table;
+  std::regex code("`(--?[a-zA-Z][-a-zA-Z0-9]*)");
+  std::istringstream tin(table);
+  for (std::string line; std::getline(tin, line);) {
+    if (line.rfind("| ", 0) != 0) continue;
+    const std::string first_col = line.substr(2, line.find(" | ", 2) - 2);
+    for (auto it = std::sregex_iterator(first_col.begin(), first_col.end(), code); it != std::sregex_iterator(); ++it)
+      from_table.insert((*it)[1]);
+  }
+  for (const auto& f : from_help) EXPECT_TRUE(from_table.count(f)) << "README options table misses " << f;
+  for (const auto& f : from_table) EXPECT_TRUE(from_help.count(f)) << "README options table lists " << f << ", which `check --help` does not have";
+}
