@@ -166,7 +166,7 @@ std::string log_plot(const std::string& title, const std::vector<Series>& series
     const double y = Y(hline);
     std::snprintf(buf, sizeof buf, "<line class=\"limit\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", L, y, W - R, y);
     o << buf;
-    std::snprintf(buf, sizeof buf, "<text class=\"limit-label\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">", W - R - 4, y - 5);
+    std::snprintf(buf, sizeof buf, "<text class=\"limit-label\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"start\">", L + 8, y - 5);
     o << buf << esc(hline_label) << "</text>";
   }
   for (const auto& s : series) {
