@@ -1,5 +1,6 @@
 #include "cli/cli.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,9 +24,11 @@
 #include "cli/watchdog.h"
 #include "config/config.h"
 #include "core/error.h"
+#include "policy/policy.h"
 #include "probes/engine.h"
 #include "report/report.h"
 #include "rules/rules.h"
+#include "rules/suggest.h"
 
 namespace nd {
 namespace fs = std::filesystem;
@@ -34,9 +37,10 @@ namespace {
 
 struct CheckArgs {
   CheckOptions engine;
+  std::vector<std::string> models;  ///< model files or folders, in the order given
   std::vector<std::string> formats;
   std::vector<std::string> outputs;
-  std::string fail_on = "error";
+  std::string fail_on = "warning";
   bool exit_zero = false;
   std::string color = "auto";
   std::string rules_dir;
@@ -100,10 +104,17 @@ int run_rules_list(const std::string& dir, const std::string& format) {
     std::cout << arr.dump(2) << "\n";
     return 0;
   }
-  std::printf("%-8s %-8s %-9s %-7s %-24s %s\n", "ID", "SEVERITY", "LIFECYCLE", "SINCE", "FAILURE MODE", "TITLE");
+  // Column widths from the longest entry (REPLAY001, the longest slug).
+  int w_id = 2, w_mode = 12;
+  for (const auto& r : rules) {
+    w_id = std::max(w_id, static_cast<int>(r.id.size()));
+    w_mode = std::max(w_mode, static_cast<int>(r.failure_mode.size()));
+  }
+  std::printf("%-*s  %-8s  %-10s  %-7s  %-*s  %s\n", w_id, "ID", "SEVERITY", "LIFECYCLE", "SINCE", w_mode, "FAILURE MODE",
+              "TITLE");
   for (const auto& r : rules)
-    std::printf("%-8s %-8s %-9s %-7s %-24s %s\n", r.id.c_str(), severity_name(r.severity), r.lifecycle.c_str(),
-                r.since.c_str(), r.failure_mode.c_str(), r.title.c_str());
+    std::printf("%-*s  %-8s  %-10s  %-7s  %-*s  %s\n", w_id, r.id.c_str(), severity_name(r.severity), r.lifecycle.c_str(),
+                r.since.c_str(), w_mode, r.failure_mode.c_str(), r.title.c_str());
   std::printf("\n%zu rules; `normdoctor explain ID` explains one\n", rules.size());
   return 0;
 }
@@ -138,8 +149,9 @@ int run_explain(const std::string& dir, const std::string& id) {
 }
 
 /// The configuration of this run: the config file (--config, else the
-/// nearest normdoctor.toml upward from the working directory, unless
-/// --no-config), with the settings given as flags replacing it.
+/// nearest normdoctor.toml, or pyproject.toml with [tool.normdoctor],
+/// upward from the working directory, unless --no-config), with the
+/// settings given as flags replacing it.
 Config resolve_config(const CheckArgs& a, const std::vector<Rule>& rules) {
   Config file;
   if (!a.no_config) {
@@ -156,10 +168,12 @@ Config resolve_config(const CheckArgs& a, const std::vector<Rule>& rules) {
   Config flags;
   if (a.select_given) {
     flags.select = split_list(a.select);
+    for (auto& p : *flags.select) p = upper(p);
     check_rule_patterns(*flags.select, rules, "--select");
   }
   if (a.ignore_given) {
     flags.ignore = split_list(a.ignore);
+    for (auto& p : *flags.ignore) p = upper(p);
     check_rule_patterns(*flags.ignore, rules, "--ignore");
   }
   if (a.severity_given) flags.severity = a.severity;
@@ -167,7 +181,130 @@ Config resolve_config(const CheckArgs& a, const std::vector<Rule>& rules) {
   return with_flags(std::move(file), flags);
 }
 
-int run_check_command(CheckArgs& a) {
+/// The width of the terminal on `fd`: TIOCGWINSZ, else $COLUMNS, else 100.
+int terminal_width(int fd) {
+  struct winsize ws {};
+  if (::ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  if (const char* c = std::getenv("COLUMNS"); c && *c) {
+    const int n = std::atoi(c);
+    if (n > 0) return n;
+  }
+  return 100;
+}
+
+/// The models to check: each argument, a folder standing for every .pt and
+/// .pt2 file in it (not recursive, sorted by name). Throws nd::Error (usage)
+/// for a folder with none.
+std::vector<std::string> expand_models(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (const auto& m : args) {
+    std::error_code ec;
+    if (!fs::is_directory(m, ec)) {
+      out.push_back(m);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (const auto& e : fs::directory_iterator(m, ec)) {
+      const std::string ext = e.path().extension().string();
+      if ((ext == ".pt" || ext == ".pt2") && e.is_regular_file(ec)) found.push_back(e.path().string());
+    }
+    if (found.empty()) throw usage_error("model folder " + m + " holds no .pt or .pt2 file");
+    std::sort(found.begin(), found.end());
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  return out;
+}
+
+/// Progress on stderr. On a terminal: one line rewritten in place. Not on a
+/// terminal (CI logs): one line per finished pass, "normdoctor: PROBE: PASS
+/// (SECONDS s)". Nothing with -q.
+class Progress {
+ public:
+  Progress(bool quiet, std::string prefix)
+      : tty_(!quiet && ::isatty(STDERR_FILENO)), lines_(!quiet && !tty_), prefix_(std::move(prefix)),
+        t0_(std::chrono::steady_clock::now()) {}
+  bool tty() const { return tty_; }
+  void stage(const std::string& probe, const std::string& pass) {
+    finish();
+    probe_ = probe;
+    pass_ = pass;
+    started_ = std::chrono::steady_clock::now();
+    const double el = std::chrono::duration<double>(started_ - t0_).count();
+    if (tty_) std::fprintf(stderr, "\r\033[K[%6.1fs] %s%s: %s", el, prefix_.c_str(), probe.c_str(), pass.c_str());
+    spdlog::debug("{}{}: {} ({:.1f}s)", prefix_, probe, pass, el);
+  }
+  /// Ends the stage in progress: prints its line (not a terminal) or clears the line (terminal).
+  void finish() {
+    if (probe_.empty()) return;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    if (lines_) std::fprintf(stderr, "normdoctor: %s%s: %s (%.2f s)\n", prefix_.c_str(), probe_.c_str(), pass_.c_str(), s);
+    if (tty_) std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+    probe_.clear();
+  }
+
+ private:
+  bool tty_, lines_;
+  std::string prefix_, probe_, pass_;
+  std::chrono::steady_clock::time_point t0_, started_;
+};
+
+/// The command to re-run with a real batch instead of made-up inputs: the
+/// same options, --input batch.pt in place of --input-shape.
+std::string rerun_hint(const CheckArgs& a, const CheckOptions& opt, const MetricsDoc& doc) {
+  auto quote = [](const std::string& w) {
+    if (!w.empty() && w.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") ==
+                          std::string::npos)
+      return w;
+    std::string q = "'";
+    for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  std::string names;
+  for (const auto& in : doc.inputs) names += (names.empty() ? "" : ", ") + in.name;
+  std::ostringstream hint;
+  hint << "inputs were made by normdoctor, not read from your data; for a diagnosis of real batches save one with\n"
+       << "  torch.save((" << names << (doc.inputs.size() == 1 ? "," : "") << "), \"batch.pt\")\n"
+       << "and run:\n  normdoctor check " << quote(opt.model_path) << " --input batch.pt";
+  if (!opt.target_file.empty()) hint << " --target " << quote(opt.target_file);
+  if (opt.loss != "auto") hint << " --loss " << opt.loss;
+  if (opt.output_index) hint << " --output-index " << *opt.output_index;
+  if (opt.precision != "fp32") hint << " --precision " << opt.precision;
+  if (opt.train_batch_size > 0) hint << " --train-batch-size " << opt.train_batch_size;
+  if (a.seed != 0) hint << " --seed " << a.seed;
+  if (a.fail_on != "warning") hint << " --fail-on " << a.fail_on;
+  return hint.str();
+}
+
+/// Writes every target with all runs (render_reports). Write errors are
+/// printed, not thrown, when `lenient` (error paths).
+void write_all(const std::vector<OutputTarget>& targets, const std::vector<ReportRun>& runs, int code,
+               const TextOptions& topt, bool lenient) {
+  for (const auto& t : targets) {
+    TextOptions o = topt;
+    if (!t.path.empty()) {
+      o.color = false;
+      o.fit_width = false;
+    }
+    try {
+      const std::string text = render_reports(t.format, runs, code, o);
+      if (t.format == "text" && text.empty()) continue;  // a failed run: stderr has the message
+      write_output(t.path, text);
+    } catch (const Error& e) {
+      if (!lenient) throw;
+      std::fprintf(stderr, "normdoctor: error: %s\n", e.what());
+    }
+  }
+}
+
+void fail_run(ReportRun& run, const std::string& kind, const std::string& message, int code) {
+  run.ctx.status = "error";
+  run.ctx.error_kind = kind;
+  run.ctx.error_message = message;
+  run.ctx.exit_code = code;
+}
+
+int run_check_command(CheckArgs& a, const Engine& engine) {
   setup_logging(a);
   // Output targets are checked before any work (a typo in -o must not cost a
   // full run).
@@ -176,55 +313,92 @@ int run_check_command(CheckArgs& a) {
     if (!t.path.empty()) check_writable(t.path);
   a.engine.seed = static_cast<uint64_t>(a.seed);
   if (a.output_index >= 0) a.engine.output_index = a.output_index;
+  const std::vector<std::string> models = expand_models(a.models);
+  const bool many = models.size() > 1;
 
-  ReportContext ctx;
-  ctx.tool_version = build::kVersion;
-  ctx.libtorch_version = engine_libtorch_version();
-  ctx.model_path = a.engine.model_path;
-  auto record_options = [&] {
-    ctx.options = {{"inputs", a.engine.input_files}, {"input_shapes", a.engine.input_shapes}, {"loss", a.engine.loss},
-                   {"seed", a.seed}, {"precision", a.engine.precision}, {"fail_on", a.fail_on},
-                   {"severity", a.severity}, {"rules_dir", resolve_rules_dir(a.rules_dir)}};
-    if (a.engine.output_index) ctx.options["output_index"] = *a.engine.output_index;
-    if (a.engine.lr) ctx.options["lr"] = *a.engine.lr;
-    if (a.engine.lr || a.engine.steps > 0) ctx.options["optimizer"] = a.engine.optimizer;
-    if (a.engine.steps > 0) ctx.options["steps"] = a.engine.steps;
+  TextOptions topt;
+  topt.color = use_color(a.color, STDOUT_FILENO);
+  topt.fit_width = ::isatty(STDOUT_FILENO) != 0;
+  topt.width = topt.fit_width ? terminal_width(STDOUT_FILENO) : 100;
+  topt.verbose = a.verbose;
+
+  ReportContext base;
+  base.tool_version = build::kVersion;
+  base.libtorch_version = engine.libtorch_version();
+  std::error_code ec;
+  base.working_dir = fs::current_path(ec).string();
+  auto options_of = [&](const CheckOptions& o) {
+    nlohmann::json opts = {{"inputs", o.input_files}, {"input_shapes", o.input_shapes}, {"loss", o.loss},
+                           {"seed", a.seed}, {"precision", o.precision}, {"fail_on", a.fail_on},
+                           {"severity", a.severity}, {"rules_dir", resolve_rules_dir(a.rules_dir)}};
+    if (o.output_index) opts["output_index"] = *o.output_index;
+    if (o.lr) opts["lr"] = *o.lr;
+    if (o.lr || o.steps > 0) opts["optimizer"] = o.optimizer;
+    if (o.steps > 0) opts["steps"] = o.steps;
+    if (many) opts["models"] = models;
+    return opts;
   };
-  record_options();
-  const auto started = std::chrono::steady_clock::now();  // --timeout counts from here
 
   std::vector<Rule> all_rules;  // as loaded
   std::vector<Rule> rules;      // evaluated: selected, with the config's overrides
   Config cfg;
-  MetricsDoc doc;
-  bool have_doc = false;
-  std::unique_ptr<Watchdog> watchdog;
   try {
     all_rules = load_rules(resolve_rules_dir(a.rules_dir));
     cfg = resolve_config(a, all_rules);
-    a.fail_on = cfg.fail_on.value_or("error");
+    a.fail_on = cfg.fail_on.value_or("warning");
     a.severity = cfg.severity.value_or("info");
     rules = apply_config(all_rules, cfg);
-    ctx.severity = a.severity;
+    base.severity = a.severity;
     for (const auto& [id, sev] : cfg.severity_overrides)
-      if (const Rule* d = find_rule(all_rules, id)) ctx.default_severity[id] = d->severity;
-    ctx.config = config_json(cfg, rules, all_rules, a.severity, a.fail_on);
-    record_options();
+      if (const Rule* d = find_rule(all_rules, id)) base.default_severity[id] = d->severity;
+    base.config = config_json(cfg, rules, all_rules, a.severity, a.fail_on);
     if (rules.empty()) spdlog::warn("no rule is selected (--select/--ignore or the config file); nothing will be found");
+  } catch (const Error& e) {
+    // Rule files or config broken: every model gets the error report.
+    spdlog::error("{}", e.what());
+    std::vector<ReportRun> runs;
+    for (const auto& m : models) {
+      ReportRun run;
+      run.rules = rules;
+      run.ctx = base;
+      run.ctx.model_path = m;
+      CheckOptions o = a.engine;
+      o.model_path = m;
+      run.ctx.options = options_of(o);
+      fail_run(run, e.kind(), e.what(), static_cast<int>(e.exit_code()));
+      runs.push_back(std::move(run));
+    }
+    write_all(targets, runs, static_cast<int>(e.exit_code()), topt, true);
+    return static_cast<int>(e.exit_code());
+  }
 
-    const bool progress_on = !a.quiet && ::isatty(STDERR_FILENO);
-    const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::unique_ptr<MetricsDoc>> docs;
+  std::vector<ReportRun> runs;
+  int worst = 0;
+  for (const std::string& model : models) {
+    CheckOptions opt = a.engine;
+    opt.model_path = model;
+    ReportRun run;
+    run.rules = rules;
+    run.ctx = base;
+    run.ctx.model_path = model;
+    run.ctx.options = options_of(opt);
+    const std::string who = many ? model + ": " : std::string();
+    Progress progress(a.quiet, who);
+    const auto started = std::chrono::steady_clock::now();  // --timeout counts from here, per model
+    std::unique_ptr<MetricsDoc> doc;
     // The hard --timeout: the engine checks the deadline between passes, and
     // this watchdog ends the process when one pass runs past it (a forward
-    // cannot be interrupted). It writes the error reports itself; the main
-    // thread disarms it before writing its own, so only one of them writes.
-    const double timeout_s = a.engine.timeout_seconds;
-    watchdog = std::make_unique<Watchdog>(
+    // cannot be interrupted). It writes the error reports itself (with the
+    // models already checked); the main thread disarms it before writing its
+    // own, so only one of them writes.
+    const double timeout_s = opt.timeout_seconds;
+    const bool tty = progress.tty();
+    auto watchdog = std::make_unique<Watchdog>(
         timeout_s, started, static_cast<int>(ExitCode::kLoad),
-        [targets, rules, ctx, timeout_s, progress_on](const std::string& probe, const std::string& pass, double el) {
-          ReportContext c = ctx;
-          c.status = "error";
-          c.error_kind = error_kind::kTimeout;
+        [targets, runs, run, timeout_s, tty, topt, worst](const std::string& probe, const std::string& pass, double el) {
+          std::vector<ReportRun> all = runs;
+          ReportRun r = run;
           std::ostringstream m;
           m << "--timeout " << timeout_s << " s passed ";
           if (probe == "load" || probe == "instrument")
@@ -234,112 +408,89 @@ int run_check_command(CheckArgs& a) {
           m << std::fixed << std::setprecision(1) << el
             << " s elapsed); a forward or backward pass cannot be interrupted, so normdoctor stopped there: raise "
                "--timeout, or use a smaller batch (--input, --input-shape)";
-          c.error_message = m.str();
-          c.exit_code = static_cast<int>(ExitCode::kLoad);
-          if (progress_on) std::fprintf(stderr, "\r\033[K");
-          std::fprintf(stderr, "normdoctor: error: %s\n", c.error_message.c_str());
+          fail_run(r, error_kind::kTimeout, m.str(), static_cast<int>(ExitCode::kLoad));
+          all.push_back(r);
+          if (tty) std::fprintf(stderr, "\r\033[K");
+          std::fprintf(stderr, "normdoctor: error: %s%s\n", r.ctx.model_path.c_str(), (": " + m.str()).c_str());
           std::fflush(stderr);
-          write_error_reports(targets, nullptr, rules, c);
+          write_all(targets, all, std::max(worst, static_cast<int>(ExitCode::kLoad)), topt, true);
           std::fflush(stdout);
         });
-    ProgressFn progress = [&](const std::string& probe, const std::string& pass) {
+    ProgressFn on_progress = [&](const std::string& probe, const std::string& pass) {
       watchdog->set_stage(probe, pass);
-      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (progress_on) std::fprintf(stderr, "\r\033[K[%6.1fs] %s: %s", el, probe.c_str(), pass.c_str());
-      spdlog::debug("{}: {} ({:.1f}s)", probe, pass, el);
+      progress.stage(probe, pass);
     };
-    doc = run_check(a.engine, progress);
-    watchdog->disarm();
-    if (progress_on) std::fprintf(stderr, "\r\033[K");
-    have_doc = true;
-  } catch (const Error& e) {
-    if (watchdog) watchdog->disarm();
-    if (::isatty(STDERR_FILENO) && !a.quiet) std::fprintf(stderr, "\r\033[K");
-    ctx.status = "error";
-    ctx.error_kind = e.kind();
-    ctx.error_message = e.what();
-    ctx.exit_code = static_cast<int>(e.exit_code());
-    spdlog::error("{}", e.what());
-    write_error_reports(targets, have_doc ? &doc : nullptr, rules, ctx);
-    return ctx.exit_code;
-  } catch (const std::exception& e) {
-    if (watchdog) watchdog->disarm();
-    if (::isatty(STDERR_FILENO) && !a.quiet) std::fprintf(stderr, "\r\033[K");
-    ctx.status = "error";
-    ctx.error_kind = error_kind::kInternal;
-    ctx.error_message = std::string("internal error (a bug in normdoctor, please report it): ") + e.what();
-    ctx.exit_code = static_cast<int>(ExitCode::kInternal);
-    spdlog::error("{}", ctx.error_message);
-    write_error_reports(targets, have_doc ? &doc : nullptr, rules, ctx);
-    return ctx.exit_code;
-  }
-
-  std::vector<Finding> all_findings = evaluate_rules(rules, doc);
-  ctx.suppressed = suppress_findings(all_findings, cfg.suppressions);
-  for (const auto& sup : cfg.suppressions) {
-    if (sup.matched > 0) continue;
-    ReportNote note{cfg.file, sup.line,
-                    "suppression of " + sup.rule + " on modules '" + sup.module +
-                        "' matched no finding; remove it if the problem is gone"};
-    spdlog::warn("{}:{}: {}", note.file, note.line, note.text);
-    ctx.notes.push_back(std::move(note));
-  }
-  ctx.config = config_json(cfg, rules, all_rules, a.severity, a.fail_on);
-
-  // What fails (--fail-on) counts every finding the config kept, also those
-  // below --severity, which only decides what is shown.
-  const Severity fail_on = a.fail_on == "never" ? Severity::kError : parse_severity(a.fail_on, "--fail-on");
-  const bool never_fail = a.fail_on == "never" || a.exit_zero;
-  int code = 0;
-  for (const auto& f : all_findings)
-    if (!never_fail && f.severity >= fail_on) code = 1;
-  const Severity shown_from = parse_severity(a.severity, "--severity");
-  std::vector<Finding> findings;
-  for (auto& f : all_findings) {
-    if (f.severity >= shown_from) {
-      findings.push_back(std::move(f));
+    try {
+      doc = std::make_unique<MetricsDoc>(engine.run(opt, on_progress));
+      watchdog->disarm();
+      progress.finish();
+    } catch (const Error& e) {
+      watchdog->disarm();
+      progress.finish();
+      fail_run(run, e.kind(), e.what(), static_cast<int>(e.exit_code()));
+      spdlog::error("{}{}", who, e.what());
+    } catch (const std::exception& e) {
+      watchdog->disarm();
+      progress.finish();
+      fail_run(run, error_kind::kInternal,
+               std::string("internal error (a bug in normdoctor, please report it): ") + e.what(),
+               static_cast<int>(ExitCode::kInternal));
+      spdlog::error("{}{}", who, run.ctx.error_message);
+    }
+    watchdog.reset();
+    if (!doc) {
+      worst = std::max(worst, run.ctx.exit_code);
+      runs.push_back(std::move(run));
       continue;
     }
-    ++ctx.hidden;
-    if (std::find(ctx.hidden_rules.begin(), ctx.hidden_rules.end(), f.rule_id) == ctx.hidden_rules.end())
-      ctx.hidden_rules.push_back(f.rule_id);
+
+    std::vector<Finding> all_findings = evaluate_rules(rules, *doc);
+    run.ctx.probe_statuses = probe_statuses(*doc);
+    run.ctx.skipped_rules = skipped_rules(rules, all_findings, run.ctx.probe_statuses);
+    std::vector<Suppression> sups = cfg.suppressions;  // `matched` counts per model
+    run.ctx.suppressed = suppress_findings(all_findings, sups, model, cfg.file, &run.ctx.suppressed_findings);
+    Config model_cfg = cfg;
+    model_cfg.suppressions = sups;
+    for (const auto& sup : sups) {
+      if (sup.matched > 0) continue;
+      ReportNote note{cfg.file, sup.line,
+                      "suppression of " + sup.rule + " on modules '" + sup.module + "'" +
+                          (sup.model.empty() ? "" : " of models '" + sup.model + "'") +
+                          " matched no finding; remove it if the problem is gone"};
+      if (!many) spdlog::warn("{}:{}: {}", note.file, note.line, note.text);
+      run.ctx.notes.push_back(std::move(note));
+    }
+    run.ctx.config = config_json(model_cfg, rules, all_rules, a.severity, a.fail_on);
+
+    // What fails (--fail-on) counts every finding the config kept, also those
+    // below --severity, which only decides what is shown.
+    const int code = findings_exit_code(all_findings, a.fail_on, a.exit_zero);
+    const Severity fail_on = a.fail_on == "never" ? Severity::kError : parse_severity(a.fail_on, "--fail-on");
+    const Severity shown_from = parse_severity(a.severity, "--severity");
+    for (auto& f : all_findings) {
+      if (f.severity >= shown_from) {
+        run.findings.push_back(std::move(f));
+        continue;
+      }
+      ++run.ctx.hidden;
+      if (std::find(run.ctx.hidden_rules.begin(), run.ctx.hidden_rules.end(), f.rule_id) == run.ctx.hidden_rules.end())
+        run.ctx.hidden_rules.push_back(f.rule_id);
+    }
+    const bool shown_fails = std::any_of(run.findings.begin(), run.findings.end(),
+                                         [&](const Finding& f) { return f.severity >= fail_on; });
+    if (run.ctx.hidden > 0 && code == 1 && !shown_fails)
+      spdlog::warn("{}the run fails (--fail-on {}) on {} finding(s) below --severity {}, which the report does not show",
+                   who, a.fail_on, run.ctx.hidden, a.severity);
+    run.ctx.exit_code = code;
+    if (doc->model_metrics.count("run.synthetic_inputs") && doc->model_metrics["run.synthetic_inputs"] == true)
+      run.ctx.rerun_hint = rerun_hint(a, opt, *doc);
+    run.doc = doc.get();
+    docs.push_back(std::move(doc));
+    worst = std::max(worst, code);
+    runs.push_back(std::move(run));
   }
-  const bool shown_fails =
-      std::any_of(findings.begin(), findings.end(), [&](const Finding& f) { return f.severity >= fail_on; });
-  if (ctx.hidden > 0 && code == 1 && !shown_fails)
-    spdlog::warn("the run fails (--fail-on {}) on {} finding(s) below --severity {}, which the report does not show",
-                 a.fail_on, ctx.hidden, a.severity);
-  ctx.exit_code = code;
-  if (doc.model_metrics.count("run.synthetic_inputs") && doc.model_metrics["run.synthetic_inputs"] == true) {
-    // The exact command with a real batch instead of made-up inputs: the
-    // same options, --input batch.pt in place of --input-shape.
-    auto quote = [](const std::string& w) {
-      if (!w.empty() && w.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") ==
-                            std::string::npos)
-        return w;
-      std::string q = "'";
-      for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-      return q + "'";
-    };
-    std::string names;
-    for (const auto& in : doc.inputs) names += (names.empty() ? "" : ", ") + in.name;
-    std::ostringstream hint;
-    hint << "inputs were made by normdoctor, not read from your data; for a diagnosis of real batches save one with\n"
-         << "  torch.save((" << names << (doc.inputs.size() == 1 ? "," : "") << "), \"batch.pt\")\n"
-         << "and run:\n  normdoctor check " << quote(a.engine.model_path) << " --input batch.pt";
-    if (!a.engine.target_file.empty()) hint << " --target " << quote(a.engine.target_file);
-    if (a.engine.loss != "auto") hint << " --loss " << a.engine.loss;
-    if (a.engine.output_index) hint << " --output-index " << *a.engine.output_index;
-    if (a.engine.precision != "fp32") hint << " --precision " << a.engine.precision;
-    if (a.engine.train_batch_size > 0) hint << " --train-batch-size " << a.engine.train_batch_size;
-    if (a.seed != 0) hint << " --seed " << a.seed;
-    if (a.fail_on != "error") hint << " --fail-on " << a.fail_on;
-    ctx.rerun_hint = hint.str();
-  }
-  TextOptions topt;
-  topt.color = use_color(a.color, STDOUT_FILENO);
-  write_reports(targets, doc, findings, rules, ctx, topt);
-  return code;
+  write_all(targets, runs, worst, topt, worst > 1);
+  return worst;
 }
 
 /// Prints "SUBCOMMAND -x" / "SUBCOMMAND --name" for every visible option of
@@ -361,7 +512,7 @@ void print_option_list(CLI::App& app) {
 /// lenient parser, and the error reports the user asked for are written
 /// (JSON status "error", kind usage). Best effort: nothing is written when
 /// the report options are what is broken.
-void write_flag_error_reports(int argc, char** argv, const std::string& message) {
+void write_flag_error_reports(int argc, char** argv, const std::string& message, const Engine& engine) {
   CLI::App again;
   again.allow_extras();
   auto* check = again.add_subcommand("check");
@@ -378,7 +529,7 @@ void write_flag_error_reports(int argc, char** argv, const std::string& message)
       if (!t.path.empty()) check_writable(t.path);
     ReportContext ctx;
     ctx.tool_version = build::kVersion;
-    ctx.libtorch_version = engine_libtorch_version();
+    ctx.libtorch_version = engine.libtorch_version();
     ctx.status = "error";
     ctx.error_kind = error_kind::kUsage;
     ctx.error_message = message;
@@ -389,30 +540,85 @@ void write_flag_error_reports(int argc, char** argv, const std::string& message)
   }
 }
 
+/// A CLI11 validator for a fixed set of values that suggests the nearest one
+/// ("--fail-on: warn not in {info, warning, error, never}; did you mean 'warning'?").
+CLI::Validator one_of(std::vector<std::string> values) {
+  std::string desc;
+  for (const auto& v : values) desc += (desc.empty() ? "{" : ",") + v;
+  desc += "}";
+  return CLI::Validator(
+      [values, desc](std::string& v) -> std::string {
+        if (std::find(values.begin(), values.end(), v) != values.end()) return {};
+        std::string lower = v;
+        for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (std::find(values.begin(), values.end(), lower) != values.end()) {
+          v = lower;
+          return {};
+        }
+        return v + " not in " + desc + did_you_mean(lower, values);
+      },
+      desc);
+}
+
+/// Every long and short flag name of `app` ("--input", "-o").
+std::vector<std::string> flag_names(const CLI::App& app) {
+  std::vector<std::string> out;
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->get_group().empty()) continue;
+    for (const auto& n : opt->get_lnames()) out.push_back("--" + n);
+    for (const auto& n : opt->get_snames()) out.push_back("-" + n);
+  }
+  return out;
+}
+
+/// " (did you mean '--input'?)" hints for the unknown flags in a CLI11
+/// "arguments were not expected" message.
+std::string suggest_flags(const std::string& message, const CLI::App& owner) {
+  const auto colon = message.find(": ");
+  if (colon == std::string::npos) return {};
+  std::istringstream in(message.substr(colon + 2));
+  const std::vector<std::string> names = flag_names(owner);
+  std::string out;
+  for (std::string w; in >> w;) {
+    if (w.size() < 2 || w[0] != '-') continue;
+    const std::string name = w.substr(0, w.find('='));
+    const std::string best = closest_name(name, names);
+    if (!best.empty()) out += "\n  " + name + ": did you mean '" + best + "'?";
+  }
+  return out;
+}
+
 }  // namespace
 
-int cli_main(int argc, char** argv) {
+int cli_main(int argc, char** argv, const Engine& engine) {
   CLI::App app{"normdoctor: diagnose neural-network training instability in TorchScript models"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("normdoctor ") + build::kVersion);
+  app.set_version_flag(
+      "-V,--version",
+      [&engine] { return std::string("normdoctor ") + build::kVersion + " (libtorch " + engine.libtorch_version() + ")"; },
+      "Print the normdoctor and LibTorch versions and exit");
 
   CheckArgs a;
-  auto* check = app.add_subcommand("check", "Measure a model on sample batches and report known failure modes");
-  check->add_option("model", a.engine.model_path, "TorchScript model file (torch.jit.script/trace(...).save)")->required();
+  auto* check = app.add_subcommand("check", "Measure models on sample batches and report known failure modes");
+  check->add_option("model", a.models,
+                    "TorchScript (.pt) or torch.export (.pt2) model files, or folders of them (every .pt/.pt2 inside, "
+                    "sorted); one check each")
+      ->required();
   check->add_option("--input", a.engine.input_files,
-                    "Sample batch: torch.save of a tensor, tuple, list or dict of tensors, or .safetensors (repeatable)");
+                    "Sample batch: torch.save of a tensor, tuple, list or dict of tensors, or .safetensors (repeatable; "
+                    "applies to every model)");
   check->add_option("--input-shape", a.engine.input_shapes,
                     "Synthesize an argument: [NAME=]DIMS[:DTYPE][:LOW..HIGH], e.g. 8x3x32x32 or input_ids=2x16:int64:0..1000 (repeatable)");
   check->add_option("--target", a.engine.target_file, "Targets for the loss (torch.save of a tensor)");
   check->add_option("--loss", a.engine.loss, "Loss for the backward pass")
-      ->check(CLI::IsMember({"auto", "projection", "mse", "cross_entropy", "sum"}))->capture_default_str();
+      ->transform(one_of({"auto", "projection", "mse", "cross_entropy", "sum"}))->capture_default_str();
   check->add_option("--output-index", a.output_index, "Which tensor of a tuple/list/dict output feeds the loss");
   check->add_option("--seed", a.seed, "Seed for every random choice")->capture_default_str();
   check->add_option("--precision", a.engine.precision, "Precision the model trains or serves in")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))->capture_default_str();
+      ->transform(one_of({"fp32", "fp16", "bf16"}))->capture_default_str();
   check->add_option("--train-batch-size", a.engine.train_batch_size, "True per-step batch size in training (default: the sample batch size)");
   check->add_option("--timeout", a.engine.timeout_seconds,
-                    "Give up after this many seconds for the whole check, also inside a pass (exit 3; 0 = none)")
+                    "Give up on a model after this many seconds, also inside a pass (exit 3; 0 = none)")
       ->check(CLI::NonNegativeNumber);
   check->add_option("--seq-dim", a.engine.seq_dim, "Time (sequence) axis of the sequence inputs (default: inferred, axis 1)");
   check->add_option("--mask-input", a.engine.mask_input, "The padding-mask argument, by name or index (default: inferred)");
@@ -421,38 +627,40 @@ int cli_main(int argc, char** argv) {
   check->add_option_function<double>("--lr", [&a](const double& v) { a.engine.lr = v; },
                                      "Learning rate: update ratio per parameter, and the replay's step size");
   check->add_option("--optimizer", a.engine.optimizer, "Optimizer of the update ratio and the replay")
-      ->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
+      ->transform(one_of({"sgd", "adam"}))->capture_default_str();
   check->add_option("--steps", a.engine.steps, "Replay: take this many optimizer steps on the sample batch (needs --lr)")
       ->check(CLI::NonNegativeNumber);
   check->add_option("--format", a.formats,
-                    "Report format: text | json | sarif | junit | github (repeatable, one -o each)")
-      ->check(CLI::IsMember(report_formats()));
+                    "Report format: text | json | sarif | junit | github | html (repeatable, one -o each)")
+      ->transform(one_of(report_formats()));
   check->add_option("-o,--output", a.outputs, "Write the report to FILE (atomically) instead of stdout (repeatable)");
   auto* fail_on_opt = check->add_option("--fail-on", a.fail_on, "Exit 1 when a finding is at or above this severity")
-      ->check(CLI::IsMember({"info", "warning", "error", "never"}))->capture_default_str();
+      ->transform(one_of({"info", "warning", "error", "never"}))->capture_default_str();
   check->add_flag("--exit-zero", a.exit_zero, "Exit 0 even with findings (errors of the tool still exit 2/3/4)");
   auto* severity_opt = check->add_option("--severity", a.severity,
                                          "Lowest severity shown in the report (what fails is --fail-on)")
-      ->check(CLI::IsMember({"info", "warning", "error"}))->capture_default_str();
+      ->transform(one_of({"info", "warning", "error"}))->capture_default_str();
   auto* select_opt = check->add_option("--select", a.select,
-                                       "Evaluate only these rules: ids or id prefixes, comma-separated (repeatable)");
+                                       "Evaluate only these rules: ids or id prefixes, any case, comma-separated (repeatable)");
   auto* ignore_opt = check->add_option("--ignore", a.ignore,
-                                       "Do not evaluate these rules: ids or id prefixes, comma-separated (repeatable)");
+                                       "Do not evaluate these rules: ids or id prefixes, any case, comma-separated (repeatable)");
   auto* config_opt = check->add_option("--config", a.config_file,
-                                       "Read this config file instead of the nearest normdoctor.toml");
+                                       "Read this config file (normdoctor.toml or pyproject.toml) instead of the nearest one");
   check->add_flag("--no-config", a.no_config, "Read no config file")->excludes(config_opt);
-  check->add_option("--color", a.color, "Colors on the terminal")->check(CLI::IsMember({"auto", "always", "never"}))->capture_default_str();
+  check->add_option("--color", a.color, "Colors on the terminal")->transform(one_of({"auto", "always", "never"}))->capture_default_str();
   check->add_option("--rules-dir", a.rules_dir, "Folder of rule files (default: the installed rules)");
-  check->add_flag("-q,--quiet", a.quiet, "Only errors on stderr");
-  check->add_flag("-v,--verbose", a.verbose, "More logging on stderr (-vv: trace)");
+  check->add_flag("-q,--quiet", a.quiet, "Only errors on stderr (no progress)");
+  check->add_flag("-v,--verbose", a.verbose,
+                  "More detail: -v every layer in the table and debug logs; -vv also the passes with their seconds and "
+                  "every metric of each finding's layer");
 
   std::string rules_dir, rules_format = "text", explain_id;
   auto* rules = app.add_subcommand("rules", "List the rules");
   rules->add_option("--format", rules_format, "Output: text (a table) | json")
-      ->check(CLI::IsMember({"text", "json"}))->capture_default_str();
+      ->transform(one_of({"text", "json"}))->capture_default_str();
   rules->add_option("--rules-dir", rules_dir, "Folder of rule files");
   auto* explain = app.add_subcommand("explain", "Explain a rule: what it detects, why, how to fix");
-  explain->add_option("id", explain_id, "Rule id, e.g. ACT002")->required();
+  explain->add_option("id", explain_id, "Rule id, any case, e.g. ACT002")->required();
   explain->add_option("--rules-dir", rules_dir, "Folder of rule files");
 
   // Hidden: every documented option, one "SUBCOMMAND OPTION" per line, for the
@@ -462,12 +670,30 @@ int cli_main(int argc, char** argv) {
        throw CLI::Success();
      })->group("");
 
+  // An unknown command ("chek"): CLI11 would only say that a subcommand is required.
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string word = argv[1];
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands(std::function<bool(CLI::App*)>())) names.push_back(sub->get_name());
+    if (std::find(names.begin(), names.end(), word) == names.end()) {
+      std::string hint = did_you_mean(word, names);
+      std::fprintf(stderr, "normdoctor: error: unknown command '%s'%s (commands: check, rules, explain)\n"
+                   "Run with --help for more information.\n", word.c_str(), hint.c_str());
+      return static_cast<int>(ExitCode::kUsage);
+    }
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    std::fprintf(stderr, "normdoctor: error: %s\nRun with --help for more information.\n", e.what());
-    if (*check) write_flag_error_reports(argc, argv, e.what());
+    std::string message = e.what();
+    if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
+      const CLI::App* owner = *check ? check : *rules ? rules : *explain ? explain : &app;
+      message += suggest_flags(e.what(), *owner);
+    }
+    std::fprintf(stderr, "normdoctor: error: %s\nRun with --help for more information.\n", message.c_str());
+    if (*check) write_flag_error_reports(argc, argv, message, engine);
     return static_cast<int>(ExitCode::kUsage);
   }
   a.fail_on_given = fail_on_opt->count() > 0;
@@ -476,7 +702,7 @@ int cli_main(int argc, char** argv) {
   a.ignore_given = ignore_opt->count() > 0;
 
   try {
-    if (*check) return run_check_command(a);
+    if (*check) return run_check_command(a, engine);
     if (*rules) return run_rules_list(rules_dir, rules_format);
     if (*explain) return run_explain(rules_dir, explain_id);
   } catch (const Error& e) {

@@ -35,6 +35,7 @@ std::vector<OutputTarget> plan_outputs(const std::vector<std::string>& formats, 
     const char* format = ends_with(o, ".json")    ? "json"
                          : ends_with(o, ".sarif") ? "sarif"
                          : ends_with(o, ".xml")   ? "junit"
+                         : ends_with(o, ".html")  ? "html"
                                                   : "text";
     return {{format, o}};
   }

@@ -18,7 +18,7 @@ struct OutputTarget {
 
 /// Pairs formats with outputs in order: the i-th --format goes to the i-th -o.
 /// No --format: "text", or by the only -o's extension: .json json, .sarif
-/// sarif, .xml junit. One more
+/// sarif, .xml junit, .html html. One more
 /// format than outputs: the last goes to stdout. Throws nd::Error (usage) for
 /// more outputs than formats (when there are several), or two reports on stdout.
 std::vector<OutputTarget> plan_outputs(const std::vector<std::string>& formats, const std::vector<std::string>& outputs);

@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "config/config.h"
 
@@ -15,10 +16,34 @@ bool matches_any(const std::optional<std::vector<std::string>>& patterns, const 
   return std::any_of(patterns->begin(), patterns->end(), [&](const std::string& p) { return rule_matches(p, id); });
 }
 
-bool suppression_covers(const Suppression& s, const Finding& f) {
+bool glob(const std::string& pattern, const std::string& text) { return fnmatch(pattern.c_str(), text.c_str(), 0) == 0; }
+
+/// The model file in the spellings a `model` glob is matched against: as
+/// given, relative to the config file's folder, absolute.
+std::vector<std::string> model_spellings(const std::string& model, const std::string& config_file) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out = {model};
+  std::error_code ec;
+  const fs::path abs = fs::absolute(model, ec).lexically_normal();
+  if (ec) return out;
+  out.push_back(abs.string());
+  if (!config_file.empty()) {
+    const fs::path base = fs::absolute(config_file, ec).parent_path().lexically_normal();
+    if (!ec) {
+      const fs::path rel = abs.lexically_relative(base);
+      if (!rel.empty() && *rel.begin() != "..") out.push_back(rel.string());
+    }
+  }
+  if (model.rfind("./", 0) == 0) out.push_back(model.substr(2));
+  return out;
+}
+
+bool suppression_covers(const Suppression& s, const Finding& f, const std::vector<std::string>& models) {
   if (!rule_matches(s.rule, f.rule_id)) return false;
   const std::string module = f.layer ? *f.layer : std::string();
-  return fnmatch(s.module.c_str(), module.c_str(), 0) == 0;
+  if (!glob(s.module, module)) return false;
+  if (s.model.empty()) return true;
+  return std::any_of(models.begin(), models.end(), [&](const std::string& m) { return glob(s.model, m); });
 }
 
 }  // namespace
@@ -40,20 +65,23 @@ std::vector<Rule> apply_config(const std::vector<Rule>& rules, const Config& cfg
   return out;
 }
 
-int suppress_findings(std::vector<Finding>& findings, std::vector<Suppression>& suppressions) {
+int suppress_findings(std::vector<Finding>& findings, std::vector<Suppression>& suppressions,
+                      const std::string& model, const std::string& config_file, std::vector<SuppressedFinding>* out) {
   int removed = 0;
   std::vector<Finding> kept;
   kept.reserve(findings.size());
+  const std::vector<std::string> models = model_spellings(model, config_file);
   for (auto& f : findings) {
     Suppression* hit = nullptr;
     for (auto& s : suppressions)
-      if (suppression_covers(s, f)) {
+      if (suppression_covers(s, f, models)) {
         hit = &s;
         break;
       }
     if (hit) {
       ++hit->matched;
       ++removed;
+      if (out) out->push_back(SuppressedFinding{f, hit->reason, config_file, hit->line});
     } else {
       kept.push_back(std::move(f));
     }
@@ -67,7 +95,8 @@ std::vector<std::string> unused_suppression_notes(const Config& cfg) {
   for (const auto& s : cfg.suppressions)
     if (s.matched == 0)
       out.push_back(cfg.file + ":" + std::to_string(s.line) + ": suppression of " + s.rule + " on modules '" + s.module +
-                    "' matched no finding; remove it if the problem is gone");
+                    "'" + (s.model.empty() ? "" : " of models '" + s.model + "'") +
+                    " matched no finding; remove it if the problem is gone");
   return out;
 }
 
@@ -77,6 +106,7 @@ nlohmann::ordered_json config_json(const Config& cfg, const std::vector<Rule>& r
   using oj = nlohmann::ordered_json;
   oj o = oj::object();
   o["file"] = cfg.file.empty() ? oj(nullptr) : oj(cfg.file);
+  o["section"] = cfg.section.empty() ? oj(nullptr) : oj(cfg.section);
   o["select"] = cfg.select ? oj(*cfg.select) : oj(nullptr);
   o["ignore"] = cfg.ignore ? oj(*cfg.ignore) : oj::array();
   o["severity"] = severity;
@@ -108,7 +138,8 @@ nlohmann::ordered_json config_json(const Config& cfg, const std::vector<Rule>& r
 
   oj sup = oj::array();
   for (const auto& s : cfg.suppressions)
-    sup.push_back(oj{{"rule", s.rule}, {"module", s.module}, {"reason", s.reason}, {"line", s.line},
+    sup.push_back(oj{{"rule", s.rule}, {"module", s.module}, {"model", s.model.empty() ? oj(nullptr) : oj(s.model)},
+                     {"reason", s.reason}, {"line", s.line},
                      {"matched", s.matched}, {"unused", s.matched == 0}});
   o["suppressions"] = std::move(sup);
   return o;

@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 
 const std::vector<std::string> kTopKeys = {"select", "ignore", "severity", "fail-on", "rules", "suppress"};
 const std::vector<std::string> kRuleKeys = {"severity", "thresholds"};
-const std::vector<std::string> kSuppressKeys = {"rule", "module", "reason"};
+const std::vector<std::string> kSuppressKeys = {"rule", "module", "model", "reason"};
 const std::vector<std::string> kSeverities = {"info", "warning", "error"};
 const std::vector<std::string> kFailOn = {"info", "warning", "error", "never"};
 
@@ -105,7 +105,7 @@ class ConfigReader {
     if (!a) fail(line(n), "key '" + key + "' must be an array of rule ids or prefixes, not " + toml_type_name(n));
     std::vector<std::string> out;
     for (const toml::node& e : *a) {
-      const std::string p = string_of(e, key + "[]");
+      const std::string p = upper(string_of(e, key + "[]"));
       if (std::string problem = pattern_problem(p, rules_); !problem.empty()) fail(line(e), "key '" + key + "': " + problem);
       out.push_back(p);
     }
@@ -118,10 +118,10 @@ class ConfigReader {
     std::vector<std::string> ids;
     for (const auto& r : rules_) ids.push_back(r.id);
     for (auto&& [k, v] : *t) {
-      const std::string id(k.str());
+      const std::string id = upper(std::string(k.str()));
       const Rule* rule = find_rule(rules_, id);
       if (!rule)
-        fail(line(k), "unknown rule id '" + id + "' in key 'rules." + id + "'" + did_you_mean(id, ids) +
+        fail(line(k), "unknown rule id '" + std::string(k.str()) + "' in key 'rules." + std::string(k.str()) + "'" + did_you_mean(id, ids) +
                           " (`normdoctor rules` lists them)");
       const std::string where = "rules." + id;
       const toml::table* rt = v.as_table();
@@ -199,6 +199,7 @@ class ConfigReader {
       for (const std::string& k : kSuppressKeys) {
         const toml::node* v = t->get(k);
         if (!v) {
+          if (k == "module" || k == "model") continue;
           fail(line(e), "key '" + where + "' misses '" + k + "'" +
                             (k == "reason" ? " (a suppression must say why the finding does not apply)" : ""));
         }
@@ -206,15 +207,21 @@ class ConfigReader {
         if (k == "reason" && text.find_first_not_of(" \t\r\n") == std::string::npos)
           fail(line(*v), "key '" + where + ".reason' is empty; say why the finding does not apply");
         if (k == "rule") {
+          text = upper(text);
           if (std::string problem = pattern_problem(text, rules_); !problem.empty())
             fail(line(*v), "key '" + where + ".rule': " + problem);
           s.rule = text;
         } else if (k == "module") {
           s.module = text;
+        } else if (k == "model") {
+          if (text.empty()) fail(line(*v), "key '" + where + ".model' is empty; give a glob such as \"exports/*.pt\" or leave it out");
+          s.model = text;
         } else {
           s.reason = text;
         }
       }
+      if (!t->get("module") && !t->get("model"))
+        fail(line(e), "key '" + where + "' misses 'module' (a glob on module paths) or 'model' (a glob on model files)");
       c.suppressions.push_back(std::move(s));
     }
   }
@@ -226,8 +233,14 @@ class ConfigReader {
 
 }  // namespace
 
+std::string upper(std::string s) {
+  for (char& c : s)
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+  return s;
+}
+
 bool rule_matches(const std::string& pattern, const std::string& rule_id) {
-  return !pattern.empty() && rule_id.compare(0, pattern.size(), pattern) == 0;
+  return !pattern.empty() && pattern.size() <= rule_id.size() && upper(rule_id.substr(0, pattern.size())) == upper(pattern);
 }
 
 std::vector<std::string> split_list(const std::vector<std::string>& values) {
@@ -261,6 +274,22 @@ Config with_flags(Config file, const Config& flags) {
   return file;
 }
 
+namespace {
+
+/// True when `path` is a pyproject.toml that parses and has [tool.normdoctor].
+bool has_tool_table(const fs::path& path) {
+  try {
+    const toml::table root = toml::parse_file(path.string());
+    return root["tool"]["normdoctor"].is_table();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+bool is_pyproject(const std::string& path) { return fs::path(path).filename() == kPyprojectFileName; }
+
+}  // namespace
+
 std::optional<std::string> find_config(const std::string& start) {
   std::error_code ec;
   fs::path dir = fs::absolute(start.empty() ? fs::path(".") : fs::path(start), ec).lexically_normal();
@@ -268,6 +297,8 @@ std::optional<std::string> find_config(const std::string& start) {
   while (true) {
     const fs::path candidate = dir / kConfigFileName;
     if (fs::is_regular_file(candidate, ec)) return candidate.string();
+    const fs::path pyproject = dir / kPyprojectFileName;
+    if (fs::is_regular_file(pyproject, ec) && has_tool_table(pyproject)) return pyproject.string();
     if (!dir.has_parent_path() || dir.parent_path() == dir) return std::nullopt;
     dir = dir.parent_path();
   }
@@ -275,7 +306,14 @@ std::optional<std::string> find_config(const std::string& start) {
 
 Config load_config(const std::string& path, const std::vector<Rule>& rules) {
   const toml::table root = parse_toml_file(path, error_kind::kConfig, "config file", path + ": ");
-  return ConfigReader(path, root, rules).read();
+  if (!is_pyproject(path)) return ConfigReader(path, root, rules).read();
+  const toml::table* tool = root["tool"]["normdoctor"].as_table();
+  if (!tool)
+    throw Error(error_kind::kConfig, ExitCode::kUsage,
+                path + ":1: no [tool.normdoctor] table; normdoctor reads its settings from that table of a pyproject.toml");
+  Config c = ConfigReader(path, *tool, rules).read();
+  c.section = "tool.normdoctor";
+  return c;
 }
 
 }  // namespace nd

@@ -9,13 +9,14 @@
 #include <nlohmann/json.hpp>
 
 #include "metrics/metrics.h"
+#include "policy/policy.h"
 #include "rules/rules.h"
 
 namespace nd {
 
 /// Current JSON report schema version (docs/report.md). Bump on any
 /// incompatible change; additions bump the minor part.
-inline constexpr const char* kReportSchemaVersion = "1.1";
+inline constexpr const char* kReportSchemaVersion = "1.2";
 
 /// A remark for the reader about the run, not about the model (an unused
 /// suppression): where it points (file and line, may be empty) and the text.
@@ -46,6 +47,26 @@ struct ReportContext {
   /// Rules with findings below `severity` (JUnit marks them skipped).
   std::vector<std::string> hidden_rules;
   std::vector<ReportNote> notes;   ///< remarks for the reader (unused suppressions, ...)
+  /// Findings the config's suppressions removed, with their reasons.
+  std::vector<SuppressedFinding> suppressed_findings;
+  /// Rules evaluated that could not run (their probe was skipped or failed):
+  /// JUnit <skipped>, the HTML and text reports list them.
+  std::vector<SkippedRule> skipped_rules;
+  /// Every probe's status (src/policy/policy.h), for the reports that show
+  /// the probes that could not run.
+  std::map<std::string, ProbeStatus> probe_statuses;
+  /// The working directory the run started in (absolute), for SARIF's
+  /// %SRCROOT%-relative artifact URIs; "" = do not relativize.
+  std::string working_dir;
+};
+
+/// One model's check as the renderers see it (several per run with
+/// `normdoctor check a.pt b.pt`).
+struct ReportRun {
+  const MetricsDoc* doc = nullptr;   ///< null when the model failed before measuring
+  std::vector<Finding> findings;     ///< the findings shown
+  std::vector<Rule> rules;           ///< the rules evaluated
+  ReportContext ctx;
 };
 
 /// A JSON report document. Insertion-ordered, so the keys keep the order of
@@ -82,8 +103,14 @@ SeverityCounts count_findings(const std::vector<Finding>& findings);
 /// Text rendering options.
 struct TextOptions {
   bool color = false;   ///< ANSI colors
-  int width = 100;      ///< target line width
+  int width = 100;      ///< target line width (wrapping of evidence and fixes)
   bool show_layers = true;  ///< print the per-layer table
+  /// Cut long module paths in tables to fit `width` (a terminal). Off for
+  /// files and pipes, so every path can be pasted into a suppression.
+  bool fit_width = false;
+  /// -v: every leaf layer in the table (no elision); -vv also: the passes
+  /// with their seconds, and every metric of each finding's layer.
+  int verbose = 0;
 };
 
 /// The terminal report: header, findings by severity with evidence and fix,
@@ -115,6 +142,12 @@ std::string render_junit(const MetricsDoc* doc, const std::vector<Finding>& find
 /// line per finding (file = the model), then a summary line.
 std::string render_github(const MetricsDoc* doc, const std::vector<Finding>& findings, const ReportContext& ctx);
 
+/// A self-contained HTML page (docs/report.md, "HTML"): verdict, findings
+/// linked to their layers, inline SVG depth plots, the tables, the probes
+/// that could not run, the checkpoint timeline when the document has one.
+/// No network access, no script framework. Several runs: one section each.
+std::string render_html(const std::vector<ReportRun>& runs);
+
 /// The --format names, in the order the help lists them.
 const std::vector<std::string>& report_formats();
 
@@ -123,5 +156,13 @@ const std::vector<std::string>& report_formats();
 /// `doc` may be null only for a failed run.
 std::string render_report(const std::string& format, const MetricsDoc* doc, const std::vector<Finding>& findings,
                           const std::vector<Rule>& rules, const ReportContext& ctx, const TextOptions& topt);
+
+/// One report of `format` for every run: a single run gives exactly
+/// render_report(); several give JSON {schema_version, tool, reports: [...],
+/// summary, exit_code}, SARIF one run per model, JUnit one testsuite per
+/// model, text and GitHub one section per model. `exit_code` is the run's
+/// (the worst of all models).
+std::string render_reports(const std::string& format, const std::vector<ReportRun>& runs, int exit_code,
+                           const TextOptions& topt);
 
 }  // namespace nd

@@ -42,4 +42,9 @@ std::string fingerprint(const std::vector<std::string>& parts);
 /// "1 error", "2 warnings": the summary counts as the text report writes them.
 std::string counts_text(const SeverityCounts& c);
 
+/// Several models in one SARIF log (one run each) and one JUnit document
+/// (one testsuite each); defined in report_sarif.cpp and report_junit.cpp.
+std::string render_sarif_runs(const std::vector<ReportRun>& runs);
+std::string render_junit_runs(const std::vector<ReportRun>& runs);
+
 }  // namespace nd::report_detail

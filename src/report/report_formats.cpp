@@ -143,7 +143,7 @@ std::string counts_text(const SeverityCounts& c) {
 std::string finding_text(const Finding& f) { return report_detail::finding_header(f) + "\n" + report_detail::finding_details(f); }
 
 const std::vector<std::string>& report_formats() {
-  static const std::vector<std::string> kFormats = {"text", "json", "sarif", "junit", "github"};
+  static const std::vector<std::string> kFormats = {"text", "json", "sarif", "junit", "github", "html"};
   return kFormats;
 }
 
@@ -155,8 +155,78 @@ std::string render_report(const std::string& format, const MetricsDoc* doc, cons
   if (format == "sarif") return render_sarif(doc, failed ? std::vector<Finding>{} : findings, rules, ctx);
   if (format == "junit") return render_junit(doc, failed ? std::vector<Finding>{} : findings, rules, ctx);
   if (format == "github") return render_github(doc, failed ? std::vector<Finding>{} : findings, ctx);
+  if (format == "html") return render_html({ReportRun{doc, failed ? std::vector<Finding>{} : findings, rules, ctx}});
   if (failed || !doc) return {};  // text: the error is on stderr already
   return render_text(*doc, findings, ctx, topt);
+}
+
+std::string render_reports(const std::string& format, const std::vector<ReportRun>& runs, int exit_code,
+                           const TextOptions& topt) {
+  if (runs.size() == 1) {
+    const ReportRun& r = runs.front();
+    return render_report(format, r.doc, r.findings, r.rules, r.ctx, topt);
+  }
+  using oj = ReportJson;
+  if (format == "json") {
+    oj reports = oj::array();
+    SeverityCounts total;
+    int failed = 0;
+    for (const auto& r : runs) {
+      const bool err = r.ctx.status == "error" || !r.doc;
+      reports.push_back(err ? build_error_report(r.doc, r.ctx) : build_json_report(*r.doc, r.findings, r.ctx));
+      failed += err;
+      if (err) continue;
+      const SeverityCounts c = count_findings(r.findings);
+      total.error += c.error;
+      total.warning += c.warning;
+      total.info += c.info;
+    }
+    const ReportContext& c0 = runs.front().ctx;
+    oj doc = oj::object();
+    doc["schema_version"] = kReportSchemaVersion;
+    doc["tool"] = oj{{"name", "normdoctor"}, {"version", c0.tool_version}, {"libtorch", c0.libtorch_version}};
+    doc["status"] = failed > 0 ? "error" : "ok";
+    doc["reports"] = std::move(reports);
+    doc["summary"] = oj{{"models", runs.size()}, {"failed", failed}, {"error", total.error},
+                        {"warning", total.warning}, {"info", total.info}, {"total", total.total()}};
+    doc["exit_code"] = exit_code;
+    return dump_json_report(doc);
+  }
+  if (format == "sarif") return report_detail::render_sarif_runs(runs);
+  if (format == "junit") return report_detail::render_junit_runs(runs);
+  if (format == "html") return render_html(runs);
+  std::string out;
+  SeverityCounts total;
+  int failed = 0;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const ReportRun& r = runs[i];
+    const bool err = r.ctx.status == "error" || !r.doc;
+    failed += err;
+    if (!err) {
+      const SeverityCounts c = count_findings(r.findings);
+      total.error += c.error;
+      total.warning += c.warning;
+      total.info += c.info;
+    }
+    if (format == "github") {
+      out += render_report(format, r.doc, err ? std::vector<Finding>{} : r.findings, r.rules, r.ctx, topt);
+      continue;
+    }
+    // text: one section per model
+    const std::string model = report_detail::model_path(r.doc, r.ctx);
+    out += (i ? "\n" : "") + std::string("==> ") + model + " (" + std::to_string(i + 1) + " of " +
+           std::to_string(runs.size()) + ") <==\n";
+    if (err)
+      out += "normdoctor failed (" + (r.ctx.error_kind.empty() ? std::string("internal") : r.ctx.error_kind) +
+             "): " + r.ctx.error_message + "\n";
+    else
+      out += render_text(*r.doc, r.findings, r.ctx, topt);
+  }
+  const std::string line = std::to_string(runs.size()) + " models: " + report_detail::counts_text(total) +
+                           (failed ? ", " + std::to_string(failed) + " could not be checked" : std::string()) +
+                           "; exit code " + std::to_string(exit_code) + "\n";
+  out += format == "github" ? "normdoctor: " + line : "\n" + line;
+  return out;
 }
 
 }  // namespace nd

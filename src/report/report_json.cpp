@@ -127,6 +127,11 @@ oj build(const MetricsDoc* doc, const std::vector<Finding>& findings, const Repo
   r["layers"] = doc ? layers_value(*doc) : oj::array();
   r["probes"] = doc ? probes_value(*doc) : oj::object();
   r["findings"] = findings_value(findings);
+  oj skipped = oj::array();
+  if (!failed)
+    for (const auto& sr : ctx.skipped_rules)
+      skipped.push_back(oj{{"rule_id", sr.rule_id}, {"probe", sr.probe}, {"reason", sr.reason}});
+  r["skipped_rules"] = std::move(skipped);
   const SeverityCounts c = count_findings(findings);
   r["summary"] = oj{{"error", c.error}, {"warning", c.warning}, {"info", c.info}, {"total", c.total()},
                     {"hidden", failed ? 0 : ctx.hidden}, {"suppressed", failed ? 0 : ctx.suppressed}};

@@ -60,10 +60,15 @@ struct Case {
   std::string skipped;               ///< skip message (findings hidden by --severity)
 };
 
-}  // namespace
 
-std::string render_junit(const MetricsDoc* doc, const std::vector<Finding>& findings, const std::vector<Rule>& rules,
-                         const ReportContext& ctx) {
+/// One <testsuite> for one model, and its counts.
+struct Suite {
+  std::string xml;
+  int tests = 0, failures = 0, errors = 0, skipped = 0;
+};
+
+Suite junit_suite(const MetricsDoc* doc, const std::vector<Finding>& findings, const std::vector<Rule>& rules,
+                  const ReportContext& ctx) {
   const std::string model = model_path(doc, ctx);
   std::vector<Case> cases;
   std::set<std::string> names;
@@ -77,13 +82,18 @@ std::string render_junit(const MetricsDoc* doc, const std::vector<Finding>& find
   std::map<std::string, std::vector<const Finding*>> by_rule;
   for (const auto& f : findings) by_rule[f.rule_id].push_back(&f);
   const std::set<std::string> hidden(ctx.hidden_rules.begin(), ctx.hidden_rules.end());
+  std::map<std::string, std::string> not_run;  // rule -> why it did not run
+  for (const auto& s : ctx.skipped_rules) not_run[s.rule_id] = s.reason;
   std::set<std::string> done;
   for (const auto& r : rules) {
     done.insert(r.id);
     auto it = by_rule.find(r.id);
     if (it == by_rule.end()) {
       Case c{r.id, "normdoctor." + r.id, nullptr, ""};
-      if (hidden.count(r.id)) c.skipped = "findings below --severity " + ctx.severity + " are not shown";
+      if (auto nr = not_run.find(r.id); nr != not_run.end())
+        c.skipped = nr->second;
+      else if (hidden.count(r.id))
+        c.skipped = "findings below --severity " + ctx.severity + " are not shown";
       if (ctx.status != "error") add(std::move(c));
       continue;
     }
@@ -92,24 +102,24 @@ std::string render_junit(const MetricsDoc* doc, const std::vector<Finding>& find
   for (const auto& f : findings)  // findings of rules not in `rules` (never in a normal run)
     if (!done.count(f.rule_id)) add(Case{case_name(f), "normdoctor." + f.rule_id, &f, ""});
 
-  int failures = 0, skipped = 0;
+  Suite s;
   for (const auto& c : cases) {
-    failures += c.finding != nullptr;
-    skipped += !c.skipped.empty();
+    s.failures += c.finding != nullptr;
+    s.skipped += !c.skipped.empty();
   }
   const bool failed = ctx.status == "error";
-  const int errors = failed ? 1 : 0;
-  const int tests = static_cast<int>(cases.size()) + errors;
+  s.errors = failed ? 1 : 0;
+  s.tests = static_cast<int>(cases.size()) + s.errors;
   const std::string suite = "normdoctor " + (model.empty() ? std::string("(no model)") : model);
 
   std::ostringstream out;
-  out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out << "<testsuites" << attr("name", "normdoctor") << attr("tests", std::to_string(tests))
-      << attr("failures", std::to_string(failures)) << attr("errors", std::to_string(errors))
-      << attr("skipped", std::to_string(skipped)) << ">\n";
-  out << "  <testsuite" << attr("name", suite) << attr("tests", std::to_string(tests))
-      << attr("failures", std::to_string(failures)) << attr("errors", std::to_string(errors))
-      << attr("skipped", std::to_string(skipped)) << ">\n";
+  // Attributes of the Jenkins junit-10 XSD (tests/schemas/junit-10.xsd):
+  // testsuite may carry `skipped` and `file`, testcase only name, classname, time.
+  out << "  <testsuite" << attr("name", suite) << attr("tests", std::to_string(s.tests))
+      << attr("failures", std::to_string(s.failures)) << attr("errors", std::to_string(s.errors))
+      << attr("skipped", std::to_string(s.skipped));
+  if (!model.empty()) out << attr("file", model);
+  out << ">\n";
   out << "    <properties>\n";
   out << "      <property" << attr("name", "normdoctor.version") << attr("value", ctx.tool_version) << "/>\n";
   if (!ctx.libtorch_version.empty())
@@ -117,6 +127,10 @@ std::string render_junit(const MetricsDoc* doc, const std::vector<Finding>& find
   out << "      <property" << attr("name", "model") << attr("value", model) << "/>\n";
   out << "      <property" << attr("name", "status") << attr("value", ctx.status) << "/>\n";
   out << "      <property" << attr("name", "exit_code") << attr("value", std::to_string(ctx.exit_code)) << "/>\n";
+  for (const auto& [name, st] : ctx.probe_statuses)
+    if (st.status != "ok")
+      out << "      <property" << attr("name", "probe." + name) << attr("value", st.status + ": " + st.describe())
+          << "/>\n";
   out << "    </properties>\n";
 
   if (failed) {
@@ -128,7 +142,6 @@ std::string render_junit(const MetricsDoc* doc, const std::vector<Finding>& find
   }
   for (const auto& c : cases) {
     out << "    <testcase" << attr("name", c.name) << attr("classname", c.classname);
-    if (!model.empty()) out << attr("file", model);
     if (c.finding) {
       const Finding& f = *c.finding;
       out << ">\n      <failure" << attr("type", severity_name(f.severity)) << attr("message", f.message) << ">"
@@ -146,8 +159,40 @@ std::string render_junit(const MetricsDoc* doc, const std::vector<Finding>& find
               n.text + "\n";
     out << "    <system-out>" << xml(text, false) << "</system-out>\n";
   }
-  out << "  </testsuite>\n</testsuites>\n";
+  out << "  </testsuite>\n";
+  s.xml = out.str();
+  return s;
+}
+
+std::string junit_document(const std::vector<Suite>& suites) {
+  int tests = 0, failures = 0, errors = 0;
+  for (const auto& s : suites) {
+    tests += s.tests;
+    failures += s.failures;
+    errors += s.errors;
+  }
+  std::ostringstream out;
+  out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  // junit-10 allows no `skipped` on <testsuites>: each <testsuite> has it.
+  out << "<testsuites" << attr("name", "normdoctor") << attr("tests", std::to_string(tests))
+      << attr("failures", std::to_string(failures)) << attr("errors", std::to_string(errors)) << ">\n";
+  for (const auto& s : suites) out << s.xml;
+  out << "</testsuites>\n";
   return out.str();
+}
+
+}  // namespace
+
+std::string render_junit(const MetricsDoc* doc, const std::vector<Finding>& findings, const std::vector<Rule>& rules,
+                         const ReportContext& ctx) {
+  return junit_document({junit_suite(doc, findings, rules, ctx)});
+}
+
+std::string report_detail::render_junit_runs(const std::vector<ReportRun>& runs) {
+  std::vector<Suite> suites;
+  for (const auto& r : runs)
+    suites.push_back(junit_suite(r.doc, r.ctx.status == "error" ? std::vector<Finding>{} : r.findings, r.rules, r.ctx));
+  return junit_document(suites);
 }
 
 }  // namespace nd

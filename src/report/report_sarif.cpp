@@ -2,6 +2,7 @@
 // in tool.driver.rules, results with ruleId, level, message.text, one
 // location (the model file, line 1, the module as a logical location) and
 // partialFingerprints. docs/report.md, "SARIF".
+#include <filesystem>
 #include <sstream>
 
 #include "report/report.h"
@@ -23,12 +24,10 @@ const char* sarif_level(Severity s) {
   return "warning";
 }
 
-/// The model path as a URI reference: relative paths stay relative (GitHub
-/// resolves them against the repository), absolute ones become file:// URIs;
-/// characters outside RFC 3986 unreserved and '/' are percent-encoded.
-std::string path_uri(const std::string& path) {
+/// Percent-encodes everything outside RFC 3986 unreserved characters and '/'.
+std::string uri_escape(const std::string& path) {
   static const char* kHex = "0123456789ABCDEF";
-  std::string out = !path.empty() && path[0] == '/' ? "file://" : "";
+  std::string out;
   for (unsigned char c : path) {
     const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
                       c == '.' || c == '_' || c == '~' || c == '/';
@@ -41,6 +40,25 @@ std::string path_uri(const std::string& path) {
     }
   }
   return out;
+}
+
+constexpr const char* kSrcRoot = "%SRCROOT%";
+
+/// An artifactLocation for `path`: inside the working tree (`root`, an
+/// absolute folder), a URI relative to the uriBaseId %SRCROOT%; elsewhere
+/// (or without a root) an absolute file:// URI.
+oj artifact_location(const std::string& path, const std::string& root) {
+  namespace fs = std::filesystem;
+  if (root.empty() && !fs::path(path).is_absolute()) return oj{{"uri", uri_escape(path)}};
+  std::error_code ec;
+  const fs::path abs = fs::absolute(path, ec).lexically_normal();
+  if (ec) return oj{{"uri", uri_escape(path)}};
+  if (!root.empty()) {
+    const fs::path rel = abs.lexically_relative(fs::path(root).lexically_normal());
+    if (!rel.empty() && *rel.begin() != ".." && rel.is_relative())
+      return oj{{"uri", uri_escape(rel.generic_string())}, {"uriBaseId", kSrcRoot}};
+  }
+  return oj{{"uri", "file://" + uri_escape(abs.generic_string())}};
 }
 
 /// The explain text split into its parts: {"What it detects", text}, ...
@@ -147,7 +165,7 @@ std::string message_text(const Finding& f) {
   return s;
 }
 
-oj result(const Finding& f, const std::vector<Rule>& rules, const std::string& model) {
+oj result(const Finding& f, const std::vector<Rule>& rules, const std::string& model, const std::string& root) {
   oj r = oj::object();
   r["ruleId"] = f.rule_id;
   for (std::size_t i = 0; i < rules.size(); ++i)
@@ -156,7 +174,7 @@ oj result(const Finding& f, const std::vector<Rule>& rules, const std::string& m
   r["message"] = oj{{"text", message_text(f)}};
 
   oj loc = oj::object();
-  loc["physicalLocation"] = oj{{"artifactLocation", oj{{"uri", path_uri(model)}}}, {"region", oj{{"startLine", 1}}}};
+  loc["physicalLocation"] = oj{{"artifactLocation", artifact_location(model, root)}, {"region", oj{{"startLine", 1}}}};
   if (f.layer) {
     const std::string path = module_name(f);
     const auto dot = path.rfind('.');
@@ -188,11 +206,17 @@ oj result(const Finding& f, const std::vector<Rule>& rules, const std::string& m
   return r;
 }
 
-}  // namespace
-
-std::string render_sarif(const MetricsDoc* doc, const std::vector<Finding>& findings, const std::vector<Rule>& rules,
-                         const ReportContext& ctx) {
+/// The SARIF run of one model.
+oj sarif_run(const MetricsDoc* doc, const std::vector<Finding>& findings, const std::vector<Rule>& rules,
+             const ReportContext& ctx) {
   const std::string model = model_path(doc, ctx);
+  const std::string& root = ctx.working_dir;
+  bool relative = false;  // some location uses %SRCROOT%
+  auto location = [&](const std::string& path) {
+    oj l = artifact_location(path, root);
+    relative |= l.contains("uriBaseId");
+    return l;
+  };
   oj driver = oj::object();
   driver["name"] = "normdoctor";
   driver["version"] = ctx.tool_version;
@@ -214,11 +238,20 @@ std::string render_sarif(const MetricsDoc* doc, const std::vector<Finding>& find
     }
   }
   if (!overrides.empty()) invocation["ruleConfigurationOverrides"] = std::move(overrides);
+  oj exec_notes = oj::array();
   if (ctx.status == "error") {
     const std::string kind = ctx.error_kind.empty() ? std::string("internal") : ctx.error_kind;
-    invocation["toolExecutionNotifications"] =
-        oj::array({oj{{"level", "error"}, {"message", oj{{"text", ctx.error_message}}}, {"descriptor", oj{{"id", kind}}}}});
+    exec_notes.push_back(oj{{"level", "error"}, {"message", oj{{"text", ctx.error_message}}}, {"descriptor", oj{{"id", kind}}}});
   }
+  // Probes that failed or did not run: the rules they feed were not evaluated.
+  for (const auto& [name, st] : ctx.probe_statuses) {
+    if (st.status == "ok") continue;
+    exec_notes.push_back(oj{{"level", st.status == "error" ? "warning" : "note"},
+                            {"message", oj{{"text", "probe " + name + " " + (st.status == "error" ? "" : "did not run: ") +
+                                                        st.describe()}}},
+                            {"descriptor", oj{{"id", "probe." + name}}}});
+  }
+  if (!exec_notes.empty()) invocation["toolExecutionNotifications"] = std::move(exec_notes);
   if (!ctx.notes.empty()) {
     oj notes = oj::array();
     for (const auto& n : ctx.notes) {
@@ -226,7 +259,7 @@ std::string render_sarif(const MetricsDoc* doc, const std::vector<Finding>& find
       if (!n.file.empty()) {
         oj region = oj::object();
         if (n.line > 0) region["startLine"] = n.line;
-        oj phys{{"artifactLocation", oj{{"uri", path_uri(n.file)}}}};
+        oj phys{{"artifactLocation", location(n.file)}};
         if (!region.empty()) phys["region"] = std::move(region);
         note["locations"] = oj::array({oj{{"physicalLocation", std::move(phys)}}});
       }
@@ -236,21 +269,56 @@ std::string render_sarif(const MetricsDoc* doc, const std::vector<Finding>& find
   }
 
   oj results = oj::array();
-  for (const auto& f : findings) results.push_back(result(f, rules, model));
+  for (const auto& f : findings) results.push_back(result(f, rules, model, root));
+  if (ctx.status != "error")
+    for (const auto& sf : ctx.suppressed_findings) {
+      oj r = result(sf.finding, rules, model, root);
+      oj sup{{"kind", "external"}, {"justification", sf.reason}};
+      if (!sf.file.empty()) {
+        oj phys{{"artifactLocation", location(sf.file)}};
+        if (sf.line > 0) phys["region"] = oj{{"startLine", sf.line}};
+        sup["location"] = oj{{"physicalLocation", std::move(phys)}};
+      }
+      r["suppressions"] = oj::array({std::move(sup)});
+      results.push_back(std::move(r));
+    }
+  if (!model.empty()) location(model);
 
   oj run = oj::object();
   run["tool"] = oj{{"driver", std::move(driver)}};
   run["invocations"] = oj::array({std::move(invocation)});
+  if (relative) {
+    std::string base = "file://" + uri_escape(std::filesystem::path(root).lexically_normal().generic_string());
+    if (base.back() != '/') base += '/';
+    run["originalUriBaseIds"] = oj{{kSrcRoot, oj{{"uri", base}}}};
+  }
   if (!model.empty())
-    run["artifacts"] = oj::array({oj{{"location", oj{{"uri", path_uri(model)}}}, {"roles", oj::array({"analysisTarget"})}}});
+    run["artifacts"] = oj::array({oj{{"location", artifact_location(model, root)}, {"roles", oj::array({"analysisTarget"})}}});
   run["results"] = std::move(results);
   run["columnKind"] = "unicodeCodePoints";
+  return run;
+}
 
+std::string sarif_log(oj runs) {
   oj log = oj::object();
   log["$schema"] = "https://json.schemastore.org/sarif-2.1.0.json";
   log["version"] = "2.1.0";
-  log["runs"] = oj::array({std::move(run)});
+  log["runs"] = std::move(runs);
   return log.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace
+
+std::string render_sarif(const MetricsDoc* doc, const std::vector<Finding>& findings, const std::vector<Rule>& rules,
+                         const ReportContext& ctx) {
+  return sarif_log(oj::array({sarif_run(doc, findings, rules, ctx)}));
+}
+
+std::string report_detail::render_sarif_runs(const std::vector<ReportRun>& runs) {
+  oj all = oj::array();
+  for (const auto& r : runs)
+    all.push_back(sarif_run(r.doc, r.ctx.status == "error" ? std::vector<Finding>{} : r.findings, r.rules, r.ctx));
+  return sarif_log(std::move(all));
 }
 
 }  // namespace nd

@@ -77,6 +77,17 @@ std::string fit_tail(const std::string& s, std::size_t w) {
 
 std::string layer_name(const std::string& path) { return path.empty() ? "<root>" : path; }
 
+/// The width of a module-path column: the longest path; on a terminal
+/// (opt.fit_width) at most what is left of the line after `other` cells of
+/// other columns (at least 16), so a row fits; in a file or a pipe never
+/// cut, so every path can be pasted into a suppression.
+std::size_t path_column(std::size_t longest, std::size_t other, const TextOptions& opt) {
+  if (!opt.fit_width) return longest;
+  const std::size_t width = static_cast<std::size_t>(std::max(40, opt.width));
+  const std::size_t room = width > other + 16 ? width - other : 16;
+  return std::min(longest, room);
+}
+
 std::string with_thousands(int64_t v) {
   std::string digits = std::to_string(v < 0 ? -v : v), out;
   for (std::size_t i = 0; i < digits.size(); ++i) {
@@ -174,7 +185,11 @@ void render_header(std::ostringstream& out, const MetricsDoc& doc, const ReportC
   }
 
   if (ctx.config.is_object() && ctx.config.contains("file") && ctx.config["file"].is_string())
-    out << "config  " << ctx.config["file"].get<std::string>() << '\n';
+    out << "config  " << ctx.config["file"].get<std::string>()
+        << (ctx.config.contains("section") && ctx.config["section"].is_string()
+                ? " [" + ctx.config["section"].get<std::string>() + "]"
+                : std::string())
+        << '\n';
 
   if (!doc.passes.empty()) {
     std::string line;
@@ -225,7 +240,7 @@ std::string bar(int eighths) {
 }
 
 void render_layers(std::ostringstream& out, const MetricsDoc& doc, const std::vector<Finding>& findings,
-                   const Painter& paint) {
+                   const Painter& paint, const TextOptions& opt) {
   std::vector<const LayerMetrics*> rows;
   std::size_t not_run = 0;
   for (const auto& l : doc.layers) {
@@ -271,12 +286,14 @@ void render_layers(std::ostringstream& out, const MetricsDoc& doc, const std::ve
     w_path = std::max(w_path, cells(layer_name(l->path)));
     w_kind = std::max(w_kind, cells(l->kind));
   }
-  w_path = std::min<std::size_t>(w_path, 40);
-  w_kind = std::min<std::size_t>(w_kind, 20);
   const std::size_t w_num = 10, w_grad = 13;
+  if (opt.fit_width) w_kind = std::min<std::size_t>(w_kind, 20);
+  w_path = path_column(w_path, 2 + w_idx + 2 + 2 + w_kind + 2 + w_num + 2 + w_num + 2 + w_grad + 2 + kBarWidth, opt);
 
-  std::vector<bool> keep(rows.size(), rows.size() <= kMaxTableRows);
-  if (rows.size() > kMaxTableRows) {
+  // -v: every row; otherwise long tables keep their ends and the flagged rows.
+  const bool elide = rows.size() > kMaxTableRows && opt.verbose < 1;
+  std::vector<bool> keep(rows.size(), !elide);
+  if (elide) {
     for (std::size_t i = 0; i < rows.size(); ++i)
       keep[i] = i < kKeepEdgeRows || i + kKeepEdgeRows >= rows.size() || marks.count(rows[i]->path) > 0;
   }
@@ -338,7 +355,7 @@ void render_layers(std::ostringstream& out, const MetricsDoc& doc, const std::ve
 /// One row per BatchNorm layer that the normalization probe measured: how
 /// its running statistics compare with the data and how noisy its batch
 /// statistics are at the training batch size.
-void render_batchnorm(std::ostringstream& out, const MetricsDoc& doc, const Painter& paint) {
+void render_batchnorm(std::ostringstream& out, const MetricsDoc& doc, const Painter& paint, const TextOptions& opt) {
   std::vector<const LayerMetrics*> rows;
   for (const auto& l : doc.layers)
     if (l.metrics.count("bn.channels")) rows.push_back(&l);
@@ -347,7 +364,7 @@ void render_batchnorm(std::ostringstream& out, const MetricsDoc& doc, const Pain
                    [](const LayerMetrics* a, const LayerMetrics* b) { return a->exec_order < b->exec_order; });
   std::size_t w = 4;
   for (const auto* l : rows) w = std::max(w, cells(layer_name(l->path)));
-  w = std::min<std::size_t>(w, 40);
+  w = path_column(w, 2 + 2 + 8 + 2 + 9 + 2 + 9 + 2 + 7 + 2 + 20, opt);
   out << '\n' << paint("batchnorm (eval-mode statistics of the sample vs running statistics)", kBold) << '\n';
   out << "  " << pad_right("path", w) << "  " << pad_left("mean z", 8) << "  " << pad_left("var ratio", 9) << "  "
       << pad_left("values/ch", 9) << "  " << pad_left("noise", 7) << "  state\n";
@@ -368,7 +385,7 @@ void render_batchnorm(std::ostringstream& out, const MetricsDoc& doc, const Pain
 
 /// One row per normalization layer: the op, its input's axes by role and
 /// the axes its statistics are taken over (probe `sequence`).
-void render_norm_axes(std::ostringstream& out, const MetricsDoc& doc, const Painter& paint) {
+void render_norm_axes(std::ostringstream& out, const MetricsDoc& doc, const Painter& paint, const TextOptions& opt) {
   std::vector<const LayerMetrics*> rows;
   for (const auto& l : doc.layers)
     if (l.metrics.count("norm.op") && l.metrics.count("norm.reduced_axes")) rows.push_back(&l);
@@ -380,8 +397,8 @@ void render_norm_axes(std::ostringstream& out, const MetricsDoc& doc, const Pain
     w = std::max(w, cells(layer_name(l->path)));
     wl = std::max(wl, cells(json_text(l->metrics.at("norm.input_layout"))));
   }
-  w = std::min<std::size_t>(w, 40);
-  wl = std::min<std::size_t>(wl, 40);
+  if (opt.fit_width) wl = std::min<std::size_t>(wl, 40);
+  w = path_column(w, 2 + 2 + 16 + 2 + wl + 2 + 16, opt);
   out << '\n' << paint("normalization axes (input layout by role; statistics taken over)", kBold) << '\n';
   out << "  " << pad_right("path", w) << "  " << pad_right("op", 16) << "  " << pad_right("input", wl) << "  reduced over\n";
   for (const auto* l : rows) {
@@ -397,14 +414,14 @@ void render_norm_axes(std::ostringstream& out, const MetricsDoc& doc, const Pain
 
 /// Per residual block: where the norm sits and the residual stream's RMS at
 /// the block boundary (probe `architecture`).
-void render_architecture(std::ostringstream& out, const MetricsDoc& doc, const Painter& paint) {
+void render_architecture(std::ostringstream& out, const MetricsDoc& doc, const Painter& paint, const TextOptions& opt) {
   if (!doc.probes.is_object() || !doc.probes.contains("architecture")) return;
   const auto& a = doc.probes["architecture"];
   const auto& blocks = a.value("blocks", nlohmann::json::array());
   if (blocks.empty()) return;
   std::size_t w = 5;
   for (const auto& b : blocks) w = std::max(w, cells(layer_name(b.value("block", std::string()))));
-  w = std::min<std::size_t>(w, 40);
+  w = path_column(w, 2 + 2 + 10 + 2 + 10 + 2 + 10 + 2 + 16, opt);
   const auto& mm = doc.model_metrics;
   auto get = [&](const char* k) { return mm.count(k) ? json_text(mm.at(k)) : std::string("-"); };
   out << '\n'
@@ -430,7 +447,7 @@ void render_architecture(std::ostringstream& out, const MetricsDoc& doc, const P
 /// format ran, where it first went non-finite or diverged, the loss-scale
 /// range (fp16) and the LayerNorm/RMSNorm internals. Nothing when the model
 /// metrics hold no prec.format (fp32 runs).
-void render_precision(std::ostringstream& out, const MetricsDoc& doc, const Painter& paint) {
+void render_precision(std::ostringstream& out, const MetricsDoc& doc, const Painter& paint, const TextOptions& opt) {
   const MetricMap& mm = doc.model_metrics;
   auto get = [&](const char* name) -> const MetricValue* {
     auto it = mm.find(name);
@@ -475,7 +492,7 @@ void render_precision(std::ostringstream& out, const MetricsDoc& doc, const Pain
   if (norms.empty()) return;
   std::size_t w = 4;
   for (const auto* l : norms) w = std::max(w, cells(layer_name(l->path)));
-  w = std::min<std::size_t>(w, 40);
+  w = path_column(w, 2 + 2 + 9 + 2 + 9 + 2 + 9 + 2 + 10 + 2 + 14, opt);
   out << "  " << pad_right("norm", w) << "  " << pad_left("eps", 9) << "  " << pad_left("in " + fmt, 9) << "  "
       << pad_left("zero rows", 9) << "  " << pad_left("non-finite", 10) << "  " << pad_left("sumsq headroom", 14) << '\n';
   for (const auto* l : norms)
@@ -523,6 +540,44 @@ void render_replay(std::ostringstream& out, const MetricsDoc& doc, const Painter
                                  << json_text(rp["raised"]["message"]) << '\n';
 }
 
+/// The probes that did not run or failed, and the rules that therefore were
+/// not evaluated (src/policy/policy.h).
+void render_probes_down(std::ostringstream& out, const ReportContext& ctx, const Painter& paint) {
+  std::vector<std::string> lines;
+  for (const auto& [name, st] : ctx.probe_statuses) {
+    if (st.status == "ok") continue;
+    std::string ids;
+    for (const auto& s : ctx.skipped_rules)
+      if (s.probe == name) ids += (ids.empty() ? "" : ", ") + s.rule_id;
+    lines.push_back("  " + name + " (" + st.status + "): " + st.describe() + (ids.empty() ? "" : "; not evaluated: " + ids));
+  }
+  if (lines.empty()) return;
+  out << '\n' << paint("probes that did not run", kBold) << '\n';
+  for (const auto& l : lines) out << l << '\n';
+}
+
+/// -vv: the passes with their seconds, and every metric of each finding's layer.
+void render_verbose(std::ostringstream& out, const MetricsDoc& doc, const std::vector<Finding>& findings,
+                    const Painter& paint) {
+  if (!doc.passes.empty()) {
+    out << '\n' << paint("passes (name, mode, seconds)", kBold) << '\n';
+    for (const auto& p : doc.passes) {
+      if (!p.is_object()) continue;
+      out << "  " << pad_right(p.contains("name") ? json_text(p["name"]) : std::string("?"), 24) << "  "
+          << pad_right(p.contains("mode") ? json_text(p["mode"]) : std::string("-"), 8) << "  "
+          << (p.contains("seconds") ? format_metric(p["seconds"]) + " s" : std::string("-")) << '\n';
+    }
+  }
+  std::set<std::string> shown;
+  for (const auto& f : findings) {
+    if (!f.layer || !shown.insert(*f.layer).second) continue;
+    const LayerMetrics* l = doc.find_layer(*f.layer);
+    if (!l) continue;
+    out << '\n' << paint("metrics of " + layer_name(l->path), kBold) << " (" << l->kind << ")\n";
+    for (const auto& [k, v] : l->metrics) out << "  " << k << " = " << format_metric(v) << '\n';
+  }
+}
+
 std::string plural(int n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
 
 }  // namespace
@@ -550,13 +605,15 @@ std::string render_text(const MetricsDoc& doc, const std::vector<Finding>& findi
     render_finding(out, *f, paint, width);
   }
 
-  render_precision(out, doc, paint);
+  render_precision(out, doc, paint, opt);
   if (opt.show_layers) {
-    render_layers(out, doc, findings, paint);
-    render_batchnorm(out, doc, paint);
-    render_norm_axes(out, doc, paint);
-    render_architecture(out, doc, paint);
+    render_layers(out, doc, findings, paint, opt);
+    render_batchnorm(out, doc, paint, opt);
+    render_norm_axes(out, doc, paint, opt);
+    render_architecture(out, doc, paint, opt);
   }
+  render_probes_down(out, ctx, paint);
+  if (opt.verbose >= 2) render_verbose(out, doc, findings, paint);
   render_replay(out, doc, paint);
 
   const SeverityCounts c = count_findings(findings);

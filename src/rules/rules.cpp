@@ -24,6 +24,7 @@ namespace fs = std::filesystem;
 const std::vector<std::string> kTopKeys = {
     "id",    "failure_mode", "severity", "scope",   "select",     "kinds",      "when",  "layer_from",     "evidence",
     "title", "message",      "explain",  "fix",     "references", "lifecycle",  "since", "data_dependent",
+    "probe",
 };
 const std::vector<std::string> kWhenKeys = {"metric", "op", "value"};
 const std::vector<std::string> kSeverities = {"info", "warning", "error"};
@@ -108,6 +109,10 @@ class RuleReader {
       if (!n->is_boolean()) fail(line(*n), "key 'data_dependent' must be a boolean, not " + std::string(toml_type_name(*n)));
       r.data_dependent = n->as_boolean()->get();
     }
+
+    r.probe = string_at("probe", false);
+    if (!r.probe.empty() && !std::all_of(r.probe.begin(), r.probe.end(), [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; }))
+      fail(line_of("probe"), "key 'probe': '" + r.probe + "' is not a probe name (lowercase letters and '_', e.g. \"precision\")");
 
     check_consistency(r);
     return r;

@@ -51,6 +51,11 @@ struct Rule {
   std::string lifecycle = "stable";   ///< "stable" | "preview" | "deprecated"
   std::string since = "0.1.0";        ///< normdoctor version that introduced it
   bool data_dependent = false;        ///< depends on the input distribution (lower severity on synthetic inputs)
+  /// The probe whose metrics the rule reads ("precision"; "" = one of the
+  /// probes that always run). When that probe's status in the metrics
+  /// document is not "ok" the rule is reported as skipped with the probe's
+  /// reason (src/policy/policy.h), not as passed.
+  std::string probe;
   std::string source_file;            ///< where it was read from (for error messages)
   int source_line = 1;                ///< line of the `id` key in source_file
 };
@@ -66,6 +71,15 @@ struct Finding {
   nlohmann::json evidence = nlohmann::json::object();  ///< metric name -> value
   std::vector<std::string> fix;
   bool synthetic_inputs = false;      ///< measured on synthesized inputs (data_dependent rule)
+};
+
+/// A finding a suppression of the config removed: shown by SARIF as a
+/// suppressed result, counted by the others.
+struct SuppressedFinding {
+  Finding finding;
+  std::string reason;  ///< the suppression's `reason`
+  std::string file;    ///< the config file that holds the suppression
+  int line = 0;        ///< its line there
 };
 
 /// Parses one rule file. Throws nd::Error (kind rule_file, exit 2) naming the

@@ -129,7 +129,7 @@ TEST(CliFormats, SarifJunitAndJsonFromARealModel) {
   const Result r = run(check_args("--no-config --format sarif -o " + quote(sarif) + " --format junit -o " + quote(junit) +
                                   " --format json -o " + quote(report)),
                        dir.path());
-  ASSERT_EQ(r.status, 0) << r.err;  // warnings only; --fail-on error
+  ASSERT_EQ(r.status, 1) << r.err;  // warnings, and --fail-on defaults to warning
   EXPECT_EQ(r.out, "") << "every report went to a file";
 
   // SARIF: valid, and what code scanning needs.
@@ -192,7 +192,7 @@ TEST(CliFormats, TextAndGithubOnStdoutBesideFiles) {
   TempDir dir;
   // The n-th --format goes to the n-th -o; the one left over to stdout.
   Result r = run(check_args("--no-config --format json -o " + quote(dir.file("r.json")) + " --format github"), dir.path());
-  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(r.status, 1) << r.err;
   EXPECT_EQ(r.out.rfind("::warning file=" + kModel + ",line=1,title=ACT002 activation-growth at layers.13::", 0), 0u) << r.out;
   EXPECT_TRUE(fs::exists(dir.file("r.json")));
   r = run(check_args("--no-config"), dir.path());
@@ -312,7 +312,7 @@ TEST(CliFormats, SelectSeverityAndFailOnAreSeparate) {
   EXPECT_GE(hidden["summary"]["hidden"].get<int>(), 1);
   EXPECT_NE(err.find("below --severity error"), std::string::npos) << err;
   const Result text = run(check_args("--no-config --severity error"), dir.path());
-  EXPECT_EQ(text.status, 0);
+  EXPECT_EQ(text.status, 1);  // hidden warnings still fail at the default --fail-on warning
   EXPECT_NE(text.out.find("below --severity error not shown"), std::string::npos) << text.out;
   // --exit-zero wins over --fail-on.
   report_of("--no-config --fail-on warning --exit-zero", dir.path(), &status);
@@ -372,4 +372,52 @@ TEST(CliFormats, ManPageDocumentsEveryOption) {
   }
   // The hidden dump itself is not listed.
   EXPECT_EQ(r.out.find("--list-options"), std::string::npos);
+}
+
+// README: the sample command's output, as a real run prints it. The model
+// line, the loss description and the first finding's line must match word for
+// word; numbers may differ (they are replaced by N on both sides).
+TEST(CliFormats, ReadmeSampleOutputMatchesARealRun) {
+  const std::string readme = read(src("README.md"));
+  const auto b = readme.find("<!-- sample-output:begin"), e = readme.find("<!-- sample-output:end -->");
+  ASSERT_NE(b, std::string::npos);
+  ASSERT_NE(e, std::string::npos);
+  std::istringstream in(readme.substr(b, e - b));
+  std::string command;
+  std::vector<std::string> sample;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("$ normdoctor ", 0) == 0) command = line.substr(std::string("$ normdoctor ").size());
+    else if (!command.empty() && line != "```" && line != "...") sample.push_back(line);
+  }
+  ASSERT_FALSE(command.empty());
+  const Result real = run(command + " -q --no-config", ND_SOURCE_DIR);
+  ASSERT_EQ(real.status, 1) << real.err;  // the example's warnings fail at the default --fail-on warning
+  auto norm = [](const std::string& s) { return std::regex_replace(s, std::regex(R"([0-9][0-9.,e+\-]*x?)"), "N"); };
+  auto line_starting = [](const std::string& text, const std::string& prefix) {
+    std::istringstream t(text);
+    for (std::string l; std::getline(t, l);)
+      if (l.rfind(prefix, 0) == 0) return l;
+    return std::string();
+  };
+  auto first_finding = [](const std::vector<std::string>& lines) {
+    for (const auto& l : lines)
+      if (std::regex_search(l, std::regex(R"(^(error|warning|info)\[)"))) return l;
+    return std::string();
+  };
+  std::vector<std::string> real_lines;
+  std::istringstream rl(real.out);
+  for (std::string l; std::getline(rl, l);) real_lines.push_back(l);
+  const std::string sample_text = [&] {
+    std::string t;
+    for (const auto& l : sample) t += l + "\n";
+    return t;
+  }();
+  for (const char* prefix : {"model   ", "loss    ", "inputs  "}) {
+    const std::string want = line_starting(sample_text, prefix), got = line_starting(real.out, prefix);
+    ASSERT_FALSE(want.empty()) << "README sample has no '" << prefix << "' line";
+    EXPECT_EQ(norm(want), norm(got)) << "README: " << want << "\nrun:    " << got;
+  }
+  const std::string want = first_finding(sample), got = first_finding(real_lines);
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(norm(want), norm(got)) << "README: " << want << "\nrun:    " << got;
 }

@@ -476,7 +476,7 @@ TEST(E2EErrors, UnreadableModel) {
 }
 
 // NaN/Inf in the batch is a finding (IN001, severity error), not an error of
-// the tool: status ok, exit 1 at the default --fail-on error.
+// the tool: status ok, exit 1 (an error fails at the default --fail-on warning).
 TEST(E2EErrors, NanInTheBatchIsAFinding) {
   TempDir tmp;
   const NdRun r = check(model("tiny_cnn.pt"), {model("tiny_cnn.nan.input.pt")}, {}, tmp.file("r.json"));

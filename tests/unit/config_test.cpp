@@ -122,7 +122,7 @@ TEST(Config, TyposNameFileLineKeyAndSuggestion) {
             "normdoctor.toml:1: key 'fail-on': 'nevr' is not one of info, warning, error, never; did you mean 'never'?");
   EXPECT_EQ(config_error("[[suppress]]\nrule = \"ACT002\"\nmodul = \"fc\"\nreason = \"x\"\n"),
             "normdoctor.toml:3: unknown key 'suppress[0].modul'; did you mean 'module'? (known keys in suppress[0]: "
-            "rule, module, reason)");
+            "rule, module, model, reason)");
 }
 
 TEST(Config, TypeAndValueErrors) {
@@ -275,7 +275,7 @@ TEST(Config, EffectiveConfigurationForTheReport) {
   const auto j = nd::config_json(c, rules, shipped(), "warning", "warning");
   std::vector<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.push_back(k);
-  EXPECT_EQ(keys, (std::vector<std::string>{"file", "select", "ignore", "severity", "fail_on", "rules",
+  EXPECT_EQ(keys, (std::vector<std::string>{"file", "section", "select", "ignore", "severity", "fail_on", "rules",
                                             "severity_overrides", "threshold_overrides", "suppressions"}));
   EXPECT_EQ(j["rules"], nlohmann::ordered_json({"ACT001", "ACT002", "ACT003", "ACT005", "GRAD002"}));
   EXPECT_EQ(j["severity_overrides"][0],

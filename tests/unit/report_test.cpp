@@ -119,7 +119,7 @@ TEST(JsonReport, KeyOrderAndFindings) {
   const nd::MetricsDoc doc = basic_doc();
   const auto r = nd::build_json_report(doc, basic_findings(doc), basic_ctx());
   EXPECT_EQ(keys(r), (std::vector<std::string>{"schema_version", "tool", "status", "model", "inputs", "layers",
-                                               "probes", "findings", "summary", "options", "config", "exit_code",
+                                               "probes", "findings", "skipped_rules", "summary", "options", "config", "exit_code",
                                                "timing"}));
   EXPECT_EQ(r["schema_version"], nd::kReportSchemaVersion);
   EXPECT_EQ(r["tool"], (nd::ReportJson{{"name", "normdoctor"}, {"version", "0.1.0"}, {"libtorch", "1.13.1"}}));
@@ -212,7 +212,7 @@ TEST(ErrorReport, ShapeWithoutDocument) {
   ctx.exit_code = 3;
   const auto r = nd::build_error_report(nullptr, ctx);
   EXPECT_EQ(keys(r), (std::vector<std::string>{"schema_version", "tool", "status", "error", "model", "inputs", "layers",
-                                               "probes", "findings", "summary", "options", "config", "exit_code",
+                                               "probes", "findings", "skipped_rules", "summary", "options", "config", "exit_code",
                                                "timing"}));
   EXPECT_EQ(r["status"], "error");
   EXPECT_EQ(r["error"], (nd::ReportJson{{"kind", "model_load"}, {"message", "model.pt: not a TorchScript archive"}}));
