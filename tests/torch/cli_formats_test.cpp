@@ -162,7 +162,7 @@ TEST(CliFormats, SarifJunitAndJsonFromARealModel) {
   }
   EXPECT_TRUE(growth) << "growth20 shows activation growth at layers.13";
   EXPECT_EQ(fingerprints.size(), results.size());
-  EXPECT_EQ(run0["invocations"][0]["exitCode"], 0);
+  EXPECT_EQ(run0["invocations"][0]["exitCode"], 1);  // warnings fail by default (--fail-on warning)
 
   // JSON: valid, the same findings.
   const json j = json::parse(read(report));
@@ -336,7 +336,7 @@ TEST(CliFormats, ExplainWorksForEveryRule) {
   }
   const Result table = run("rules", dir.path());
   EXPECT_EQ(table.status, 0);
-  EXPECT_EQ(table.out.rfind("ID       SEVERITY LIFECYCLE SINCE   FAILURE MODE", 0), 0u) << table.out;
+  EXPECT_EQ(table.out.rfind("ID         SEVERITY  LIFECYCLE   SINCE    FAILURE MODE", 0), 0u) << table.out;
   const Result lower = run("explain act002", dir.path());
   EXPECT_EQ(lower.status, 0);
   const Result typo = run("explain ACT02", dir.path());

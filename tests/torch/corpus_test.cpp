@@ -10,6 +10,7 @@
 //   [[known_false]]   a finding the tool prints today that is FALSE of the
 //                     model (an open bug of the tool; the test fails on it and
 //                     says why it is false);
+//   [[known_missed]]  a true finding the tool misses today (an open bug);
 //   [[known_failure]] a run that crashes or fails today (`run`, `exit_code`,
 //                     `message`): the test fails on it with that note.
 //
@@ -79,7 +80,7 @@ struct KnownFailure {
 };
 
 struct Expectations {
-  std::vector<Entry> expect, known_false;
+  std::vector<Entry> expect, known_false, known_missed;
   std::vector<KnownFailure> known_failure;
 };
 
@@ -101,6 +102,7 @@ Expectations read_expectations(const std::string& path) {
   };
   entries("expect", x.expect);
   entries("known_false", x.known_false);
+  entries("known_missed", x.known_missed);
   if (const toml::array* arr = doc["known_failure"].as_array()) {
     for (const auto& node : *arr) {
       const toml::table& t = *node.as_table();
@@ -207,6 +209,16 @@ TEST_P(CorpusRun, FindingsAreExactlyTheExpectedOnes) {
       ADD_FAILURE() << "unexpected finding " << std::get<2>(g) << " " << std::get<0>(g) << " at '" << std::get<1>(g)
                     << "': " << std::get<3>(g);
   }
+  for (const auto& e : x.known_missed) {
+    if (!e.applies(c.run)) continue;
+    bool present = false;
+    for (const auto& g : got) present = present || (std::get<0>(g) == e.failure_mode && std::get<1>(g) == e.layer);
+    if (present)
+      ADD_FAILURE() << "fixed: the missed true finding " << e.describe() << " now appears; move it from [[known_missed]] to [[expect]] in "
+                    << expect_path;
+    else
+      open_bug("MISSED true finding " + e.describe() + ": " + e.why);
+  }
   for (const auto& e : x.known_false) {
     if (!e.applies(c.run)) continue;
     bool present = false;
@@ -269,7 +281,7 @@ TEST(CorpusFolder, ExpectationsNameCatalogSlugs) {
     const std::string p = corpus_dir() + "/" + m + ".expect.toml";
     if (!fs::exists(p)) continue;
     const Expectations x = read_expectations(p);
-    for (const auto* list : {&x.expect, &x.known_false})
+    for (const auto* list : {&x.expect, &x.known_false, &x.known_missed})
       for (const auto& e : *list) {
         EXPECT_TRUE(slugs.count(e.failure_mode)) << p << ": '" << e.failure_mode << "' is no rule's failure mode";
         EXPECT_FALSE(e.why.empty()) << p << ": " << e.describe() << " has no `why`";

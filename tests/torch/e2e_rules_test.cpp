@@ -298,7 +298,11 @@ TEST_P(RuleCase, FindingsMatchManifest) {
   ASSERT_TRUE(r.has_report) << r.describe();
   const json& j = r.report;
   ASSERT_EQ(j.value("status", ""), "ok") << j.value("error", json()).dump() << "\n" << r.describe();
-  EXPECT_EQ(r.exit_code, c.exit_code) << r.describe();
+  // The default gate is --fail-on warning: any warning or error fails.
+  bool gating = false;
+  for (const auto& f : j.at("findings")) gating = gating || f.value("severity", "") != "info";
+  EXPECT_EQ(r.exit_code, std::max(c.exit_code, gating ? 1 : 0)) << r.describe();
+  if (c.findings.empty() && c.allowed_extra.empty()) EXPECT_EQ(r.exit_code, 0) << r.describe();
   EXPECT_EQ(j.value("exit_code", -1), r.exit_code);
   EXPECT_EQ(j.at("model").value("path", ""), model(c.fixture + ".pt"));
   expect_modules_match_manifest(j, c.fixture);
