@@ -510,9 +510,11 @@ void print_option_list(CLI::App& app) {
 /// A flag error of `check` (bad value, unknown flag): CLI11 stops before any
 /// option is stored, so the report options are read again from argv by a
 /// lenient parser, and the error reports the user asked for are written
-/// (JSON status "error", kind usage). Best effort: nothing is written when
-/// the report options are what is broken.
-void write_flag_error_reports(int argc, char** argv, const std::string& message, const Engine& engine) {
+/// (JSON status "error", kind usage unless told). Also used for errors that
+/// end `check` before any model ran (a model folder holding no model file).
+/// Best effort: nothing is written when the report options are what is broken.
+void write_flag_error_reports(int argc, char** argv, const std::string& message, const Engine& engine,
+                              const std::string& kind = error_kind::kUsage, ExitCode code = ExitCode::kUsage) {
   CLI::App again;
   again.allow_extras();
   auto* check = again.add_subcommand("check");
@@ -531,9 +533,9 @@ void write_flag_error_reports(int argc, char** argv, const std::string& message,
     ctx.tool_version = build::kVersion;
     ctx.libtorch_version = engine.libtorch_version();
     ctx.status = "error";
-    ctx.error_kind = error_kind::kUsage;
+    ctx.error_kind = kind;
     ctx.error_message = message;
-    ctx.exit_code = static_cast<int>(ExitCode::kUsage);
+    ctx.exit_code = static_cast<int>(code);
     write_error_reports(targets, nullptr, {}, ctx);
   } catch (const std::exception&) {
     // The report options themselves are wrong: stderr has the message.
@@ -707,6 +709,8 @@ int cli_main(int argc, char** argv, const Engine& engine) {
     if (*explain) return run_explain(rules_dir, explain_id);
   } catch (const Error& e) {
     std::fprintf(stderr, "normdoctor: error: %s\n", e.what());
+    if (*check && e.kind() != error_kind::kOutput)
+      write_flag_error_reports(argc, argv, e.what(), engine, e.kind(), e.exit_code());
     return static_cast<int>(e.exit_code());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "normdoctor: internal error (a bug, please report it): %s\n", e.what());

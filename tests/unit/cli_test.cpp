@@ -559,6 +559,15 @@ TEST(CliManyModels, SingleModelKeepsTheSingleShapeAndEmptyFolderIsAnError) {
   const CliRun e = cli(env.check({empty.path().string()}));
   EXPECT_EQ(e.code, 2);
   EXPECT_NE(e.err.find("holds no .pt or .pt2 file"), std::string::npos) << e.err;
+  // Like every failed run, it still writes the JSON report it was asked for.
+  const std::string file = (env.dir.path() / "empty.json").string();
+  const CliRun f = cli(env.check({empty.path().string(), "--format", "json", "-o", file}));
+  EXPECT_EQ(f.code, 2);
+  const json ej = json::parse(ndtest::read_file(file));
+  EXPECT_EQ(ej["status"], "error");
+  EXPECT_EQ(ej["error"]["kind"], "usage");
+  EXPECT_NE(ej["error"]["message"].get<std::string>().find("holds no .pt or .pt2 file"), std::string::npos);
+  EXPECT_TRUE(report_schema().validate(ej).empty()) << ndtest::join_errors(report_schema().validate(ej));
 }
 
 // ------------------------------------------------------------ 10. HTML
