@@ -69,15 +69,6 @@ std::string layer_label(const std::string& path) { return path.empty() ? "<root>
 
 std::string value_text(const json& v) { return v.is_string() ? v.get<std::string>() : format_metric(v); }
 
-const char* sev_class(Severity s) {
-  switch (s) {
-    case Severity::kError: return "error";
-    case Severity::kWarning: return "warning";
-    case Severity::kInfo: return "info";
-  }
-  return "info";
-}
-
 /// A number from a metric value; NaN when absent or not a number ("inf"
 /// strings of the report encoding count as infinite).
 double number_of(const json* v) {
@@ -353,8 +344,8 @@ void render_run(std::ostringstream& o, const ReportRun& run, int index, int coun
     const Finding& f = run.findings[k];
     if (f.layer) by_layer[*f.layer].push_back(k);
     const std::string fid = mid + "-finding-" + std::to_string(k);
-    o << "<details open class=\"finding " << sev_class(f.severity) << "\" id=\"" << fid << "\" data-rule=\"" << esc(f.rule_id)
-      << "\"><summary><span class=\"sev " << sev_class(f.severity) << "\">" << severity_name(f.severity) << "</span> "
+    o << "<details open class=\"finding " << severity_name(f.severity) << "\" id=\"" << fid << "\" data-rule=\"" << esc(f.rule_id)
+      << "\"><summary><span class=\"sev " << severity_name(f.severity) << "\">" << severity_name(f.severity) << "</span> "
       << "<code class=\"rule\">" << esc(f.rule_id) << "</code> <span class=\"slug\">" << esc(f.failure_mode) << "</span>";
     if (f.layer)
       o << " at <a class=\"layer\" href=\"#" << layer_anchor(index, *f.layer) << "\"><code>" << esc(layer_label(*f.layer))
@@ -428,7 +419,7 @@ void render_run(std::ostringstream& o, const ReportRun& run, int index, int coun
         << "</td><td class=\"num\">" << cell(*l, "grad.out_norm") << "</td><td>";
       if (f != by_layer.end())
         for (std::size_t k : f->second)
-          o << "<a class=\"sev " << sev_class(run.findings[k].severity) << "\" href=\"#" << mid << "-finding-" << k << "\">"
+          o << "<a class=\"sev " << severity_name(run.findings[k].severity) << "\" href=\"#" << mid << "-finding-" << k << "\">"
             << esc(run.findings[k].rule_id) << "</a> ";
       o << "</td></tr>\n";
     };
