@@ -188,10 +188,14 @@ TEST_P(CorpusRun, FindingsAreExactlyTheExpectedOnes) {
     got.emplace_back(f.value("failure_mode", ""), f.at("layer").is_null() ? "" : f.at("layer").get<std::string>(),
                      f.value("rule_id", ""), f.value("message", ""));
 
+  // An entry is reported when a finding has its failure mode and layer.
+  auto reported = [&](const Entry& e) {
+    return std::any_of(got.begin(), got.end(),
+                       [&](const auto& g) { return std::get<0>(g) == e.failure_mode && std::get<1>(g) == e.layer; });
+  };
   for (const auto& e : x.expect) {
     if (!e.applies(c.run)) continue;
-    bool found = false;
-    for (const auto& g : got) found = found || (std::get<0>(g) == e.failure_mode && std::get<1>(g) == e.layer);
+    const bool found = reported(e);
     EXPECT_TRUE(found) << "missing true finding " << e.describe() << ": " << e.why;
   }
   for (const auto& g : got) {
@@ -211,8 +215,7 @@ TEST_P(CorpusRun, FindingsAreExactlyTheExpectedOnes) {
   }
   for (const auto& e : x.known_missed) {
     if (!e.applies(c.run)) continue;
-    bool present = false;
-    for (const auto& g : got) present = present || (std::get<0>(g) == e.failure_mode && std::get<1>(g) == e.layer);
+    const bool present = reported(e);
     if (present)
       ADD_FAILURE() << "fixed: the missed true finding " << e.describe() << " now appears; move it from [[known_missed]] to [[expect]] in "
                     << expect_path;
@@ -221,8 +224,7 @@ TEST_P(CorpusRun, FindingsAreExactlyTheExpectedOnes) {
   }
   for (const auto& e : x.known_false) {
     if (!e.applies(c.run)) continue;
-    bool present = false;
-    for (const auto& g : got) present = present || (std::get<0>(g) == e.failure_mode && std::get<1>(g) == e.layer);
+    const bool present = reported(e);
     EXPECT_TRUE(present) << "fixed: the false finding " << e.describe()
                          << " no longer appears; remove the [[known_false]] entry from " << expect_path;
   }
