@@ -525,6 +525,30 @@ void render_replay(std::ostringstream& out, const MetricsDoc& doc, const Painter
 
 std::string plural(int n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
 
+/// "probes that could not run": every probes.<name> whose status is "error"
+/// (the pass, the error kind and message) or "skipped" (the reason). The
+/// other probes ran and their findings stand.
+void render_probe_failures(std::ostringstream& out, const MetricsDoc& doc, const Painter& paint) {
+  if (!doc.probes.is_object()) return;
+  std::vector<std::string> lines;
+  for (const auto& [name, p] : doc.probes.items()) {
+    if (!p.is_object() || !p.contains("status") || !p["status"].is_string()) continue;
+    const std::string st = p["status"].get<std::string>();
+    if (st == "error") {
+      const auto& e = p.contains("error") && p["error"].is_object() ? p["error"] : nlohmann::json::object();
+      std::string msg = e.value("message", std::string());
+      if (auto nl = msg.find('\n'); nl != std::string::npos) msg = msg.substr(0, nl);
+      lines.push_back("  " + name + ": error (" + e.value("kind", std::string("internal")) + ") in the " +
+                      p.value("pass", std::string("none")) + " pass: " + msg);
+    } else if (st == "skipped") {
+      lines.push_back("  " + name + ": skipped: " + p.value("reason", std::string()));
+    }
+  }
+  if (lines.empty()) return;
+  out << '\n' << paint("probes that could not run", kBold) << " (the other probes ran; their findings stand)\n";
+  for (const auto& l : lines) out << l << '\n';
+}
+
 }  // namespace
 
 std::string render_text(const MetricsDoc& doc, const std::vector<Finding>& findings, const ReportContext& ctx,
@@ -550,6 +574,7 @@ std::string render_text(const MetricsDoc& doc, const std::vector<Finding>& findi
     render_finding(out, *f, paint, width);
   }
 
+  render_probe_failures(out, doc, paint);
   render_precision(out, doc, paint);
   if (opt.show_layers) {
     render_layers(out, doc, findings, paint);
