@@ -42,6 +42,15 @@ at::Tensor tap_impl(int64_t id, const at::Tensor& x) {
   PassContext* ctx = g_pass;
   if (ctx && x.defined() && id >= 0 && static_cast<size_t>(id) < ctx->taps->size()) {
     const TapSite& site = (*ctx->taps)[static_cast<size_t>(id)];
+    if (x.is_nested()) {
+      // PyTorch's eval fast path (nn.TransformerEncoder given a key padding
+      // mask, no grad): a nested tensor holds the kept positions only and has
+      // no sizes(). Its values, as one vector, are what the module computed.
+      std::vector<at::Tensor> parts;
+      for (const auto& c : x.unbind(0)) parts.push_back(c.reshape({-1}));
+      if (!parts.empty()) ctx->collector->on_forward(site, at::cat(parts));
+      return x;
+    }
     ctx->collector->on_forward(site, x);
     const bool grad_kind = site.kind == TapKind::kModuleOutput || site.kind == TapKind::kModuleInput;
     if (grad_kind && ctx->cfg.record_grad && x.requires_grad()) {
@@ -361,7 +370,9 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
       b.spatial = (n * c) != 0 ? x.numel() / (n * c) : 1;
       std::tie(b.example_mean, b.example_var) = channel_moments(x);
       b.mean = b.example_mean.mean(0);
-      b.var = (b.example_var + b.example_mean.pow(2)).mean(0) - b.mean.pow(2);
+      // Law of total variance: within-example plus between-example parts, both
+      // non-negative (E[x^2] - E[x]^2 cancels when the mean dwarfs the spread).
+      b.var = b.example_var.mean(0) + (b.example_mean - b.mean).pow(2).mean(0);
     }
     std::lock_guard<std::mutex> lock(mu_);
     int64_t seq = 0;

@@ -448,9 +448,8 @@ MetricsDoc run_check_stages(const CheckOptions& opt, const ProgressFn& progress)
         unusual += (unusual.empty() ? "" : ", ") + s.args[i].name +
                    (bl.axis[i] < 0 ? std::string(": none (passed unchanged)") : ": axis " + std::to_string(bl.axis[i]));
     }
-    s.doc.probes["layout"]["batch"] = bl.batch;
-    s.doc.probes["layout"]["batch_from"] = bl.from;
-    s.doc.probes["layout"]["batch_axes"] = axes;
+    // probes.batch_layout (probes.layout is the sequence probe's roles).
+    s.doc.probes["batch_layout"] = {{"batch", bl.batch}, {"from", bl.from}, {"axes", axes}};
     if (!unusual.empty())
       s.doc.assumptions.push_back("batch of " + std::to_string(bl.batch) + " examples (from " + bl.from +
                                   "); batch axes not 0: " + unusual + (opt.batch_dim ? "" : " (--batch-dim overrides)"));
@@ -468,6 +467,7 @@ MetricsDoc run_check_stages(const CheckOptions& opt, const ProgressFn& progress)
   s.run_probe("forward_backward", [&] { probe_forward_backward(s); });
   if (opt.lr) s.run_probe("update", [&] { probe_update_ratio(s); });
   s.run_probe("normalization", [&] { probe_normalization(s); });
+  s.run_probe("fast_path", [&] { probe_fast_path(s); });
   s.run_probe("architecture", [&] { probe_architecture(s); });
   s.run_probe("sequence", [&] { probe_sequence(s); });
   s.run_probe("precision", [&] { probe_precision(s); });

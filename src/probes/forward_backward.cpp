@@ -376,7 +376,9 @@ void probe_forward_backward(Session& s) {
       m["param.absmax"] = num(pg.absmax_param);
       m["param.nonfinite_count"] = pg.param_nonfinite;
     }
-    if (pg.params > 0) {
+    // No backward ran (class ids out): no parameter gradient was measured,
+    // so none is reported missing (GRAD004 would read "got none").
+    if (pg.params > 0 && s.backward_skipped.empty()) {
       m["grad.params"] = pg.params;
       m["grad.params_without_grad"] = pg.without;
       m["grad.params_zero_grad"] = pg.zero;

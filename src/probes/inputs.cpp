@@ -59,7 +59,7 @@ std::string missing_required(const LoadedModel& m, size_t i) {
 // an optional argument missing before a given one takes forward's default
 // (source "default: VALUE"); trailing ones are left to the graph's defaults.
 // `by_spec`: names an --input-shape NAME= spec gives (a placeholder here).
-std::vector<ArgValue> bind(const LoadedModel& m, const BatchFile& b, const std::set<std::string>& by_spec) {
+std::vector<ArgValue> bind_batch(const LoadedModel& m, const BatchFile& b, const std::set<std::string>& by_spec) {
   std::vector<ArgValue> out;
   const std::string src = "file:" + b.path;
   std::vector<std::optional<c10::IValue>> slot(m.args.size());
@@ -276,7 +276,7 @@ void load_arguments(Session& s) {
       by_spec.insert(specs.back().name);
     }
     std::vector<std::vector<ArgValue>> batches;
-    for (const auto& f : opt.input_files) batches.push_back(bind(s.model, read_batch_file(f), by_spec));
+    for (const auto& f : opt.input_files) batches.push_back(bind_batch(s.model, read_batch_file(f), by_spec));
     for (const auto& sp : specs) {
       bool used = false;
       for (const auto& a : batches.front()) used = used || (a.name == sp.name && a.source == "spec");

@@ -146,12 +146,22 @@ void probe_normalization(Session& s) {
     // Noise of the per-step batch mean / variance at the training batch size,
     // estimated from the spread of per-example statistics (keeps spatial
     // correlation), in units of the channel's standard deviation / variance.
+    // Relative to each channel's own scale, however small: activations that
+    // shrank to a variance of 1e-20 deep in an untrained network still have
+    // a batch-mean spread of 0.2 of their standard deviation (an absolute
+    // floor on the variance printed 4.45e-05 there, issue 15). Channels
+    // constant over the batch (variance exactly 0: a dead ReLU) have no
+    // spread to measure and are left out of the average.
     if (b.examples >= 2 && train_batch >= 1) {
-      at::Tensor sd = b.var.clamp_min(1e-12).sqrt();
-      at::Tensor mean_noise = b.example_mean.std(0) / std::sqrt(static_cast<double>(train_batch)) / sd;
-      at::Tensor var_noise = b.example_var.std(0) / std::sqrt(static_cast<double>(train_batch)) / b.var.clamp_min(1e-12);
-      m["bn.mean_noise"] = num(mean_noise.mean().item<double>());
-      m["bn.var_noise"] = num(var_noise.mean().item<double>());
+      const at::Tensor live = b.var > 0;
+      if (live.any().item<bool>()) {
+        const double root_b = std::sqrt(static_cast<double>(train_batch));
+        const at::Tensor var = b.var.masked_select(live);
+        const at::Tensor mean_noise = b.example_mean.std(0).masked_select(live) / root_b / var.sqrt();
+        const at::Tensor var_noise = b.example_var.std(0).masked_select(live) / root_b / var;
+        m["bn.mean_noise"] = num(mean_noise.mean().item<double>());
+        m["bn.var_noise"] = num(var_noise.mean().item<double>());
+      }
     }
     const auto type = lm->info.contains("running_stats");
     torch::jit::Module mod;
@@ -296,7 +306,22 @@ void probe_normalization(Session& s) {
       // dependence (BN005), recorded before the failure is.
       const std::string what = e.what();
       if (what.find("Expected more than 1 value per channel") != std::string::npos) {
-        const int64_t t = s.failed_collector ? s.failed_collector->last_batch_norm_tap() : -1;
+        int64_t t = s.failed_collector ? s.failed_collector->last_batch_norm_tap() : -1;
+        if (t < 0 && s.failed_collector && ref.collector) {
+          // Scripted BatchNorm raises in its own batch-size check, before
+          // aten::batch_norm (and its tap) runs: the layer is the first
+          // batch_norm of the batch's pass that the failed pass never reached.
+          int64_t first = -1;
+          for (const auto& tap : im.taps()) {
+            if (tap.kind != TapKind::kBatchNormInput) continue;
+            const auto& rr = ref.collector->records()[static_cast<size_t>(tap.id)];
+            const auto& fr = s.failed_collector->records()[static_cast<size_t>(tap.id)];
+            if (rr.first_fire >= 0 && fr.calls == 0 && (first < 0 || rr.first_fire < first)) {
+              first = rr.first_fire;
+              t = tap.id;
+            }
+          }
+        }
         const std::string layer = t >= 0 ? im.taps()[static_cast<size_t>(t)].module : std::string();
         mm["batchdep.max_rel_diff"] = "inf";
         mm["batchdep.worst_example"] = e.pass() == "eval-example0" ? "0" : std::to_string(batch - 1);

@@ -201,6 +201,16 @@ void probe_architecture(Session& s);
 /// data, batch dependence in eval mode, small-batch noise, mode problems.
 void probe_normalization(Session& s);
 
+/// Eval fast paths (src/probes/fastpath.cpp, issue 15.6): when the graph
+/// holds PyTorch's inference fast path (nn.TransformerEncoder's nested
+/// tensors, the fused encoder layer or multi-head attention kernels), the
+/// model is run as users run inference (eval, no grad: the fast path) and
+/// with grad enabled (the slow path, what training computes), uninstrumented,
+/// and the difference is recorded (fastpath.* model metrics). A fast path
+/// that raises is recorded as evidence (fastpath.raises, the message), not
+/// as the end of the check.
+void probe_fast_path(Session& s);
+
 /// Precision probe (src/probes/precision.cpp, docs/metrics.md "Precision"):
 /// always the implied next-layer scale of norm gains (norm.next_*); with
 /// --precision fp16|bf16 also the format's limits against every module
