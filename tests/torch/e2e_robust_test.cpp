@@ -350,7 +350,9 @@ TEST(E2ERobustOutputs, TracedRMSNormReportsItsOutput) {
   int primaries = 0;
   for (const auto& o : n.at("act.outputs")) {
     primaries += o.value("primary", false) ? 1 : 0;
-    if (!o.value("primary", false)) EXPECT_LT(nde2e::as_number(o.at("rms")), 0.1) << o.dump();  // the input's scale
+    if (!o.value("primary", false)) {
+      EXPECT_LT(nde2e::as_number(o.at("rms")), 0.1) << o.dump();  // the input's scale
+    }
   }
   EXPECT_EQ(primaries, 1);
 }
