@@ -623,6 +623,9 @@ int cli_main(int argc, char** argv, const Engine& engine) {
                     "Give up on a model after this many seconds, also inside a pass (exit 3; 0 = none)")
       ->check(CLI::NonNegativeNumber);
   check->add_option("--seq-dim", a.engine.seq_dim, "Time (sequence) axis of the sequence inputs (default: inferred, axis 1)");
+  check->add_option("--batch-dim", a.engine.batch_dim,
+                    "Batch axis of the inputs, e.g. 1 for [time, batch, feature] (default: inferred, axis 0)")
+      ->check(CLI::NonNegativeNumber);
   check->add_option("--mask-input", a.engine.mask_input, "The padding-mask argument, by name or index (default: inferred)");
   check->add_option("--pad-value", a.engine.pad_value, "Token id or feature value used for padding")->capture_default_str();
   check->add_option("--threads", a.engine.threads, "Intra-op threads (default: LibTorch's)");

@@ -42,6 +42,15 @@ at::Tensor tap_impl(int64_t id, const at::Tensor& x) {
   PassContext* ctx = g_pass;
   if (ctx && x.defined() && id >= 0 && static_cast<size_t>(id) < ctx->taps->size()) {
     const TapSite& site = (*ctx->taps)[static_cast<size_t>(id)];
+    if (x.is_nested()) {
+      // PyTorch's eval fast path (nn.TransformerEncoder given a key padding
+      // mask, no grad): a nested tensor holds the kept positions only and has
+      // no sizes(). Its values, as one vector, are what the module computed.
+      std::vector<at::Tensor> parts;
+      for (const auto& c : x.unbind(0)) parts.push_back(c.reshape({-1}));
+      if (!parts.empty()) ctx->collector->on_forward(site, at::cat(parts));
+      return x;
+    }
     ctx->collector->on_forward(site, x);
     const bool grad_kind = site.kind == TapKind::kModuleOutput || site.kind == TapKind::kModuleInput;
     if (grad_kind && ctx->cfg.record_grad && x.requires_grad()) {
@@ -361,7 +370,9 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
       b.spatial = (n * c) != 0 ? x.numel() / (n * c) : 1;
       std::tie(b.example_mean, b.example_var) = channel_moments(x);
       b.mean = b.example_mean.mean(0);
-      b.var = (b.example_var + b.example_mean.pow(2)).mean(0) - b.mean.pow(2);
+      // Law of total variance: within-example plus between-example parts, both
+      // non-negative (E[x^2] - E[x]^2 cancels when the mean dwarfs the spread).
+      b.var = b.example_var.mean(0) + (b.example_mean - b.mean).pow(2).mean(0);
     }
     std::lock_guard<std::mutex> lock(mu_);
     int64_t seq = 0;
@@ -726,9 +737,58 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   }
   std::map<Node*, int64_t> bn_input_tap;
 
+  // The primary outputs of each module with several: the plans matching what
+  // its own forward graph returns (the producing op's kind, or the child
+  // module whose call produces it): one per call of the module. When none
+  // matches, every plan counts as primary (statistics merged, as for one).
+  std::map<std::string, std::set<size_t>> primary_plan;
+  {
+    std::map<std::string, std::vector<size_t>> per_module;
+    for (size_t i = 0; i < plans.size(); ++i)
+      for (const auto& m : plans[i].modules) per_module[m].push_back(i);
+    for (const auto& [path, idxs] : per_module) {
+      if (idxs.size() < 2) continue;
+      std::set<size_t> pick;
+      auto it = scopes.paths().find(path);
+      if (it != scopes.paths().end()) {
+        const auto& mod = model.modules[it->second].module;
+        if (auto fwd = mod.find_method("forward")) {
+          const auto g = fwd->graph();
+          Value* r = g->outputs().empty() ? nullptr : g->outputs()[0];
+          while (r && (r->node()->kind() == c10::prim::TupleConstruct || r->node()->kind() == c10::prim::ListConstruct)) {
+            Value* first = nullptr;
+            for (Value* e : r->node()->inputs())
+              if (is_tensor(e) || e->node()->kind() == c10::prim::TupleConstruct) {
+                first = e;
+                break;
+              }
+            r = first;
+          }
+          if (r) {
+            Node* d = r->node();
+            std::string child;
+            if (d->kind() == c10::prim::CallMethod && d->input(0)->node()->kind() == c10::prim::GetAttr &&
+                d->input(0)->node()->input()->node()->kind() == c10::prim::Param)
+              child = (path.empty() ? "" : path + ".") + d->input(0)->node()->s(c10::attr::name);
+            for (size_t i : idxs) {
+              Node* def = plans[i].def;
+              const auto& chain = scopes.chain(def);
+              const bool match = !child.empty() ? inside(chain, child)
+                                                : (def->kind() == d->kind() && !chain.empty() && chain.back() == path);
+              if (match) pick.insert(i);
+            }
+          }
+        }
+      }
+      if (!pick.empty()) primary_plan[path] = pick;
+    }
+  }
+  std::map<std::string, int64_t> outputs_seen;
+
   // Module-output taps: inner module first, chained; each use sees the tap of
   // the outermost module it lies outside of.
-  for (Plan& p : plans) {
+  for (size_t plan_i = 0; plan_i < plans.size(); ++plan_i) {
+    Plan& p = plans[plan_i];
     std::vector<torch::jit::Use> uses(p.v->uses().begin(), p.v->uses().end());
     std::map<std::string, Value*> tapped;
     Node* after = p.def;
@@ -736,6 +796,9 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     std::vector<int64_t> ids;
     for (auto it = p.modules.rbegin(); it != p.modules.rend(); ++it) {
       TapSite& site = new_tap(TapKind::kModuleOutput, *it);
+      site.output_index = outputs_seen[*it]++;
+      auto pp = primary_plan.find(*it);
+      site.primary = pp == primary_plan.end() || pp->second.count(plan_i) > 0;
       ids.push_back(site.id);
       if (is_tensor(cur)) {
         cur = insert_tap_after(after, cur, site.id);
@@ -794,6 +857,8 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       }
       for (auto& [user, idx] : targets) {
         TapSite& site = new_tap(TapKind::kModuleOutput, "");
+        site.output_index = outputs_seen[""]++;
+        site.primary = site.output_index == 0;  // the first tensor forward returns
         Value* src = user->input(idx);
         Node* c = make_constant_int(*graph_, site.id);
         Node* t = graph_->create(kTap, {c->output(), src});
@@ -1027,6 +1092,18 @@ c10::IValue InstrumentedModel::run(const std::vector<c10::IValue>& args, const P
   stack.reserve(args.size() + 1);
   stack.emplace_back(model_.module._ivalue());
   for (const auto& a : args) stack.push_back(a);
+  // The graph takes every argument of forward's schema: the trailing ones
+  // not given take their defaults (None, ints, floats, bools, lists), as
+  // Method::operator() does for a plain call.
+  const auto& schema_args = model_.module.get_method("forward").function().getSchema().arguments();
+  for (size_t i = stack.size(); i < schema_args.size(); ++i) {
+    const auto& d = schema_args[i].default_value();
+    if (!d)
+      throw Error(error_kind::kUsage, ExitCode::kUsage,
+                  "forward's argument '" + schema_args[i].name() + "' has no default and no value was given; give it " +
+                      "in the batch file or with --input-shape " + schema_args[i].name() + "=DIMS[:DTYPE][:LOW..HIGH]");
+    stack.push_back(*d);
+  }
   struct Guard {
     PassContext* prev;
     explicit Guard(PassContext* c) : prev(g_pass) { g_pass = c; }

@@ -52,6 +52,16 @@ struct TapSite {
   /// in_proj_weight applied inside the attention module).
   std::string attn_q, attn_k, attn_v;
   std::vector<std::string> consumers;  ///< innermost module paths of the ops that use a module output
+  /// kModuleOutput: which of the module's outputs (tensors defined inside
+  /// its scope and used outside it, in graph order) this tap measures, and
+  /// whether it is the primary one: the value the module's forward returns
+  /// (its first tensor when a tuple), read from the module's own forward
+  /// graph. The others are secondary: a tuple's other elements, or values
+  /// the tracer rebound (LlamaRMSNorm's `hidden_states.to(float32)`, the
+  /// module's input passed on, is "used outside" when the parent's residual
+  /// addition reads the same tensor).
+  int64_t output_index = 0;
+  bool primary = true;
 };
 
 /// A normalization op found in the graph, with its constant arguments.

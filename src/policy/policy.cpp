@@ -6,17 +6,24 @@
 namespace nd {
 
 const std::vector<ProbeInfo>& known_probes() {
+  // The isolated probes (Session::run_probe in src/probes/engine.cpp) and
+  // the parts of them that rules name separately.
   static const std::vector<ProbeInfo> kProbes = {
-      {"inputs", false, ""},
-      {"forward_backward", false, ""},
-      {"normalization", false, ""},
-      {"axes", false, ""},
-      {"padding", true, "the padding probe did not run (it runs on models with sequence inputs)"},
-      {"sequence_length", true, "the sequence-length probe did not run (it runs on models with sequence inputs)"},
-      {"architecture", false, ""},
-      {"precision", true, "runs only with --precision fp16 or bf16"},
-      {"update", true, "runs only with --lr"},
-      {"replay", true, "runs only with --lr and --steps N"},
+      {"inputs", false, "", ""},
+      {"forward_backward", false, "", ""},
+      {"gradients", true, "the backward pass did not run", "forward_backward"},
+      {"update", true, "runs only with --lr", ""},
+      {"normalization", false, "", ""},
+      {"batch_dependence", false, "", "normalization"},
+      {"fast_path", false, "", ""},
+      {"architecture", false, "", ""},
+      {"sequence", false, "", ""},
+      {"axes", false, "", "sequence"},
+      {"padding", true, "the padding probe did not run (it runs on models with sequence inputs)", "sequence"},
+      {"sequence_length", true, "the sequence-length probe did not run (it runs on models with sequence inputs)",
+       "sequence"},
+      {"precision", true, "runs only with --precision fp16 or bf16", ""},
+      {"replay", true, "runs only with --lr and --steps N", ""},
   };
   return kProbes;
 }
@@ -87,6 +94,10 @@ std::map<std::string, ProbeStatus> probe_statuses(const MetricsDoc& doc) {
       s.status = "error";
       s.pass = it->contains("pass") ? text_of((*it)["pass"]) : std::string("train");
       s.error_message = text_of((*it)["error"]);
+    }
+    if (!info.parent.empty()) {
+      auto p = out.find(info.parent);  // parents come first in known_probes()
+      if (p != out.end() && p->second.status != "ok" && s.status != "error") s = p->second;
     }
     out[info.name] = s;
   }

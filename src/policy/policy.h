@@ -23,6 +23,10 @@ struct ProbeInfo {
   std::string name;      ///< "precision": also its key under `probes` in the metrics document
   bool optional = false; ///< runs only when asked for or when the model allows it
   std::string skipped;   ///< why an optional probe without an entry did not run
+  /// The isolated probe this one is part of ("sequence" for "axes"): when
+  /// the parent failed or was skipped, so was this one. Empty: isolated
+  /// itself (src/probes/engine.cpp, Session::run_probe).
+  std::string parent;
 };
 
 /// The probes rule files may name, in the order the pipeline runs them.
@@ -48,7 +52,9 @@ struct ProbeStatus {
 /// optional probe with no entry is skipped with known_probes()' reason
 /// (padding and sequence_length say "the model has no sequence inputs" when
 /// model metric layout.sequence is false); forward_backward and update with
-/// an `error` entry (the train pass raised) are errors; everything else is ok.
+/// an `error` entry (the train pass raised) are errors; a probe whose
+/// parent (ProbeInfo::parent) is not ok has the parent's status; everything
+/// else is ok.
 std::map<std::string, ProbeStatus> probe_statuses(const MetricsDoc& doc);
 
 /// A rule that did not run, and why.

@@ -109,7 +109,9 @@ std::string shapes_of(const std::vector<ArgValue>& args) {
 // Chooses the output that feeds the loss and computes the loss.
 // Rule (documented in README): a scalar output is the loss itself; otherwise
 // --output-index, else for a dict the "loss" key, then "logits", then the
-// first floating tensor; for a tuple/list the first floating tensor.
+// first floating tensor; for a tuple/list the first floating tensor. Only
+// integer or bool tensors: an undefined tensor, with `desc` saying why.
+// No tensor at all: FatalRunError.
 at::Tensor pick_loss_output(const c10::IValue& out, const CheckOptions& opt, std::string& desc) {
   std::vector<std::pair<std::string, at::Tensor>> cands;
   std::function<void(const c10::IValue&, const std::string&)> walk = [&](const c10::IValue& v, const std::string& name) {
@@ -120,8 +122,8 @@ at::Tensor pick_loss_output(const c10::IValue& out, const CheckOptions& opt, std
   };
   walk(out, "output");
   if (cands.empty())
-    throw Error(error_kind::kModelRun, ExitCode::kLoad,
-                "forward returned no tensor (" + std::string(out.tagKind()) + "); normdoctor needs a tensor output to compute a loss");
+    throw FatalRunError(error_kind::kModelRun, ExitCode::kLoad,
+                        "forward returned no tensor (" + std::string(out.tagKind()) + "); normdoctor needs a tensor output to compute a loss");
   if (opt.output_index) {
     if (*opt.output_index < 0 || static_cast<size_t>(*opt.output_index) >= cands.size())
       throw usage_error("--output-index " + std::to_string(*opt.output_index) + " is out of range: forward returned " +
@@ -134,10 +136,11 @@ at::Tensor pick_loss_output(const c10::IValue& out, const CheckOptions& opt, std
       if (n == std::string("output[") + key + "]" && t.is_floating_point()) { desc = n; return t; }
   for (auto& [n, t] : cands)
     if (t.is_floating_point()) { desc = n; return t; }
-  throw Error(error_kind::kModelRun, ExitCode::kLoad,
-              "forward returned only integer or bool tensors (" + cands.front().first + " is " +
-                  std::string(c10::toString(cands.front().second.scalar_type())) +
-                  "); no gradient can flow, so the backward measurements cannot run");
+  // Class ids (argmax), token ids, masks: the forward-only probes still run.
+  desc = "forward returned only integer or bool tensors (" + cands.front().first + " is " +
+         std::string(c10::toString(cands.front().second.scalar_type())) + " " + c10::str(cands.front().second.sizes()) +
+         "); no gradient can flow, so the backward measurements cannot run";
+  return at::Tensor();
 }
 
 // The loss of the backward pass. auto: cross-entropy against seeded random
@@ -249,6 +252,7 @@ PassResult Session::run_pass(PassSpec spec) {
   if (spec.train_mode)
     for (const auto& b : model.module.named_buffers(/*recurse=*/true)) saved.push_back({b.value, b.value.clone()});
 
+  last_pass_started = spec.name;
   const auto t0 = std::chrono::steady_clock::now();
   at::manual_seed(opt.seed);
   PassConfig cfg;
@@ -269,38 +273,60 @@ PassResult Session::run_pass(PassSpec spec) {
       r.output = const_cast<InstrumentedModel&>(im).run(a, cfg, *r.collector);
       std::string which;
       at::Tensor y = pick_loss_output(r.output, opt, which);
-      at::Tensor loss = compute_loss(y, opt, which, target, r.loss_description);
-      r.loss = loss.detach();
-      if (loss.requires_grad()) loss.backward();
+      if (!y.defined()) {
+        r.backward_skipped = which;
+        r.loss_description = "none: " + which;
+      } else {
+        at::Tensor loss = compute_loss(y, opt, which, target, r.loss_description);
+        r.loss = loss.detach();
+        if (loss.requires_grad())
+          loss.backward();
+        else
+          r.backward_skipped = "the loss (" + r.loss_description +
+                               ") does not depend on any parameter through a differentiable path (the output is "
+                               "detached or computed under no_grad); no gradient can flow";
+      }
     } else {
       torch::NoGradGuard ng;
       r.output = const_cast<InstrumentedModel&>(im).run(a, cfg, *r.collector);
+      std::string which;
+      (void)pick_loss_output(r.output, opt, which);  // FatalRunError when forward returns no tensor
     }
+  } catch (const FatalRunError& e) {
+    model.module.train(saved_mode);
+    for (auto& [live, copy] : saved) live.detach().copy_(copy);
+    const std::string what = e.what();
+    if (what.rfind(model.path, 0) == 0) throw;
+    throw FatalRunError(e.kind(), e.exit_code(), model.path + ": " + what);  // every message names the file
   } catch (const Error& e) {
     model.module.train(saved_mode);
     for (auto& [live, copy] : saved) live.detach().copy_(copy);
     failed_collector = std::move(r.collector);
-    const std::string what = e.what();
-    if (e.exit_code() == ExitCode::kLoad && what.rfind(model.path, 0) != 0)
-      throw Error(e.kind(), e.exit_code(), model.path + ": " + what);  // every message names the file
-    throw;
+    std::string what = e.what();
+    if (e.exit_code() != ExitCode::kLoad || e.kind() == error_kind::kTimeout) throw;  // usage errors, the deadline
+    if (what.rfind(model.path, 0) != 0) what = model.path + ": " + what;  // every message names the file
+    throw PassError(e.kind(), e.exit_code(), what, spec.name);
   } catch (const std::bad_alloc&) {
     model.module.train(saved_mode);
     saved.clear();  // nothing to restore into: free the copies first
-    throw out_of_memory_error("the " + spec.name + " pass of the " + spec.probe + " probe", "std::bad_alloc", args);
+    const Error oom = out_of_memory_error("the " + spec.name + " pass of the " + spec.probe + " probe", "std::bad_alloc", args);
+    throw PassError(oom.kind(), oom.exit_code(), oom.what(), spec.name);
   } catch (const std::exception& e) {
     model.module.train(saved_mode);
     const std::string msg = trim_torch_error(e.what());
     if (is_out_of_memory(e)) {
       saved.clear();
-      throw out_of_memory_error("the " + spec.name + " pass of the " + spec.probe + " probe", msg, args);
+      const Error oom = out_of_memory_error("the " + spec.name + " pass of the " + spec.probe + " probe", msg, args);
+      throw PassError(oom.kind(), oom.exit_code(), oom.what(), spec.name);
     }
     for (auto& [live, copy] : saved) live.detach().copy_(copy);
     failed_collector = std::move(r.collector);
-    throw Error(error_kind::kModelRun, ExitCode::kLoad,
-                model.path + ": forward" + std::string(spec.backward ? "/backward" : "") + " raised in the " + spec.name +
-                    " pass: " + msg + "\n  inputs given: " + shapes_of(args) + dtype_hint(msg, model.module));
+    throw PassError(error_kind::kModelRun, ExitCode::kLoad,
+                    model.path + ": forward" + std::string(spec.backward ? "/backward" : "") + " raised in the " +
+                        spec.name + " pass: " + msg + "\n  inputs given: " + shapes_of(args) + dtype_hint(msg, model.module),
+                    spec.name);
   }
+  ++passes_ok;
   model.module.train(saved_mode);
   for (auto& [live, copy] : saved) live.detach().copy_(copy);
   r.collector->finish();  // statistics kept on a device: one read-back per pass
@@ -309,6 +335,52 @@ PassResult Session::run_pass(PassSpec spec) {
                         {"dropout", spec.dropout}, {"backward", spec.backward},
                         {"traced_flags", spec.keep_baked ? "as saved" : "follow the pass mode"}, {"seconds", r.seconds}});
   return r;
+}
+
+void Session::skip_probe(const std::string& name, const std::string& reason) {
+  nlohmann::json& p = doc.probes[name];
+  if (!p.is_object()) p = nlohmann::json::object();
+  p["status"] = "skipped";
+  p["reason"] = reason;
+}
+
+bool Session::run_probe(const std::string& name, const std::function<void()>& body) {
+  last_pass_started.clear();
+  auto record = [&](const std::string& pass, const std::string& kind, ExitCode code, const std::string& msg) {
+    nlohmann::json& p = doc.probes[name];
+    if (!p.is_object()) p = nlohmann::json::object();
+    p["status"] = "error";
+    p["pass"] = pass.empty() ? "none" : pass;
+    p["error"] = {{"kind", kind}, {"message", msg}};
+    if (!first_error) first_error = Error(kind, code, msg);
+  };
+  // Errors of the run itself, not of one probe: usage (exit 2), the
+  // --timeout deadline, no tensor returned at all.
+  auto isolable = [](const Error& e) { return e.exit_code() == ExitCode::kLoad && e.kind() != error_kind::kTimeout; };
+  try {
+    body();
+  } catch (const FatalRunError&) {
+    throw;
+  } catch (const PassError& e) {
+    if (!isolable(e)) throw;
+    record(e.pass(), e.kind(), e.exit_code(), e.what());
+    return false;
+  } catch (const Error& e) {
+    if (!isolable(e)) throw;
+    record(last_pass_started, e.kind(), e.exit_code(), e.what());
+    return false;
+  } catch (const std::exception& e) {
+    // LibTorch raising outside a pass (statistics of an unusual tensor): a
+    // bug of normdoctor's or an allocation failure, recorded the same way.
+    const bool oom = is_out_of_memory(e);
+    record(last_pass_started, oom ? error_kind::kOutOfMemory : error_kind::kInternal,
+           oom ? ExitCode::kLoad : ExitCode::kInternal, trim_torch_error(e.what()));
+    return false;
+  }
+  nlohmann::json& p = doc.probes[name];
+  if (!p.is_object()) p = nlohmann::json::object();
+  if (!p.contains("status")) p["status"] = "ok";
+  return true;
 }
 
 namespace {
@@ -363,19 +435,44 @@ MetricsDoc run_check_stages(const CheckOptions& opt, const ProgressFn& progress)
   load_arguments(s);
   check_sequence_flags(s);
 
+  {
+    // Which axis of each argument holds the examples: what the per-example
+    // and sub-batch passes slice (stated in the report).
+    const BatchLayout bl = batch_layout(s);
+    nlohmann::json axes = nlohmann::json::object();
+    std::string unusual;
+    for (size_t i = 0; i < s.args.size(); ++i) {
+      if (!s.args[i].value.isTensor()) continue;
+      axes[s.args[i].name] = bl.axis[i] >= 0 ? nlohmann::json(bl.axis[i]) : nlohmann::json(nullptr);
+      if (bl.axis[i] != 0)
+        unusual += (unusual.empty() ? "" : ", ") + s.args[i].name +
+                   (bl.axis[i] < 0 ? std::string(": none (passed unchanged)") : ": axis " + std::to_string(bl.axis[i]));
+    }
+    // probes.batch_layout (probes.layout is the sequence probe's roles).
+    s.doc.probes["batch_layout"] = {{"batch", bl.batch}, {"from", bl.from}, {"axes", axes}};
+    if (!unusual.empty())
+      s.doc.assumptions.push_back("batch of " + std::to_string(bl.batch) + " examples (from " + bl.from +
+                                  "); batch axes not 0: " + unusual + (opt.batch_dim ? "" : " (--batch-dim overrides)"));
+  }
+
   if (progress) progress("instrument", "graph");
   s.inst = std::make_unique<InstrumentedModel>(s.model);
   s.doc.model["graph_nodes"] = s.inst->graph_nodes();
   s.doc.model["taps"] = s.inst->taps().size();
 
   build_inventory(s);
-  probe_forward_backward(s);
-  probe_update_ratio(s);
-  probe_normalization(s);
-  probe_architecture(s);
-  probe_sequence(s);
-  probe_precision(s);
-  probe_replay(s);
+  // Each probe isolated: one that raises is recorded (probes.<name>.status
+  // "error") and the others still run; a model none of whose passes ran
+  // cannot run at all (exit 3, the first error).
+  s.run_probe("forward_backward", [&] { probe_forward_backward(s); });
+  if (opt.lr) s.run_probe("update", [&] { probe_update_ratio(s); });
+  s.run_probe("normalization", [&] { probe_normalization(s); });
+  s.run_probe("fast_path", [&] { probe_fast_path(s); });
+  s.run_probe("architecture", [&] { probe_architecture(s); });
+  s.run_probe("sequence", [&] { probe_sequence(s); });
+  s.run_probe("precision", [&] { probe_precision(s); });
+  if (opt.steps > 0 && opt.lr) s.run_probe("replay", [&] { probe_replay(s); });
+  if (s.passes_ok == 0 && s.first_error) throw *s.first_error;
 
   const auto used = fallbacks_called();
   if (!used.empty()) {

@@ -27,6 +27,7 @@ struct CheckOptions {
   double timeout_seconds = 0;             ///< --timeout; 0 = none
   int threads = 0;                        ///< intra-op threads; 0 = LibTorch's default
   std::optional<int64_t> seq_dim;         ///< --seq-dim: the time axis of sequence inputs (overrides inference)
+  std::optional<int64_t> batch_dim;       ///< --batch-dim: the batch axis of the inputs (overrides inference, batch_layout)
   std::string mask_input;                 ///< --mask-input NAME|INDEX: the padding-mask argument
   double pad_value = 0;                   ///< --pad-value: token id / feature value used for padding
   std::optional<double> lr;               ///< --lr: learning rate for the update-ratio probe and the replay

@@ -15,6 +15,8 @@ namespace {
 
 double finite_or(double v, double fallback) { return std::isfinite(v) ? v : fallback; }
 
+std::string layer_label(const std::string& path) { return path.empty() ? "<root>" : path; }
+
 MetricValue num(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
@@ -122,32 +124,47 @@ void probe_forward_backward(Session& s) {
   PassResult r;
   try {
     r = s.run_pass(spec);
-  } catch (const Error& e) {
+  } catch (const PassError& e) {
+    // Recorded by the engine's isolation (probes.forward_backward.status
+    // "error"); the probes that need the train pass read train_pass_error.
+    const std::string what = e.what();
+    const auto at = what.find("raised in the train pass: ");
+    s.train_pass_error = "train-mode forward raised: " + (at == std::string::npos ? what : what.substr(at + 26));
     // BatchNorm in train mode with one value per channel: PyTorch raises
     // "Expected more than 1 value per channel when training". That is a
-    // finding about the layer, not a failure of the check.
-    const std::string what = e.what();
-    if (what.find("Expected more than 1 value per channel") == std::string::npos || !s.failed_collector) throw;
-    const int64_t t = s.failed_collector->last_batch_norm_tap();
-    const std::string layer = t >= 0 ? taps[static_cast<size_t>(t)].module : std::string();
-    // Scripted BatchNorm raises in its own check, before aten::batch_norm
-    // (and its tap) runs: then the eval pass's shapes name the layer.
-    if (LayerMetrics* lm = t >= 0 ? s.doc.find_layer(layer) : nullptr) {
-      lm->metrics["bn.batch_of_one"] = true;
-      lm->metrics["bn.values_per_channel"] = 1;
+    // finding about the layer (evidence for BN006), not only a failure.
+    if (what.find("Expected more than 1 value per channel") != std::string::npos && s.failed_collector) {
+      const int64_t t = s.failed_collector->last_batch_norm_tap();
+      const std::string layer = t >= 0 ? taps[static_cast<size_t>(t)].module : std::string();
+      // Scripted BatchNorm raises in its own check, before aten::batch_norm
+      // (and its tap) runs: then the eval pass's shapes name the layer.
+      if (LayerMetrics* lm = t >= 0 ? s.doc.find_layer(layer) : nullptr) {
+        lm->metrics["bn.batch_of_one"] = true;
+        lm->metrics["bn.values_per_channel"] = 1;
+      }
+      s.train_pass_error = "train-mode forward raised at " + (layer.empty() ? std::string("a batch_norm") : layer) + ": " +
+                           (at == std::string::npos ? what : what.substr(at + 26));
     }
-    s.train_pass_error = "train-mode forward raised at " + (layer.empty() ? std::string("a batch_norm") : layer) +
-                         ": " + what.substr(what.find("raised in the train pass: ") == std::string::npos ? 0 : what.find("raised in the train pass: ") + 26);
     s.doc.assumptions.push_back("the train-mode pass could not run (" + s.train_pass_error +
                                 "); activation and gradient measurements are missing");
-    s.doc.probes["forward_backward"] = {{"pass", "train"}, {"error", s.train_pass_error}};
-    return;
+    s.skip_probe("gradients", "needs the train pass, which raised");
+    throw;
   }
   s.train_collector = std::move(r.collector);
   const Collector& col = *s.train_collector;
   const auto& recs = col.records();
   s.train_output = r.output;
 
+  if (!r.backward_skipped.empty()) {
+    // Class ids, token ids, masks: every forward-only probe still runs.
+    s.backward_skipped = r.backward_skipped;
+    s.skip_probe("gradients", r.backward_skipped);
+    s.doc.assumptions.push_back("the backward pass did not run: " + r.backward_skipped +
+                                "; gradient measurements (and --lr, --steps, fp16 loss scaling) are missing, the "
+                                "forward-only probes ran");
+  } else {
+    s.doc.probes["gradients"] = {{"status", "ok"}, {"pass", "train"}};
+  }
   s.doc.probes["loss"] = {{"description", r.loss_description}};
   const double loss_v = r.loss ? r.loss->item<double>() : std::numeric_limits<double>::quiet_NaN();
   s.doc.model_metrics["loss.value"] = num(loss_v);
@@ -168,19 +185,31 @@ void probe_forward_backward(Session& s) {
     int64_t attn_sites = 0;
     bool attn_sdpa = false, attn_softmax = false;
     std::string attn_q, attn_k, attn_v;  // producing modules (first site that names them)
+    std::vector<const TapSite*> outputs;  // every output tap that fired, in output order
+    bool primary_fired = false;
   };
   std::map<std::string, Agg> agg;
+  // A module with several outputs: act.* and grad.* describe its primary
+  // output (what its forward returns); the others are listed in act.outputs.
+  for (const auto& t : taps)
+    if (t.kind == TapKind::kModuleOutput && recs[static_cast<size_t>(t.id)].calls > 0) {
+      Agg& a = agg[t.module];
+      a.outputs.push_back(&t);
+      a.primary_fired = a.primary_fired || t.primary;
+    }
   for (const auto& t : taps) {
     const TapRecord& rec = recs[static_cast<size_t>(t.id)];
     if (rec.calls == 0 || t.kind == TapKind::kNormInput || t.kind == TapKind::kResidualStream) continue;
     Agg& a = agg[t.module];
     switch (t.kind) {
       case TapKind::kModuleOutput:
+        if (rec.first_fire >= 0 && (a.first_fire < 0 || rec.first_fire < a.first_fire)) a.first_fire = rec.first_fire;
+        // Primary output only; when it never fired, the first output that did.
+        if (a.primary_fired ? !t.primary : &t != a.outputs.front()) break;
         a.fwd.merge(rec.fwd);
         a.grad.merge(rec.grad);
         a.calls += rec.calls;
         a.grad_calls += rec.grad_calls;
-        if (rec.first_fire >= 0 && (a.first_fire < 0 || rec.first_fire < a.first_fire)) a.first_fire = rec.first_fire;
         if (rec.first_grad >= 0 && (a.first_grad < 0 || rec.first_grad < a.first_grad)) a.first_grad = rec.first_grad;
         break;
       case TapKind::kSigmoidInput:
@@ -231,6 +260,18 @@ void probe_forward_backward(Session& s) {
     if (it == idx.end()) continue;
     LayerMetrics& lm = s.doc.layers[it->second];
     MetricMap& m = lm.metrics;
+    if (a.outputs.size() >= 2) {
+      nlohmann::json outs = nlohmann::json::array();
+      for (const TapSite* t : a.outputs) {
+        const TapRecord& rec = recs[static_cast<size_t>(t->id)];
+        outs.push_back({{"index", t->output_index},
+                        {"primary", a.primary_fired ? t->primary : t == a.outputs.front()},
+                        {"shape", rec.shape},
+                        {"rms", num(rec.fwd.rms())},
+                        {"absmax", num(rec.fwd.absmax())}});
+      }
+      m["act.outputs"] = outs;
+    }
     if (a.calls > 0) {
       m["act.calls"] = a.calls;
       put_stats(m, "act", a.fwd);
@@ -335,7 +376,9 @@ void probe_forward_backward(Session& s) {
       m["param.absmax"] = num(pg.absmax_param);
       m["param.nonfinite_count"] = pg.param_nonfinite;
     }
-    if (pg.params > 0) {
+    // No backward ran (class ids out): no parameter gradient was measured,
+    // so none is reported missing (GRAD004 would read "got none").
+    if (pg.params > 0 && s.backward_skipped.empty()) {
       m["grad.params"] = pg.params;
       m["grad.params_without_grad"] = pg.without;
       m["grad.params_zero_grad"] = pg.zero;
@@ -390,6 +433,28 @@ void probe_forward_backward(Session& s) {
     s.doc.model_metrics["act.growth_reference_rms"] = ref;
     s.doc.model_metrics["act.growth_max"] = gmax;
     s.doc.model_metrics["act.growth_max_layer"] = gmax_layer;
+  }
+
+  // The first module (execution order) already holding values beyond the
+  // fp16 maximum: ACT003 fires on the first module near the limit, which
+  // may itself hold none while later ones hold many (issue 15).
+  {
+    std::vector<const LayerMetrics*> ran;
+    for (const auto& lm : s.doc.layers)
+      if (lm.exec_order >= 0 && lm.metrics.count("act.beyond_fp16_count")) ran.push_back(&lm);
+    std::sort(ran.begin(), ran.end(), [](auto* a, auto* b) { return a->exec_order < b->exec_order; });
+    std::string first = "none";
+    int64_t count = 0;
+    for (const auto* lm : ran) {
+      const int64_t c = lm->metrics.at("act.beyond_fp16_count").get<int64_t>();
+      if (c > 0) {
+        first = layer_label(lm->path);
+        count = c;
+        break;
+      }
+    }
+    s.doc.model_metrics["act.first_beyond_fp16_layer"] = first;
+    s.doc.model_metrics["act.first_beyond_fp16_count"] = count;
   }
 
   // Gradient profile: first vs last parameterized leaf module.

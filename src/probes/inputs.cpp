@@ -1,6 +1,10 @@
 // Forward arguments: batch files (--input), synthesized tensors
 // (--input-shape), inferred ones (neither flag: infer_inputs.cpp), and their
 // metrics.
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -30,12 +34,37 @@ std::string describe(const at::Tensor& t) {
   return ss.str();
 }
 
-// Maps one batch file onto forward's arguments.
-std::vector<ArgValue> bind(const LoadedModel& m, const BatchFile& b) {
+/// forward's default for argument i (self excluded), when it has one.
+std::optional<c10::IValue> default_of(const LoadedModel& m, size_t i) {
+  const auto& sa = m.module.get_method("forward").function().getSchema().arguments();
+  if (i + 1 >= sa.size() || !sa[i + 1].default_value()) return std::nullopt;
+  return *sa[i + 1].default_value();
+}
+
+std::string ivalue_text(const c10::IValue& v) {
+  std::ostringstream ss;
+  ss << v;
+  return ss.str();
+}
+
+/// The message for a required argument nobody gave: its name and the flags that give it.
+std::string missing_required(const LoadedModel& m, size_t i) {
+  return "argument '" + m.args[i].name + "' of the model's " + arg_list(m) +
+         " is required (no default) and has no value: add it to the batch file (a dict key '" + m.args[i].name +
+         "', or element " + std::to_string(i) + " of a tuple/list), or give it with --input-shape " + m.args[i].name +
+         "=DIMS[:DTYPE][:LOW..HIGH]";
+}
+
+// Maps one batch file onto forward's arguments. Dict batches match names;
+// an optional argument missing before a given one takes forward's default
+// (source "default: VALUE"); trailing ones are left to the graph's defaults.
+// `by_spec`: names an --input-shape NAME= spec gives (a placeholder here).
+std::vector<ArgValue> bind_batch(const LoadedModel& m, const BatchFile& b, const std::set<std::string>& by_spec) {
   std::vector<ArgValue> out;
   const std::string src = "file:" + b.path;
+  std::vector<std::optional<c10::IValue>> slot(m.args.size());
+  std::vector<std::string> source(m.args.size(), src);
   if (!b.keyword.empty()) {
-    std::vector<std::optional<at::Tensor>> slot(m.args.size());
     for (const auto& [k, t] : b.keyword) {
       size_t i = 0;
       while (i < m.args.size() && m.args[i].name != k) ++i;
@@ -44,29 +73,51 @@ std::vector<ArgValue> bind(const LoadedModel& m, const BatchFile& b) {
                          b.path + ": key '" + k + "' is not an argument of the model's " + arg_list(m));
       slot[i] = t;
     }
-    for (size_t i = 0; i < slot.size(); ++i) {
-      if (slot[i]) {
-        out.push_back({m.args[i].name, *slot[i], src});
-      } else if (!m.args[i].has_default) {
-        throw load_error(error_kind::kInputMismatch,
-                         b.path + ": no tensor for argument '" + m.args[i].name + "' of " + arg_list(m));
-      } else {
-        break;  // later arguments take their defaults
-      }
+  } else {
+    if (b.positional.size() > m.args.size()) {
+      std::ostringstream ss;
+      size_t required = 0;
+      for (const auto& a : m.args) required += a.has_default ? 0 : 1;
+      ss << b.path << ": holds " << b.positional.size() << " tensor" << (b.positional.size() == 1 ? "" : "s") << " (";
+      for (size_t i = 0; i < b.positional.size(); ++i) ss << (i ? ", " : "") << describe(b.positional[i]);
+      ss << ") but the model's " << arg_list(m) << " takes "
+         << (required == m.args.size() ? std::to_string(required) : std::to_string(required) + " to " + std::to_string(m.args.size()));
+      throw load_error(error_kind::kInputMismatch, ss.str());
     }
-    return out;
+    for (size_t i = 0; i < b.positional.size(); ++i) slot[i] = b.positional[i];
   }
-  size_t required = 0;
-  for (const auto& a : m.args) required += a.has_default ? 0 : 1;
-  if (b.positional.size() < required || b.positional.size() > m.args.size()) {
+  for (size_t i = 0; i < slot.size(); ++i)
+    if (!slot[i] && by_spec.count(m.args[i].name)) {
+      slot[i] = c10::IValue();  // filled by load_arguments from the spec
+      source[i] = "spec";
+    }
+  size_t last = 0;
+  for (size_t i = 0; i < slot.size(); ++i)
+    if (slot[i]) last = i + 1;
+  for (size_t i = 0; i < slot.size(); ++i) {
+    if (slot[i] || m.args[i].has_default) continue;
     std::ostringstream ss;
-    ss << b.path << ": holds " << b.positional.size() << " tensor" << (b.positional.size() == 1 ? "" : "s") << " (";
-    for (size_t i = 0; i < b.positional.size(); ++i) ss << (i ? ", " : "") << describe(b.positional[i]);
-    ss << ") but the model's " << arg_list(m) << " takes "
-       << (required == m.args.size() ? std::to_string(required) : std::to_string(required) + " to " + std::to_string(m.args.size()));
-    throw load_error(error_kind::kInputMismatch, ss.str());
+    ss << b.path << ": ";
+    if (b.keyword.empty()) {
+      ss << "holds " << b.positional.size() << " tensor" << (b.positional.size() == 1 ? "" : "s") << " (";
+      for (size_t k = 0; k < b.positional.size(); ++k) ss << (k ? ", " : "") << describe(b.positional[k]);
+      size_t required = 0;
+      for (const auto& a : m.args) required += a.has_default ? 0 : 1;
+      ss << ") but the model's " << arg_list(m) << " takes "
+         << (required == m.args.size() ? std::to_string(required) : std::to_string(required) + " to " + std::to_string(m.args.size()))
+         << "; ";
+    }
+    ss << missing_required(m, i);
+    throw usage_error(ss.str());
   }
-  for (size_t i = 0; i < b.positional.size(); ++i) out.push_back({m.args[i].name, b.positional[i], src});
+  for (size_t i = 0; i < last; ++i) {
+    if (slot[i]) {
+      out.push_back({m.args[i].name, *slot[i], source[i]});
+      continue;
+    }
+    const c10::IValue d = default_of(m, i).value_or(c10::IValue());
+    out.push_back({m.args[i].name, d, "default: " + ivalue_text(d)});
+  }
   return out;
 }
 
@@ -137,11 +188,102 @@ std::vector<ArgValue> synthesize(const LoadedModel& m, const std::vector<std::st
 
 }  // namespace
 
+BatchLayout batch_layout(const Session& s) {
+  BatchLayout L;
+  L.axis.assign(s.args.size(), -1);
+  auto tensor = [&](size_t i) -> const at::Tensor* {
+    return s.args[i].value.isTensor() ? &s.args[i].value.toTensor() : nullptr;
+  };
+  auto lower = [](std::string n) {
+    for (auto& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return n;
+  };
+  const std::optional<int64_t> bd = s.opt.batch_dim;
+  if (bd) {
+    for (size_t i = 0; i < s.args.size() && L.batch == 0; ++i)
+      if (const at::Tensor* t = tensor(i); t && t->dim() > *bd) {
+        L.batch = t->size(*bd);
+        L.from = "--batch-dim " + std::to_string(*bd) + " of '" + s.args[i].name + "'";
+      }
+  }
+  for (int rule = 0; rule < 3 && L.batch == 0; ++rule)
+    for (size_t i = 0; i < s.args.size() && L.batch == 0; ++i) {
+      const at::Tensor* t = tensor(i);
+      if (!t || t->dim() == 0) continue;
+      const std::string n = lower(s.args[i].name);
+      const bool integral = !t->is_floating_point() && !t->is_complex();
+      const bool lengths = t->dim() == 1 && integral && t->scalar_type() != at::kBool &&
+                           (n.find("len") != std::string::npos);
+      const bool mask = t->dim() == 2 && (t->scalar_type() == at::kBool || n.find("mask") != std::string::npos);
+      if ((rule == 0 && lengths) || (rule == 1 && mask) || rule == 2) {
+        L.batch = t->size(0);
+        L.from = rule == 0 ? "the lengths vector '" + s.args[i].name + "'"
+                 : rule == 1 ? "axis 0 of the padding mask '" + s.args[i].name + "'"
+                             : "axis 0 of '" + s.args[i].name + "'";
+      }
+    }
+  if (L.batch == 0) return L;
+  for (size_t i = 0; i < s.args.size(); ++i) {
+    const at::Tensor* t = tensor(i);
+    if (!t || t->dim() == 0) continue;
+    if (bd && t->dim() > *bd && t->size(*bd) == L.batch) {
+      L.axis[i] = *bd;
+      continue;
+    }
+    for (int64_t d = 0; d < t->dim(); ++d)
+      if (t->size(d) == L.batch) {
+        L.axis[i] = d;
+        break;
+      }
+  }
+  return L;
+}
+
+std::vector<c10::IValue> select_examples(const Session& s, const BatchLayout& L, const at::Tensor& index) {
+  std::vector<c10::IValue> out;
+  for (size_t i = 0; i < s.args.size(); ++i) {
+    const c10::IValue& a = s.args[i].value;
+    if (i < L.axis.size() && L.axis[i] >= 0 && a.isTensor())
+      out.emplace_back(a.toTensor().index_select(L.axis[i], index.to(a.toTensor().device())));
+    else
+      out.push_back(a);
+  }
+  return out;
+}
+
+int64_t output_batch_axis(const BatchLayout& L, const at::Tensor& t) {
+  if (L.batch <= 0 || t.dim() == 0) return -1;
+  int64_t main = -1;  // a time-major input's batch axis (1) wins over axis 0
+  for (int64_t a : L.axis) main = std::max(main, a);
+  if (main > 0 && main < t.dim() && t.size(main) == L.batch) return main;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) == L.batch) return d;
+  return -1;
+}
+
 void load_arguments(Session& s) {
   const auto& opt = s.opt;
   if (!opt.input_files.empty()) {
+    // --input-shape NAME=... next to --input: gives the arguments the batch
+    // files lack (a mask, lengths).
+    std::vector<formats::InputShapeSpec> specs;
+    std::set<std::string> by_spec;
+    for (const auto& t : opt.input_shapes) {
+      specs.push_back(formats::parse_input_shape_spec(t));
+      if (specs.back().name.empty())
+        throw usage_error("--input-shape '" + t + "' next to --input must name its argument (NAME=DIMS...): the batch "
+                          "file gives the others");
+      by_spec.insert(specs.back().name);
+    }
     std::vector<std::vector<ArgValue>> batches;
-    for (const auto& f : opt.input_files) batches.push_back(bind(s.model, read_batch_file(f)));
+    for (const auto& f : opt.input_files) batches.push_back(bind_batch(s.model, read_batch_file(f), by_spec));
+    for (const auto& sp : specs) {
+      bool used = false;
+      for (const auto& a : batches.front()) used = used || (a.name == sp.name && a.source == "spec");
+      if (!used)
+        throw usage_error("--input-shape '" + sp.text + "': '" + sp.name +
+                          "' is not an argument the batch file leaves out (the model's " + arg_list(s.model) + ")");
+    }
     s.args = batches.front();
     // Several batches: concatenated along the batch axis (0) when they agree.
     for (size_t b = 1; b < batches.size(); ++b) {
@@ -149,6 +291,7 @@ void load_arguments(Session& s) {
         throw load_error(error_kind::kInputMismatch, opt.input_files[b] + ": holds " + std::to_string(batches[b].size()) +
                                                      " arguments, the first batch " + std::to_string(s.args.size()));
       for (size_t i = 0; i < s.args.size(); ++i) {
+        if (!s.args[i].value.isTensor() || !batches[b][i].value.isTensor()) continue;  // defaults, specs
         const auto a = s.args[i].value.toTensor(), c = batches[b][i].value.toTensor();
         if (a.dim() == 0 || a.dim() != c.dim() || a.sizes().slice(1) != c.sizes().slice(1) || a.scalar_type() != c.scalar_type())
           throw load_error(error_kind::kInputMismatch,
@@ -160,6 +303,24 @@ void load_arguments(Session& s) {
     }
     if (batches.size() > 1)
       s.doc.assumptions.push_back(std::to_string(batches.size()) + " batch files joined along axis 0 into one batch");
+    at::Generator gen = make_input_generator(opt.seed);
+    for (auto& a : s.args) {
+      if (a.source != "spec") continue;
+      size_t i = 0;
+      while (i < s.model.args.size() && s.model.args[i].name != a.name) ++i;
+      const auto& sp = *std::find_if(specs.begin(), specs.end(), [&](const auto& x) { return x.name == a.name; });
+      if (i < s.model.args.size() && s.model.args[i].type != "Tensor" && s.model.args[i].type != "Optional[Tensor]")
+        throw usage_error("--input-shape '" + sp.text + "': argument '" + a.name + "' is a " + s.model.args[i].type +
+                          ", not a tensor");
+      a.value = synthesize_input(sp, gen);
+      a.source = "synthetic:" + sp.text;
+      s.doc.assumptions.push_back("input '" + a.name + "' synthesized from --input-shape " + sp.text + ": " +
+                                  describe(a.value.toTensor()) + " (seed " + std::to_string(opt.seed) + ")");
+    }
+    for (const auto& a : s.args)
+      if (a.source.rfind("default: ", 0) == 0)
+        s.doc.assumptions.push_back("input '" + a.name + "' is not in the batch: forward's default (" + a.source.substr(9) +
+                                    ") is used");
   } else if (!opt.input_shapes.empty()) {
     s.args = synthesize(s.model, opt.input_shapes, opt.seed, s.doc.assumptions);
   } else {

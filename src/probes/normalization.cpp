@@ -71,37 +71,22 @@ std::string first_divergence(const Session& s, const std::map<std::string, Tenso
   return "";
 }
 
-std::vector<c10::IValue> select_examples(const std::vector<c10::IValue>& args, int64_t batch, const at::Tensor& index) {
-  std::vector<c10::IValue> out;
-  for (const auto& a : args) {
-    if (a.isTensor() && a.toTensor().dim() >= 1 && a.toTensor().size(0) == batch)
-      out.emplace_back(a.toTensor().index_select(0, index.to(a.toTensor().device())));
-    else
-      out.push_back(a);
-  }
-  return out;
-}
-
-/// Output rows of the examples in `index` (tensors whose axis 0 is the batch).
-c10::IValue rows_of(const c10::IValue& out, int64_t batch, const at::Tensor& index) {
+/// Output rows of the examples in `index` (along each tensor's batch axis, output_batch_axis).
+c10::IValue rows_of(const c10::IValue& out, const BatchLayout& L, const at::Tensor& index) {
   if (out.isTensor()) {
     const auto& t = out.toTensor();
-    return (t.dim() >= 1 && t.size(0) == batch) ? c10::IValue(t.index_select(0, index.to(t.device()))) : out;
+    const int64_t ax = output_batch_axis(L, t);
+    return ax >= 0 ? c10::IValue(t.index_select(ax, index.to(t.device()))) : out;
   }
   if (out.isTuple()) {
     std::vector<c10::IValue> el;
-    for (const auto& e : out.toTupleRef().elements()) el.push_back(rows_of(e, batch, index));
+    for (const auto& e : out.toTupleRef().elements()) el.push_back(rows_of(e, L, index));
     return c10::ivalue::Tuple::create(std::move(el));
   }
   // Lists and dicts: compare whole (rare for batch dependence).
   return out;
 }
 
-int64_t batch_size_of(const std::vector<ArgValue>& args) {
-  for (const auto& a : args)
-    if (a.value.isTensor() && a.value.toTensor().dim() >= 1) return a.value.toTensor().size(0);
-  return 0;
-}
 
 }  // namespace
 
@@ -138,7 +123,8 @@ void probe_normalization(Session& s) {
       if (LayerMetrics* l = s.doc.find_layer(order[i].second)) l->exec_order = static_cast<int64_t>(i);
   }
 
-  const int64_t batch = batch_size_of(s.args);
+  const BatchLayout layout = batch_layout(s);
+  const int64_t batch = layout.batch;
   const int64_t train_batch = s.opt.train_batch_size > 0 ? s.opt.train_batch_size : batch;
   int64_t bn_layers = 0, at_init = 0;
   std::string first_at_init, at_init_names;
@@ -160,12 +146,22 @@ void probe_normalization(Session& s) {
     // Noise of the per-step batch mean / variance at the training batch size,
     // estimated from the spread of per-example statistics (keeps spatial
     // correlation), in units of the channel's standard deviation / variance.
+    // Relative to each channel's own scale, however small: activations that
+    // shrank to a variance of 1e-20 deep in an untrained network still have
+    // a batch-mean spread of 0.2 of their standard deviation (an absolute
+    // floor on the variance printed 4.45e-05 there, issue 15). Channels
+    // constant over the batch (variance exactly 0: a dead ReLU) have no
+    // spread to measure and are left out of the average.
     if (b.examples >= 2 && train_batch >= 1) {
-      at::Tensor sd = b.var.clamp_min(1e-12).sqrt();
-      at::Tensor mean_noise = b.example_mean.std(0) / std::sqrt(static_cast<double>(train_batch)) / sd;
-      at::Tensor var_noise = b.example_var.std(0) / std::sqrt(static_cast<double>(train_batch)) / b.var.clamp_min(1e-12);
-      m["bn.mean_noise"] = num(mean_noise.mean().item<double>());
-      m["bn.var_noise"] = num(var_noise.mean().item<double>());
+      const at::Tensor live = b.var > 0;
+      if (live.any().item<bool>()) {
+        const double root_b = std::sqrt(static_cast<double>(train_batch));
+        const at::Tensor var = b.var.masked_select(live);
+        const at::Tensor mean_noise = b.example_mean.std(0).masked_select(live) / root_b / var.sqrt();
+        const at::Tensor var_noise = b.example_var.std(0).masked_select(live) / root_b / var;
+        m["bn.mean_noise"] = num(mean_noise.mean().item<double>());
+        m["bn.var_noise"] = num(var_noise.mean().item<double>());
+      }
     }
     const auto type = lm->info.contains("running_stats");
     torch::jit::Module mod;
@@ -286,7 +282,6 @@ void probe_normalization(Session& s) {
     // As a user runs it (traced flags as saved), dropout off so random masks
     // do not read as batch dependence. Module outputs are measured on
     // example 0 only, to find where example 0 alone and in the batch part.
-    const auto args = s.arg_values();
     auto one = [&](int64_t i) { return at::tensor({i}, at::kLong); };
     auto spec = [&](const char* name, std::vector<c10::IValue> a, int64_t slice0) {
       PassSpec p;
@@ -298,14 +293,52 @@ void probe_normalization(Session& s) {
       p.args = std::move(a);
       return p;
     };
+    s.run_probe("batch_dependence", [&] {
     PassResult ref = s.run_pass(spec("eval-batch", {}, batch));
-    PassResult first_alone = s.run_pass(spec("eval-example0", select_examples(args, batch, one(0)), 0));
-    PassResult last_alone = s.run_pass(spec("eval-example-last", select_examples(args, batch, one(batch - 1)), 0));
-    const double d0 = Session::relative_difference(first_alone.output, rows_of(ref.output, batch, one(0)));
-    const double d1 = Session::relative_difference(last_alone.output, rows_of(ref.output, batch, one(batch - 1)));
+    PassResult first_alone, last_alone;
+    try {
+      first_alone = s.run_pass(spec("eval-example0", select_examples(s, layout, one(0)), 0));
+      last_alone = s.run_pass(spec("eval-example-last", select_examples(s, layout, one(batch - 1)), 0));
+    } catch (const PassError& e) {
+      // An eval-mode forward that rejects one example alone while the batch
+      // runs: BatchNorm normalizing with batch statistics in eval mode raises
+      // "Expected more than 1 value per channel". That is evidence of batch
+      // dependence (BN005), recorded before the failure is.
+      const std::string what = e.what();
+      if (what.find("Expected more than 1 value per channel") != std::string::npos) {
+        int64_t t = s.failed_collector ? s.failed_collector->last_batch_norm_tap() : -1;
+        if (t < 0 && s.failed_collector && ref.collector) {
+          // Scripted BatchNorm raises in its own batch-size check, before
+          // aten::batch_norm (and its tap) runs: the layer is the first
+          // batch_norm of the batch's pass that the failed pass never reached.
+          int64_t first = -1;
+          for (const auto& tap : im.taps()) {
+            if (tap.kind != TapKind::kBatchNormInput) continue;
+            const auto& rr = ref.collector->records()[static_cast<size_t>(tap.id)];
+            const auto& fr = s.failed_collector->records()[static_cast<size_t>(tap.id)];
+            if (rr.first_fire >= 0 && fr.calls == 0 && (first < 0 || rr.first_fire < first)) {
+              first = rr.first_fire;
+              t = tap.id;
+            }
+          }
+        }
+        const std::string layer = t >= 0 ? im.taps()[static_cast<size_t>(t)].module : std::string();
+        mm["batchdep.max_rel_diff"] = "inf";
+        mm["batchdep.worst_example"] = e.pass() == "eval-example0" ? "0" : std::to_string(batch - 1);
+        mm["batchdep.reorder_rel_diff"] = "nan";
+        mm["batchdep.batch"] = batch;
+        mm["batchdep.alone_raises"] = true;
+        if (!layer.empty()) mm["batchdep.first_layer"] = layer;
+        mm["batchdep.cause"] = "one example alone raises in eval mode (" + trim_torch_error(what) +
+                               "): batch_norm normalizes with batch statistics in eval mode";
+      }
+      throw;
+    }
+    const double d0 = Session::relative_difference(first_alone.output, rows_of(ref.output, layout, one(0)));
+    const double d1 = Session::relative_difference(last_alone.output, rows_of(ref.output, layout, one(batch - 1)));
     at::Tensor rev = at::arange(batch - 1, -1, -1, at::kLong);
-    PassResult rr = s.run_pass(spec("eval-reversed", select_examples(args, batch, rev), 0));
-    const double dr = Session::relative_difference(rows_of(rr.output, batch, rev), ref.output);
+    PassResult rr = s.run_pass(spec("eval-reversed", select_examples(s, layout, rev), 0));
+    const double dr = Session::relative_difference(rows_of(rr.output, layout, rev), ref.output);
     const double worst = std::isnan(d1) || d0 >= d1 ? d0 : d1;
     mm["batchdep.max_rel_diff"] = num(worst);
     mm["batchdep.worst_example"] = std::isnan(d1) || d0 >= d1 ? "0" : std::to_string(batch - 1);
@@ -330,6 +363,7 @@ void probe_normalization(Session& s) {
         mm["batchdep.cause"] = cause;
       }
     }
+    });
   }
 
   // ---- mode problems -----------------------------------------------------

@@ -32,7 +32,28 @@ struct PassResult {
   c10::IValue output;
   std::optional<at::Tensor> loss;   ///< train passes with backward
   std::string loss_description;
+  /// Backward asked for but not run: why (forward returned only integer or
+  /// bool tensors, so no gradient can flow). "" when it ran or was not asked.
+  std::string backward_skipped;
   double seconds = 0;
+};
+
+/// A pass that raised (Session::run_pass): the nd::Error with the pass's name.
+class PassError : public Error {
+ public:
+  PassError(std::string kind, ExitCode code, const std::string& message, std::string pass)
+      : Error(std::move(kind), code, message), pass_(std::move(pass)) {}
+  const std::string& pass() const noexcept { return pass_; }
+
+ private:
+  std::string pass_;
+};
+
+/// An error no probe isolation absorbs: the check cannot go on (forward
+/// returned no tensor at all, so nothing it computes can be compared).
+class FatalRunError : public Error {
+ public:
+  using Error::Error;
 };
 
 /// Options for Session::run_pass.
@@ -71,11 +92,35 @@ class Session {
   std::unique_ptr<Collector> train_collector;  ///< taps of the train pass (null when it raised)
   c10::optional<at::Tensor> target;   ///< --target, loaded on the first backward pass
   bool target_loaded = false;
+  /// Passes that completed (any probe). None after every probe ran: the
+  /// model cannot run at all, and run_check rethrows the first error.
+  int64_t passes_ok = 0;
+  std::string last_pass_started;  ///< the pass an error outside run_pass happened after ("" none)
+  /// The first isolated failure (probe, pass, error), rethrown as the run's
+  /// error when no pass completed.
+  std::optional<Error> first_error;
+  /// Why the backward half of the train pass did not run ("" when it ran):
+  /// forward returned no floating-point tensor. Gradient probes are skipped.
+  std::string backward_skipped;
+
+  /// Runs one probe isolated (issue 14, "Isolation"): an nd::Error of exit
+  /// code 3 (model_run, input_mismatch, out_of_memory, missing_operator) or
+  /// any other exception from LibTorch is recorded as
+  /// probes.<name> = {status: "error", pass, error: {kind, message}} and the
+  /// check goes on; on success probes.<name>.status is "ok" (or stays
+  /// "skipped" when the probe skipped itself). Usage errors (exit 2), the
+  /// --timeout deadline and FatalRunError propagate. Returns true when the
+  /// probe ran to its end.
+  bool run_probe(const std::string& name, const std::function<void()>& body);
+  /// Marks probes.<name> skipped (status "skipped", reason in words).
+  void skip_probe(const std::string& name, const std::string& reason);
 
   /// Runs one pass. Buffers (BatchNorm running statistics) are restored after
   /// train-mode passes and the module's saved mode is restored. Throws
-  /// nd::Error (model_run / input_mismatch / out_of_memory) with a trimmed
-  /// message when forward or backward raises.
+  /// PassError (model_run / input_mismatch / out_of_memory) with a trimmed
+  /// message when forward or backward raises; FatalRunError (model_run) when
+  /// forward returns no tensor at all. A backward pass whose forward returns
+  /// only integer or bool tensors runs forward only (PassResult::backward_skipped).
   PassResult run_pass(PassSpec spec);
 
   /// Reads --target (one tensor). Throws nd::Error (input_load).
@@ -90,6 +135,32 @@ class Session {
   /// Throws nd::Error(timeout) when --timeout has passed; `where` names the probe.
   void check_timeout(const std::string& where) const;
 };
+
+/// Which axis of each forward argument holds the examples (issue 15,
+/// "slicing only what is batch-major").
+struct BatchLayout {
+  int64_t batch = 0;          ///< examples in the batch; 0: no tensor argument has one
+  std::vector<int64_t> axis;  ///< per argument of s.args: its batch axis; -1 not batch-major (scalars, tables, None)
+  std::string from;           ///< how the batch size was found, in words
+};
+
+/// The batch layout of s.args. The batch size comes from --batch-dim D
+/// (axis D of the first tensor that has it), else from a lengths vector
+/// (integer [B] named *len*), else from a padding mask ([B, T] bool or named
+/// *mask*: nn.Transformer's key padding mask stays [B, T] when the inputs
+/// are [T, B, F]), else from axis 0 of the first tensor. Each tensor's batch
+/// axis is --batch-dim when its size there is B, else axis 0 when its size
+/// is B, else its first axis of size B, else none.
+BatchLayout batch_layout(const Session& s);
+
+/// The examples `index` of every batch-major argument, along its own batch
+/// axis; the other arguments unchanged.
+std::vector<c10::IValue> select_examples(const Session& s, const BatchLayout& L, const at::Tensor& index);
+
+/// The batch axis of an output tensor of the model: the main input's batch
+/// axis when the output has B there, else axis 0, else its first axis of
+/// size B; -1 when none has size B.
+int64_t output_batch_axis(const BatchLayout& L, const at::Tensor& t);
 
 /// Loads --input files / synthesizes --input-shape arguments into s.args and
 /// fills s.doc.inputs (input metrics). Throws nd::Error.
@@ -129,6 +200,16 @@ void probe_architecture(Session& s);
 /// Normalization probes: train/eval drift, BatchNorm statistics against the
 /// data, batch dependence in eval mode, small-batch noise, mode problems.
 void probe_normalization(Session& s);
+
+/// Eval fast paths (src/probes/fastpath.cpp, issue 15.6): when the graph
+/// holds PyTorch's inference fast path (nn.TransformerEncoder's nested
+/// tensors, the fused encoder layer or multi-head attention kernels), the
+/// model is run as users run inference (eval, no grad: the fast path) and
+/// with grad enabled (the slow path, what training computes), uninstrumented,
+/// and the difference is recorded (fastpath.* model metrics). A fast path
+/// that raises is recorded as evidence (fastpath.raises, the message), not
+/// as the end of the check.
+void probe_fast_path(Session& s);
 
 /// Precision probe (src/probes/precision.cpp, docs/metrics.md "Precision"):
 /// always the implied next-layer scale of norm gains (norm.next_*); with

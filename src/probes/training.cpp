@@ -78,8 +78,10 @@ void probe_update_ratio(Session& s) {
   const double lr = *s.opt.lr;
   s.doc.model_metrics["update.lr"] = lr;
   s.doc.model_metrics["update.optimizer"] = s.opt.optimizer;
-  if (!s.train_pass_error.empty()) {
-    s.doc.probes["update"] = {{"lr", lr}, {"optimizer", s.opt.optimizer}, {"error", s.train_pass_error}};
+  if (!s.train_pass_error.empty() || !s.backward_skipped.empty()) {
+    s.doc.probes["update"] = {{"lr", lr}, {"optimizer", s.opt.optimizer}};
+    s.skip_probe("update", "needs the train pass's gradients: " +
+                               (s.train_pass_error.empty() ? s.backward_skipped : s.train_pass_error));
     return;
   }
   nlohmann::json rows = nlohmann::json::array();
@@ -154,10 +156,11 @@ void probe_replay(Session& s) {
   const double lr = *s.opt.lr;
   const bool adam = s.opt.optimizer == "adam";
   nlohmann::json probe = {{"lr", lr}, {"optimizer", s.opt.optimizer}, {"steps_requested", s.opt.steps}};
-  if (!s.train_pass_error.empty()) {
-    probe["error"] = s.train_pass_error;
+  if (!s.train_pass_error.empty() || !s.backward_skipped.empty()) {
+    const std::string why = s.train_pass_error.empty() ? s.backward_skipped : s.train_pass_error;
     s.doc.probes["replay"] = probe;
-    s.doc.assumptions.push_back("the replay did not run: " + s.train_pass_error);
+    s.skip_probe("replay", "needs the train pass's loss and gradients: " + why);
+    s.doc.assumptions.push_back("the replay did not run: " + why);
     return;
   }
   const auto params = trainable_params(s);

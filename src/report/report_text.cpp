@@ -549,10 +549,12 @@ void render_probes_down(std::ostringstream& out, const ReportContext& ctx, const
     std::string ids;
     for (const auto& s : ctx.skipped_rules)
       if (s.probe == name) ids += (ids.empty() ? "" : ", ") + s.rule_id;
-    lines.push_back("  " + name + " (" + st.status + "): " + st.describe() + (ids.empty() ? "" : "; not evaluated: " + ids));
+    std::string why = st.describe();
+    if (auto nl = why.find('\n'); nl != std::string::npos) why = why.substr(0, nl);
+    lines.push_back("  " + name + " (" + st.status + "): " + why + (ids.empty() ? "" : "; not evaluated: " + ids));
   }
   if (lines.empty()) return;
-  out << '\n' << paint("probes that did not run", kBold) << '\n';
+  out << '\n' << paint("probes that could not run", kBold) << " (the other probes ran; their findings stand)\n";
   for (const auto& l : lines) out << l << '\n';
 }
 

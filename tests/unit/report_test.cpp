@@ -60,6 +60,8 @@ nd::MetricsDoc basic_doc() {
                        {"act.growth_max", 30000.0},
                        {"act.growth_reference_rms", 0.3},
                        {"act.growth_max_layer", "fc3"},
+                       {"act.first_beyond_fp16_layer", "none"},
+                       {"act.first_beyond_fp16_count", 0},
                        {"grad.input_output_ratio", 2500.0},
                        {"grad.first_layer", "fc1"},
                        {"grad.last_layer", "head"},

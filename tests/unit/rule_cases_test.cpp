@@ -196,6 +196,9 @@ nd::MetricsDoc act003_doc(double headroom) {
   doc.layers.push_back(layer("blocks.8.mlp", "Linear", 3, true,
                              {{"act.fp16_headroom", headroom / 2}, {"act.absmax", 131008 / headroom},
                               {"act.beyond_fp16_count", 7}}));
+  // The probe's model metrics: the first module already beyond 65504.
+  doc.model_metrics["act.first_beyond_fp16_layer"] = headroom / 2 < 1 ? "blocks.8.mlp" : "none";
+  doc.model_metrics["act.first_beyond_fp16_count"] = headroom / 2 < 1 ? 7 : 0;
   doc.model_metrics["run.synthetic_inputs"] = false;
   return doc;
 }
@@ -207,13 +210,34 @@ TEST(ACT003, Catches) {
   EXPECT_EQ(f[0].severity, nd::Severity::kWarning);
   EXPECT_EQ(f[0].layer, "blocks.7.mlp");
   EXPECT_EQ(f[0].evidence, (json{{"act.fp16_headroom", 1.6}, {"act.absmax", 40940.0},
-                                 {"act.beyond_fp16_count", 0}, {"matched_layers", 2}}));
+                                 {"act.beyond_fp16_count", 0}, {"act.first_beyond_fp16_layer", "blocks.8.mlp"},
+                                 {"act.first_beyond_fp16_count", 7}, {"matched_layers", 2}}));
+  // The first module near the limit holds none beyond it; the message names
+  // the first one that does (issue 15: "0 values beyond" while later layers
+  // already held hundreds).
   EXPECT_EQ(f[0].message,
-            "blocks.7.mlp output reaches 40940, only 1.6x below the fp16 maximum 65504 (0 values beyond it)");
+            "blocks.7.mlp output reaches 40940, only 1.6x below the fp16 maximum 65504 (0 values beyond it); "
+            "first module already beyond it: blocks.8.mlp (7 values)");
   EXPECT_FALSE(f[0].synthetic_inputs);
 }
 
 TEST(ACT003, CatchesNot) { EXPECT_TRUE(run("ACT003", act003_doc(4.5)).empty()); }
+
+// Near the limit, nothing beyond it anywhere: the message says so.
+TEST(ACT003, NoModuleBeyondTheMaximum) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("blocks.7.mlp", "Linear", 0, true,
+                             {{"act.fp16_headroom", 1.6}, {"act.absmax", 40940.0}, {"act.beyond_fp16_count", 0}}));
+  doc.model_metrics["act.first_beyond_fp16_layer"] = "none";
+  doc.model_metrics["act.first_beyond_fp16_count"] = 0;
+  doc.model_metrics["run.synthetic_inputs"] = false;
+  const auto f = run("ACT003", doc);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].layer, "blocks.7.mlp");
+  EXPECT_EQ(f[0].message,
+            "blocks.7.mlp output reaches 40940, only 1.6x below the fp16 maximum 65504 (0 values beyond it); "
+            "first module already beyond it: none (0 values)");
+}
 
 TEST(ACT003, LoweredOnSyntheticInputs) {
   nd::MetricsDoc doc = act003_doc(1.6);
@@ -223,8 +247,8 @@ TEST(ACT003, LoweredOnSyntheticInputs) {
   EXPECT_EQ(f[0].severity, nd::Severity::kInfo);
   EXPECT_TRUE(f[0].synthetic_inputs);
   EXPECT_EQ(f[0].message,
-            "blocks.7.mlp output reaches 40940, only 1.6x below the fp16 maximum 65504 (0 values beyond it) "
-            "(measured on synthetic inputs)");
+            "blocks.7.mlp output reaches 40940, only 1.6x below the fp16 maximum 65504 (0 values beyond it); "
+            "first module already beyond it: blocks.8.mlp (7 values) (measured on synthetic inputs)");
 }
 
 // ---- ACT004 saturated-activation ------------------------------------------
