@@ -5,7 +5,8 @@
 namespace nd {
 
 const std::vector<std::string>& failure_mode_slugs() {
-  // Same order as failure-modes.md (tests/unit/catalog_test.cpp compares).
+  // Same order as docs/failure-modes.md, the copy of ../shared/failure-modes.md
+  // (tests/unit/catalog_test.cpp compares both).
   static const std::vector<std::string> kSlugs = {
       // Inputs
       "nonfinite-input",
@@ -19,6 +20,9 @@ const std::vector<std::string>& failure_mode_slugs() {
       "saturated-activation",
       "softmax-collapse",
       "attention-logit-growth",
+      "output-logit-divergence",
+      "outlier-features",
+      "dead-units",
       // Backward numerics
       "nonfinite-gradient",
       "exploding-gradients",
@@ -26,6 +30,7 @@ const std::vector<std::string>& failure_mode_slugs() {
       "no-gradient-path",
       "update-ratio",
       "loss-scale-underflow",
+      "adam-second-moment-lag",
       // Train / eval mode
       "train-eval-drift",
       "mode-switch-ineffective",
@@ -43,10 +48,13 @@ const std::vector<std::string>& failure_mode_slugs() {
       "norm-over-batch-axis",
       "batchnorm-in-sequence-model",
       "groupnorm-group-size",
+      "degenerate-norm-group",
       "norm-eps-precision",
       "deep-post-norm",
       "missing-final-norm",
       "no-normalization",
+      // Checkpoints (with --weights)
+      "norm-gain-convention",
   };
   return kSlugs;
 }

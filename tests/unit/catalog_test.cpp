@@ -2,7 +2,10 @@
 // "did you mean" helper.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "rules/catalog.h"
+#include "rules/rules.h"
 #include "rules/suggest.h"
 #include "test_util.h"
 
@@ -22,13 +25,33 @@ std::vector<std::string> slugs_in_catalog(const std::string& text) {
 
 }  // namespace
 
-TEST(Catalog, EmbeddedSlugsEqualFailureModesMd) {
-  const ndtest::fs::path p = ndtest::fs::path(ND_SHARED_DIR) / "failure-modes.md";
-  if (!ndtest::fs::exists(p)) GTEST_SKIP() << p << " not found (the shared folder is not beside this checkout)";
+TEST(Catalog, EmbeddedSlugsEqualDocsFailureModesMd) {
+  // docs/failure-modes.md is the project's copy of the catalog (40 slugs).
+  const ndtest::fs::path p = ndtest::source_dir() / "docs" / "failure-modes.md";
+  ASSERT_TRUE(ndtest::fs::exists(p)) << p;
   const auto from_file = slugs_in_catalog(ndtest::read_file(p));
-  ASSERT_GE(from_file.size(), 30u) << "the table parser found too few slugs in " << p;
+  EXPECT_EQ(from_file.size(), 40u) << "the table parser found " << from_file.size() << " slugs in " << p;
   EXPECT_EQ(nd::failure_mode_slugs(), from_file)
-      << "src/rules/catalog.cpp and failure-modes.md disagree; copy the slug list from the catalog";
+      << "src/rules/catalog.cpp and docs/failure-modes.md disagree; copy the slug list from the catalog";
+}
+
+TEST(Catalog, DocsCopyEqualsSharedCatalog) {
+  // The shared catalog is the contract; the copy in docs/ must not drift from it.
+  const ndtest::fs::path shared = ndtest::fs::path(ND_SHARED_DIR) / "failure-modes.md";
+  if (!ndtest::fs::exists(shared)) GTEST_SKIP() << shared << " not found (the shared folder is not beside this checkout)";
+  EXPECT_EQ(slugs_in_catalog(ndtest::read_file(shared)),
+            slugs_in_catalog(ndtest::read_file(ndtest::source_dir() / "docs" / "failure-modes.md")))
+      << "copy " << shared << " to docs/failure-modes.md";
+}
+
+TEST(Catalog, EveryShippedRuleNamesACatalogSlug) {
+  const auto slugs = slugs_in_catalog(ndtest::read_file(ndtest::source_dir() / "docs" / "failure-modes.md"));
+  const std::set<std::string> known(slugs.begin(), slugs.end());
+  const auto rules = nd::load_rules((ndtest::source_dir() / "rules").string());
+  ASSERT_FALSE(rules.empty());
+  for (const auto& r : rules)
+    EXPECT_TRUE(known.count(r.failure_mode)) << r.id << " (" << r.source_file << ") names '" << r.failure_mode
+                                             << "', which is not a slug of docs/failure-modes.md";
 }
 
 TEST(Catalog, KnowsSlugs) {
