@@ -373,7 +373,9 @@ MetricsDoc run_check_stages(const CheckOptions& opt, const ProgressFn& progress)
   probe_update_ratio(s);
   probe_normalization(s);
   probe_architecture(s);
+  probe_features(s);
   probe_sequence(s);
+  apply_noise_floors(s);
   probe_precision(s);
   probe_replay(s);
 
