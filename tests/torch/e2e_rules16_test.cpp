@@ -163,7 +163,7 @@ TEST(Rules16Evidence, PartlyCalibratedIsOneFindingWithTheDrift) {
 }
 
 TEST(Rules16Evidence, SmallBatchNoiseIsInfoWithoutTrainBatchSize) {
-  // The shipped bn_small_batch fixture (8 examples): info without the flag, warning with it.
+  // The shipped bn_small_batch fixture (2 examples): info without the flag, warning with it.
   nde2e::TempDir tmp;
   const auto a = nde2e::run_nd({"check", nde2e::model("bn_small_batch.pt"), "--input", nde2e::model("bn_small_batch.input.pt")},
                                tmp.file("a.json"));
@@ -174,7 +174,7 @@ TEST(Rules16Evidence, SmallBatchNoiseIsInfoWithoutTrainBatchSize) {
   EXPECT_NE(info->at("message").get<std::string>().find("--train-batch-size"), std::string::npos);
   EXPECT_EQ(finding(a.report, "BN007"), nullptr);
   const auto b = nde2e::run_nd({"check", nde2e::model("bn_small_batch.pt"), "--input", nde2e::model("bn_small_batch.input.pt"),
-                                "--train-batch-size", "8"},
+                                "--train-batch-size", "2"},
                                tmp.file("b.json"));
   ASSERT_TRUE(b.has_report) << b.describe();
   ASSERT_NE(finding(b.report, "BN007"), nullptr) << b.report.at("findings").dump(2);

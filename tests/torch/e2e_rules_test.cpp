@@ -193,8 +193,7 @@ std::vector<Case> cases() {
     c.findings.push_back(
         {"GRAD002", "exploding-gradients", "warning", "layers.0", nullptr, "/exploding/faults/0",
          {M("grad.input_output_ratio", "/exploding/faults/0/numbers/first_last_output_grad_ratio"),
-          M("grad.first_layer", "/exploding/faults/0/numbers/first_layer"),
-          M("grad.last_layer", "/exploding/faults/0/numbers/last_layer")}});
+          M("grad.rel_last_layer", "/exploding/faults/0/numbers/last_layer")}});
     for (int i = 0; i < 15; ++i) {
       const std::string l = "layers." + std::to_string(i);
       c.layer_checks.push_back({l, M("act.rms", "/exploding/numbers/activation_rms/" + l)});
@@ -210,8 +209,7 @@ std::vector<Case> cases() {
     c.findings.push_back(
         {"GRAD003", "vanishing-gradients", "warning", "layers.0", nullptr, "/vanishing/faults/0",
          {MF("grad.input_output_ratio", "/vanishing/faults/0/numbers/first_last_output_grad_ratio", 10),
-          M("grad.first_layer", "/vanishing/faults/0/numbers/first_layer"),
-          M("grad.last_layer", "/vanishing/faults/0/numbers/last_layer")}});
+          M("grad.rel_last_layer", "/vanishing/faults/0/numbers/last_layer")}});
     v.push_back(c);
   }
 
@@ -366,16 +364,24 @@ TEST_P(RuleCase, FindingsMatchManifest) {
     EXPECT_EQ(f.value("synthetic_inputs", true), false);
     const json& ev = f.at("evidence");
     if (e.rule_id == "GRAD002" || e.rule_id == "GRAD003") {
-      // The ratio is that of the output-gradient norms of the two named
-      // layers (the fixtures' design: manifest first_last_output_grad_ratio).
-      const json* first = find_layer(j, ev.value("grad.first_layer", ""));
-      const json* last = find_layer(j, ev.value("grad.last_layer", ""));
-      ASSERT_TRUE(first && last) << ev.dump();
+      // The verdict is the ratio of the gradient-to-weight ratios of the two
+      // named layers; the raw output-gradient ratio (the fixtures' design:
+      // manifest first_last_output_grad_ratio) is evidence.
+      const json& mm = j.at("probes").at("model_metrics");
+      const json* first = find_layer(j, mm.value("grad.first_layer", ""));
+      const json* last = find_layer(j, mm.value("grad.last_layer", ""));
+      ASSERT_TRUE(first && last) << mm.dump();
       const double fo = as_number(first->at("metrics").at("grad.out_norm"));
       const double lo = as_number(last->at("metrics").at("grad.out_norm"));
       EXPECT_TRUE(near_rel("grad.first_norm", as_number(ev.at("grad.first_norm")), fo, 1e-9));
       EXPECT_TRUE(near_rel("grad.last_norm", as_number(ev.at("grad.last_norm")), lo, 1e-9));
       EXPECT_TRUE(near_rel("grad.input_output_ratio", as_number(ev.at("grad.input_output_ratio")), fo / lo, 1e-9));
+      const json* rf = find_layer(j, f.value("layer", ""));
+      const json* rl = find_layer(j, ev.value("grad.rel_last_layer", ""));
+      ASSERT_TRUE(rf && rl) << ev.dump();
+      const double rfo = as_number(rf->at("metrics").at("grad.to_weight"));
+      const double rlo = as_number(rl->at("metrics").at("grad.to_weight"));
+      EXPECT_TRUE(near_rel("grad.rel_ratio", as_number(ev.at("grad.rel_ratio")), rfo / rlo, 1e-9));
     }
     for (const auto& x : e.evidence) {
       if (!ev.contains(x.metric)) {
