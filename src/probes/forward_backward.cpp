@@ -455,13 +455,14 @@ void probe_forward_backward(Session& s) {
   // while its weight gradient (output gradient x input) stays healthy; the
   // ratio of weight-relative gradients is what the learning rate acts on.
   // Left out: exact zeros (no-gradient-path's), sparse gradients (more than
-  // half the rows exactly zero: embeddings), layers without a 2+-dim weight.
+  // half the rows or more exactly zero: embeddings, whose gradient touches
+  // only the rows of the batch's tokens), layers without a 2+-dim weight.
   std::vector<LayerMetrics*> wleaves;
   for (auto* lm : leaves) {
     auto tw = lm->metrics.find("grad.to_weight");
     auto zr = lm->metrics.find("grad.zero_rows_fraction");
     if (tw == lm->metrics.end() || !tw->second.is_number() || tw->second.get<double>() <= 0) continue;
-    if (zr != lm->metrics.end() && zr->second.get<double>() > 0.5) continue;
+    if (zr != lm->metrics.end() && zr->second.get<double>() >= 0.5) continue;
     wleaves.push_back(lm);
   }
   if (wleaves.size() >= 2 && forward_finite && grads_finite) {
