@@ -15,6 +15,7 @@
 //                    (traced graphs with baked flags only): does the switch work?
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <set>
@@ -301,6 +302,7 @@ void probe_normalization(Session& s) {
     const double drift = Session::relative_difference(nodrop_output, eval_ref);
     mm["drift.rel_output_diff"] = num(drift);
     mm["drift.explained_by_stale_stats"] = false;
+    mm["drift.stale_note"] = "";
     if (!s.train_output.isNone())
       mm["drift.rel_output_diff_with_dropout"] = num(Session::relative_difference(s.train_output, eval.output));
     double d = 0;
@@ -313,7 +315,14 @@ void probe_normalization(Session& s) {
                              : "a mode-dependent op other than dropout in " + first;
       const bool stale = bn && l->metrics.count("bn.stale") && l->metrics.at("bn.stale") == true;
       mm["drift.explained_by_stale_stats"] = stale;
-      if (stale) mm["drift.stale_layer"] = first;
+      if (stale) {
+        mm["drift.stale_layer"] = first;
+        // The stale-statistics finding's message names the drift it causes.
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.3g", drift);
+        mm["drift.stale_note"] = "; this is also what makes the train and eval outputs differ by " + std::string(buf) +
+                                 " of their norm, first at " + first;
+      }
     }
     report["drift_method"] =
         "train-mode forward with every dropout op replaced by identity in the instrumented graph, compared with the "

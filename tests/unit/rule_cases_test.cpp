@@ -475,6 +475,8 @@ nd::MetricsDoc bn001_doc(int at_init) {
     doc.model_metrics["bn.layers_at_init_names"] = at_init > 1 ? "bn1, layer1.0.bn1" : "bn1";
   }
   doc.model_metrics["drift.rel_output_diff"] = at_init > 0 ? 1.8 : 0.03;
+  doc.model_metrics["drift.stale_note"] =
+      at_init > 0 ? "; this is also what makes the train and eval outputs differ by 1.8 of their norm, first at bn1" : "";
   return doc;
 }
 
@@ -487,10 +489,13 @@ TEST(BN001, Catches) {
   EXPECT_EQ(f[0].layer, "bn1");  // layer_from = bn.first_layer_at_init
   EXPECT_EQ(f[0].evidence, (json{{"bn.layers_at_init", 2}, {"bn.layers", 20},
                                  {"bn.layers_at_init_names", "bn1, layer1.0.bn1"},
-                                 {"bn.first_layer_at_init", "bn1"}, {"drift.rel_output_diff", 1.8}}));
+                                 {"bn.first_layer_at_init", "bn1"}, {"drift.rel_output_diff", 1.8},
+                                 {"drift.stale_note", "; this is also what makes the train and eval outputs differ by 1.8 "
+                                                      "of their norm, first at bn1"}}));
   EXPECT_EQ(f[0].message,
             "2 of 20 BatchNorm layers still hold their initial running statistics (mean 0, variance 1), first bn1: "
-            "they were never estimated, so eval-mode outputs are not normalized");
+            "they were never estimated, so eval-mode outputs are not normalized; this is also what makes the train "
+            "and eval outputs differ by 1.8 of their norm, first at bn1");
 }
 
 TEST(BN001, CatchesNot) {
@@ -517,6 +522,7 @@ nd::MetricsDoc bn002_doc(double z) {
                              {{"bn.at_initial_values", false}, {"bn.mean_z", z}, {"bn.mean_z_max", 6.4},
                               {"bn.var_ratio", 1.3}, {"bn.num_batches_tracked", 125000}, {"bn.channels", 64}}));
   doc.model_metrics["run.synthetic_inputs"] = false;
+  doc.model_metrics["drift.stale_note"] = "";  // the drift starts elsewhere
   return doc;
 }
 
@@ -529,7 +535,7 @@ TEST(BN002, CatchesFirstLayerInExecutionOrder) {
   EXPECT_EQ(f[0].layer, "layer1.0.bn1");
   EXPECT_EQ(f[0].evidence, (json{{"bn.at_initial_values", false}, {"bn.mean_z", 2.1}, {"bn.mean_z_max", 6.4},
                                  {"bn.var_ratio", 1.3}, {"bn.num_batches_tracked", 125000}, {"bn.channels", 64},
-                                 {"matched_layers", 2}}));
+                                 {"drift.stale_note", ""}, {"matched_layers", 2}}));
   EXPECT_EQ(f[0].message,
             "the batch mean of layer1.0.bn1's input is 2.1 running standard deviations from running_mean, averaged "
             "over 64 channels (worst channel 6.4, variance ratio 1.3): the data has moved away from the statistics "
@@ -563,6 +569,8 @@ nd::MetricsDoc bn003_doc(double ratio, double z = 0.4) {
   doc.model_metrics["run.synthetic_inputs"] = false;
   doc.model_metrics["drift.rel_output_diff"] = 0.9;
   doc.model_metrics["drift.first_layer"] = "features.bn";
+  doc.model_metrics["drift.stale_note"] =
+      "; this is also what makes the train and eval outputs differ by 0.9 of their norm, first at features.bn";
   return doc;
 }
 
@@ -575,11 +583,14 @@ TEST(BN003, Catches) {
   EXPECT_EQ(f[0].layer, "features.bn");
   EXPECT_EQ(f[0].evidence, (json{{"bn.at_initial_values", false}, {"bn.var_ratio", 0.01}, {"bn.var_ratio_off", 100.0},
                                  {"bn.mean_z", 0.4}, {"drift.rel_output_diff", 0.9},
-                                 {"drift.first_layer", "features.bn"}, {"matched_layers", 1}}));
+                                 {"drift.first_layer", "features.bn"},
+                                 {"drift.stale_note", "; this is also what makes the train and eval outputs differ by "
+                                                      "0.9 of their norm, first at features.bn"},
+                                 {"matched_layers", 1}}));
   EXPECT_EQ(f[0].message,
             "the batch variance of features.bn's input is 0.01x its running_var (geometric mean over channels, off "
-            "by 100x), so eval-mode outputs are scaled wrong by about the square root of that; the train/eval output "
-            "drift is 0.9 of its norm, first at features.bn");
+            "by 100x), so eval-mode outputs are scaled wrong by about the square root of that; this is also what "
+            "makes the train and eval outputs differ by 0.9 of their norm, first at features.bn");
   // Too large a variance fires as well as too small a one.
   const auto up = run("BN003", bn003_doc(6.0));
   ASSERT_EQ(up.size(), 1u);
