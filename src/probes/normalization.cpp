@@ -339,14 +339,14 @@ void probe_normalization(Session& s) {
     const_cast<CheckOptions&>(s.opt).seed += 1;  // another random stream for the repeat
     PassResult again = s.run_pass(rep);
     const_cast<CheckOptions&>(s.opt).seed -= 1;
-    const double rep = Session::relative_difference(again.output, eval.output);
-    mm["evalrep.rel_diff"] = num(rep);
+    const double rep_diff = Session::relative_difference(again.output, eval.output);
+    mm["evalrep.rel_diff"] = num(rep_diff);
     // Noise floor of the drift comparison (issue 16.11): the same eval pass
     // repeated. Deterministic kernels give 0 (then any drift is above it).
-    if (mm.count("drift.rel_output_diff") && mm["drift.rel_output_diff"].is_number() && std::isfinite(rep)) {
+    if (mm.count("drift.rel_output_diff") && mm["drift.rel_output_diff"].is_number() && std::isfinite(rep_diff)) {
       const double drift = mm["drift.rel_output_diff"].get<double>();
-      mm["drift.noise_floor"] = rep;
-      mm["drift.over_floor"] = rep > 0 ? num(drift / rep) : MetricValue(drift > 0 ? "inf" : "nan");
+      mm["drift.noise_floor"] = rep_diff;
+      mm["drift.over_floor"] = rep_diff > 0 ? num(drift / rep_diff) : MetricValue(drift > 0 ? "inf" : "nan");
     }
     double d = 0;
     const std::string first = first_divergence(s, module_stats(im, *again.collector), eval_stats, 0.0, &d);
