@@ -157,6 +157,19 @@ void probe_features(Session& s) {
     m["dead.always_active_fraction"] = always;
     m["dead.chance_fraction"] = chance;
     m["dead.over_chance"] = chance > 0 ? num(frac / chance) : MetricValue("inf");
+    // Sign test against the mirror image: if the units' inputs are symmetric
+    // about 0, a unit with one sign on the whole batch is dead or always
+    // active with equal odds, so dead ~ Binomial(dead + always, 1/2). The
+    // one-sided tail P(X >= dead) says whether so many dead units can be that
+    // coin (an SE block's squeeze ReLU sees one pooled value per example:
+    // 7 dead of 8 constant-sign units is p = 0.035, chance on random weights).
+    {
+      const int64_t n = d.dead + d.always;
+      double tail = 0;
+      for (int64_t k = d.dead; k <= n; ++k)
+        tail += std::exp(std::lgamma(n + 1.0) - std::lgamma(k + 1.0) - std::lgamma(n - k + 1.0) - n * std::log(2.0));
+      m["dead.mirror_p"] = n > 0 ? std::min(1.0, tail) : 1.0;
+    }
     if (d.dead > 0) ++dead_layers;
   }
   mm["dead.layers_with_dead_units"] = dead_layers;

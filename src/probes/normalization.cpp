@@ -355,6 +355,7 @@ void probe_normalization(Session& s) {
 
   // ---- batch dependence in eval mode --------------------------------------
   if (batch >= 2) {
+    try {
     // As a user runs it (traced flags as saved), dropout off so random masks
     // do not read as batch dependence. Module outputs are measured on
     // example 0 only, to find where example 0 alone and in the batch part.
@@ -408,6 +409,15 @@ void probe_normalization(Session& s) {
         }
         mm["batchdep.cause"] = cause;
       }
+    }
+    } catch (const Error& e) {
+      // A model that refuses a single example (a GroupNorm or BatchNorm left
+      // with one value per channel: "Expected more than 1 value per
+      // channel") has no batch-dependence measurement; the check goes on.
+      if (e.kind() == error_kind::kTimeout || e.kind() == error_kind::kOutOfMemory) throw;
+      mm["batchdep.single_example_error"] = std::string(e.what());
+      s.doc.assumptions.push_back(std::string("batch dependence not measured: the model raised on a subset of the batch (") +
+                                  e.what() + ")");
     }
   }
 

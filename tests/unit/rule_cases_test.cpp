@@ -1063,7 +1063,7 @@ TEST(AXIS003, CatchesNot) {
 
 TEST(AXIS004, Catches) {
   const auto f = run("AXIS004", axis_doc("GroupNorm", {{"norm.num_groups", 32}, {"norm.num_channels", 32},
-                                                       {"norm.channels_per_group", 1},
+                                                       {"norm.channels_per_group", 1}, {"norm.spatial_size", 256},
                                                        {"norm.input_shape", "[4, 32, 16, 16]"},
                                                        {"norm.reduced_axes", "channel (within a group), spatial, spatial"}}));
   ASSERT_EQ(f.size(), 1u);
@@ -1075,7 +1075,11 @@ TEST(AXIS004, Catches) {
 
 TEST(AXIS004, CatchesNot) {
   EXPECT_TRUE(run("AXIS004", axis_doc("GroupNorm", {{"norm.num_groups", 8}, {"norm.num_channels", 32},
-                                                    {"norm.channels_per_group", 4}}))
+                                                    {"norm.channels_per_group", 4}, {"norm.spatial_size", 256}}))
+                  .empty());
+  // One value per group (after global pooling) is NORM002's degenerate norm, not an instance norm.
+  EXPECT_TRUE(run("AXIS004", axis_doc("GroupNorm", {{"norm.num_groups", 16}, {"norm.num_channels", 16},
+                                                    {"norm.channels_per_group", 1}, {"norm.spatial_size", 1}}))
                   .empty());
 }
 
@@ -1525,7 +1529,7 @@ nd::MetricsDoc act006_doc(int dead, int examples) {
   doc.layers.push_back(layer("act1", "ReLU", 1, true,
                              {{"dead.units", 64}, {"dead.count", dead}, {"dead.fraction", frac},
                               {"dead.examples", examples}, {"dead.chance_fraction", chance},
-                              {"dead.over_chance", frac / chance}}));
+                              {"dead.over_chance", frac / chance}, {"dead.mirror_p", dead > 0 ? std::pow(0.5, dead) : 1.0}}));
   doc.model_metrics["run.synthetic_inputs"] = false;
   return doc;
 }
@@ -1543,6 +1547,14 @@ TEST(ACT006, CatchesNot) {
   EXPECT_TRUE(run("ACT006", act006_doc(1, 32)).empty());
   // Two examples leave a quarter of healthy units inactive by chance.
   EXPECT_TRUE(run("ACT006", act006_doc(20, 2)).empty());
+  // torchvision mobilenet_v3's SE squeeze ReLU at init: 8 units, one pooled
+  // value per example, 7 dead and 1 always active: a coin (sign test p = 0.035).
+  nd::MetricsDoc se;
+  se.layers.push_back(layer("se.activation", "ReLU", 1, true,
+                            {{"dead.units", 8}, {"dead.count", 7}, {"dead.fraction", 0.875}, {"dead.examples", 4},
+                             {"dead.chance_fraction", 0.125}, {"dead.over_chance", 7.0}, {"dead.mirror_p", 9.0 / 256}}));
+  se.model_metrics["run.synthetic_inputs"] = false;
+  EXPECT_TRUE(run("ACT006", se).empty());
 }
 
 // ---- ACT007 outlier-features --------------------------------------------------------
