@@ -193,6 +193,22 @@ c10::optional<c10::IValue> const_arg(Node* n, size_t i) {
   return torch::jit::toIValue(n->input(i));
 }
 
+// ReLU-family ops whose output is exactly 0 for inputs <= 0 (a unit whose
+// input stays <= 0 is dead): relu, relu6, hardtanh and clamp/clamp_min
+// with a constant lower bound of 0.
+bool is_relu_family(Node* n) {
+  const std::string k = n->kind().toQualString();
+  if (k == "aten::relu" || k == "aten::relu_" || k == "aten::relu6" || k == "aten::relu6_") return true;
+  if (k == "aten::hardtanh" || k == "aten::hardtanh_" || k == "aten::clamp_min" || k == "aten::clamp_min_" ||
+      k == "aten::clamp" || k == "aten::clamp_") {
+    if (n->inputs().size() < 2) return false;
+    auto lo = const_arg(n, 1);
+    if (!lo || !(lo->isDouble() || lo->isInt())) return false;
+    return (lo->isDouble() ? lo->toDouble() : static_cast<double>(lo->toInt())) == 0.0;
+  }
+  return false;
+}
+
 nlohmann::json ivalue_json(const c10::optional<c10::IValue>& v) {
   if (!v) return "dynamic";
   if (v->isDouble()) return v->toDouble();
@@ -351,6 +367,7 @@ void Collector::finish() const {
 TapRecord& Collector::fire(int64_t id, const at::Tensor& x, int64_t& seq) {
   TapRecord& r = records_[static_cast<size_t>(id)];
   seq = fire_seq_++;
+  last_tap_ = id;
   if (r.first_fire < 0) {
     r.first_fire = seq;
     r.shape = x.sizes().vec();
@@ -662,7 +679,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     const auto k = n->kind();
     const std::string kq = k.toQualString();
     if (k == c10::aten::sigmoid || k == c10::aten::tanh || k == c10::aten::softmax ||
-        k == c10::aten::sigmoid_ || k == c10::aten::tanh_ || kq == "aten::batch_norm")
+        k == c10::aten::sigmoid_ || k == c10::aten::tanh_ || kq == "aten::batch_norm" || is_relu_family(n))
       op_nodes.push_back(n);
     if (kq == "aten::scaled_dot_product_attention") sdpa_nodes.push_back(n);
     if (kq == "aten::batch_norm" || kq == "aten::layer_norm" || kq == "aten::group_norm" ||
@@ -919,6 +936,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       TapKind kind = (k == c10::aten::softmax) ? TapKind::kSoftmaxInput
                      : (k == c10::aten::sigmoid || k == c10::aten::sigmoid_) ? TapKind::kSigmoidInput
                      : (std::string(k.toQualString()) == "aten::batch_norm") ? TapKind::kBatchNormInput
+                     : is_relu_family(n)                                      ? TapKind::kReluInput
                                                                                : TapKind::kTanhInput;
       const auto& chain = scopes.chain(n);
       TapSite& site = new_tap(kind, chain.empty() ? std::string() : chain.back());
@@ -1061,6 +1079,15 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     if (baked) {
       (bn ? baked_bn_ : baked_dropout_)++;
       baked_values_.push_back(c->toBool());
+    }
+    {
+      ModeOpSite mo;
+      mo.module = scopes.known(n) && !scopes.chain(n).empty() ? scopes.chain(n).back() : std::string();
+      mo.op = bn ? "batch_norm" : "dropout";
+      mo.baked = baked;
+      mo.baked_value = baked && c->toBool();
+      mo.constant = c.has_value() && c->isBool();
+      mode_ops_.push_back(std::move(mo));
     }
     if (bn && !baked) continue;
     const int64_t kind = bn ? 0 : (baked ? 1 : 2);

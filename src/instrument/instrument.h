@@ -34,6 +34,9 @@ enum class TapKind : int {
   /// the tap from its query, key, mask and scale (the op's own softmax is
   /// inside the operator, out of the graph's reach). Rows along the last dim.
   kAttentionScores = 8,
+  /// The input of a ReLU-family op (relu, relu6, hardtanh(0, x), clamp_min(0)):
+  /// a unit whose input is <= 0 for the whole batch is dead (probe_features).
+  kReluInput = 9,
 };
 
 /// One tap inserted in the graph.
@@ -95,6 +98,16 @@ struct FinalNormSite {
   std::string status = "n/a";
   std::string norm_module;
   std::string head_module;
+};
+
+/// A batch_norm or dropout op: the module running it and whether tracing
+/// baked its training flag in as a constant.
+struct ModeOpSite {
+  std::string module;        ///< innermost module path running the op ("" = root or unknown)
+  std::string op;            ///< "batch_norm" | "dropout" (any aten dropout variant)
+  bool baked = false;        ///< traced graph: the flag is a constant
+  bool baked_value = false;  ///< the constant, when baked
+  bool constant = false;     ///< the flag is a constant (baked, or written so in scripted code)
 };
 
 /// Settings of one pass.
@@ -160,6 +173,9 @@ class Collector {
   int64_t fires() const { return fire_seq_; }
   /// The last batch_norm input tap that fired (names the layer when batch_norm raises); -1 if none.
   int64_t last_batch_norm_tap() const { return last_bn_tap_; }
+  /// The last tap of any kind that fired; -1 if none. When it is
+  /// last_batch_norm_tap(), the op after that input (batch_norm) raised.
+  int64_t last_tap() const { return last_tap_; }
   int64_t slice0_batch = 0;  ///< copied from PassConfig by InstrumentedModel::run
   /// Sequence probes: keep a copy of every module output (the reference pass).
   bool capture = false;
@@ -221,6 +237,7 @@ class Collector {
   mutable int64_t first_nonfinite_fwd_ = -1, first_nonfinite_grad_ = -1;
   mutable int64_t first_nonfinite_fwd_seq_ = INT64_MAX, first_nonfinite_grad_seq_ = INT64_MAX;
   int64_t last_bn_tap_ = -1;
+  int64_t last_tap_ = -1;
 };
 
 /// Options for building the instrumented graph.
@@ -255,6 +272,8 @@ class InstrumentedModel {
   /// All batch_norm / dropout nodes (baked or not).
   int64_t batch_norm_nodes() const { return bn_nodes_; }
   int64_t dropout_nodes() const { return dropout_nodes_; }
+  /// Every batch_norm / dropout op, in graph order.
+  const std::vector<ModeOpSite>& mode_ops() const { return mode_ops_; }
   /// Modules that own at least one tap, by path.
   const std::map<std::string, std::vector<int64_t>>& taps_by_module() const { return by_module_; }
   /// Graph size (nodes, after inlining) for the report.
@@ -271,6 +290,7 @@ class InstrumentedModel {
   std::map<std::string, std::vector<int64_t>> by_module_;
   int64_t baked_bn_ = 0, baked_dropout_ = 0, graph_nodes_ = 0, bn_nodes_ = 0, dropout_nodes_ = 0;
   std::vector<bool> baked_values_;
+  std::vector<ModeOpSite> mode_ops_;
 };
 
 /// Maps a node's inlined call stack to the chain of named_modules() paths,

@@ -17,6 +17,7 @@ const std::vector<ProbeInfo>& known_probes() {
       {"batch_dependence", false, "", "normalization"},
       {"fast_path", false, "", ""},
       {"architecture", false, "", ""},
+      {"features", false, "", ""},
       {"sequence", false, "", ""},
       {"axes", false, "", "sequence"},
       {"padding", true, "the padding probe did not run (it runs on models with sequence inputs)", "sequence"},

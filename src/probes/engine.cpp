@@ -469,7 +469,11 @@ MetricsDoc run_check_stages(const CheckOptions& opt, const ProgressFn& progress)
   s.run_probe("normalization", [&] { probe_normalization(s); });
   s.run_probe("fast_path", [&] { probe_fast_path(s); });
   s.run_probe("architecture", [&] { probe_architecture(s); });
+  s.run_probe("features", [&] { probe_features(s); });
   s.run_probe("sequence", [&] { probe_sequence(s); });
+  // The noise floors of batch dependence, drift and the sequence
+  // comparisons: read by BN004, BN005, SEQ001, SEQ002.
+  s.run_probe("noise_floors", [&] { apply_noise_floors(s); });
   s.run_probe("precision", [&] { probe_precision(s); });
   if (opt.steps > 0 && opt.lr) s.run_probe("replay", [&] { probe_replay(s); });
   if (s.passes_ok == 0 && s.first_error) throw *s.first_error;

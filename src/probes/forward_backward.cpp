@@ -24,13 +24,18 @@ MetricValue num(double v) {
 }
 
 struct ParamGrad {
-  bool zero_weight = false;  ///< a weight of 2+ dims that is exactly zero (zero-initialized layer)
   int64_t params = 0, without = 0, zero = 0, nonfinite = 0;
+  int64_t silenced = 0;  ///< zero-gradient parameters explained by deliberate zero initialization
+  // Weights of 2+ dims (matrices, kernels; LARS-style, biases and gains left
+  // out): the gradient-to-weight ratio, and rows of the gradient that are
+  // exactly zero (an embedding's gradient touches only the rows of the batch's tokens).
+  double w2_sumsq = 0, g2_sumsq = 0;
+  int64_t rows = 0, zero_rows = 0;
   double sumsq = 0, absmax_param = 0;
   int64_t param_nonfinite = 0;
 };
 
-ParamGrad param_grads(const torch::jit::Module& m) {
+ParamGrad param_grads(const torch::jit::Module& m, const std::set<const void*>& silenced) {
   ParamGrad pg;
   for (const auto& p : m.named_parameters(/*recurse=*/false)) {
     const at::Tensor w = p.value;
@@ -38,7 +43,6 @@ ParamGrad param_grads(const torch::jit::Module& m) {
       const TensorStats ws = compute_stats(w.detach());
       pg.absmax_param = std::max(pg.absmax_param, ws.absmax());
       pg.param_nonfinite += ws.nonfinite();
-      if (p.name == "weight" && w.dim() >= 2 && ws.zeros == ws.numel) pg.zero_weight = true;
     }
     if (!w.requires_grad()) continue;
     ++pg.params;
@@ -48,7 +52,16 @@ ParamGrad param_grads(const torch::jit::Module& m) {
       continue;
     }
     const TensorStats gs = compute_stats(g.detach());
-    if (gs.nonfinite() == 0 && gs.zeros == gs.numel) ++pg.zero;
+    if (w.dim() >= 2 && w.numel() > 0 && gs.nonfinite() == 0) {
+      pg.w2_sumsq += compute_stats(w.detach()).sumsq;
+      pg.g2_sumsq += gs.sumsq;
+      pg.rows += w.size(0);
+      pg.zero_rows += g.detach().reshape({w.size(0), -1}).ne(0).any(1).logical_not().sum().item<int64_t>();
+    }
+    if (gs.nonfinite() == 0 && gs.zeros == gs.numel) {
+      ++pg.zero;
+      if (silenced.count(w.unsafeGetTensorImpl())) ++pg.silenced;
+    }
     pg.nonfinite += gs.nonfinite();
     pg.sumsq += gs.sumsq;
   }
@@ -117,6 +130,7 @@ void probe_forward_backward(Session& s) {
   spec.probe = "forward_backward";
   spec.train_mode = true;
   spec.backward = true;
+  spec.tap_hook = feature_hook(s);
 
   // Zero any stale gradients, then run.
   for (const auto& p : s.model.module.parameters(true))
@@ -244,6 +258,7 @@ void probe_forward_backward(Session& s) {
       case TapKind::kBatchNormInput:
       case TapKind::kNormInput:
       case TapKind::kResidualStream:
+      case TapKind::kReluInput:  // probe_features
         break;
     }
   }
@@ -341,36 +356,35 @@ void probe_forward_backward(Session& s) {
   }
 
   // Parameters, gradients and norm gains, per module (direct parameters).
-  // A layer whose weight is exactly zero (a zero-initialized head, as in
-  // torchvision's ViT) passes exactly zero gradient to everything before it
-  // on this step; the first update ends that. Such zeros are explained, not a
-  // missing gradient path.
+  // Deliberately zero-initialized factors (a zero BatchNorm gamma at the end
+  // of a residual branch, a zero head) pass exactly zero gradient to the
+  // parameters before them on this step; the first update ends that. Such
+  // zeros are explained (src/probes/conventions.cpp), not a missing gradient
+  // path; zeros that lifting them does not end are not.
+  const ZeroInitFacts zi = zero_init_conventions(s);
   std::vector<ParamGrad> pgs;
-  std::string zero_layer;
-  int64_t zero_layer_order = -1;
-  for (const auto& mi : s.model.modules) {
-    pgs.push_back(param_grads(mi.module));
-    const int64_t eo = s.doc.layers[idx[mi.path]].exec_order;
-    if (pgs.back().zero_weight && eo > zero_layer_order) {
-      zero_layer = mi.path;
-      zero_layer_order = eo;
+  for (const auto& mi : s.model.modules) pgs.push_back(param_grads(mi.module, zi.silenced_tensors));
+  std::string zi_names;
+  for (size_t i = 0; i < zi.params.size(); ++i) {
+    if (i == 6) {
+      zi_names += ", ... (" + std::to_string(zi.params.size() - 6) + " more)";
+      break;
     }
+    zi_names += (i ? ", " : "") + zi.params[i];
   }
-  int64_t blocked = 0;
+  int64_t blocked = 0, silenced_params = 0;
+  std::string silenced_names;
   for (size_t k = 0; k < s.model.modules.size(); ++k) {
     const auto& mi = s.model.modules[k];
     LayerMetrics& lm = s.doc.layers[idx[mi.path]];
     MetricMap& m = lm.metrics;
     const ParamGrad& pg = pgs[k];
-    // Upstream of the zero layer: ran before it, or an ancestor of it (whose
-    // own parameters, e.g. a class token, enter somewhere inside).
-    const bool ancestor = !zero_layer.empty() && mi.path != zero_layer &&
-                          (mi.path.empty() || zero_layer.rfind(mi.path + ".", 0) == 0);
-    const bool explained = pg.zero > 0 && !zero_layer.empty() && mi.path != zero_layer &&
-                           (lm.exec_order < zero_layer_order || ancestor);  // -1: its forward never ran as a call (params used by a parent)
+    const bool explained = pg.silenced > 0;
     if (explained) {
-      m["grad.zero_explained_by"] = zero_layer;
-      ++blocked;
+      m["grad.zero_explained_by"] = zi_names;
+      m["grad.params_silenced"] = pg.silenced;
+      silenced_params += pg.silenced;
+      if (++blocked <= 6) silenced_names += (blocked > 1 ? ", " : "") + (mi.path.empty() ? std::string("<root>") : mi.path);
     }
     if (mi.parameters > 0) {
       m["param.absmax"] = num(pg.absmax_param);
@@ -382,9 +396,13 @@ void probe_forward_backward(Session& s) {
       m["grad.params"] = pg.params;
       m["grad.params_without_grad"] = pg.without;
       m["grad.params_zero_grad"] = pg.zero;
-      m["grad.params_no_signal"] = pg.without + (explained ? 0 : pg.zero);
+      m["grad.params_no_signal"] = pg.without + pg.zero - pg.silenced;
       m["grad.param_norm"] = num(std::sqrt(pg.sumsq));
       m["grad.param_nonfinite_count"] = pg.nonfinite;
+      if (pg.w2_sumsq > 0) {
+        m["grad.to_weight"] = num(std::sqrt(pg.g2_sumsq / pg.w2_sumsq));
+        m["grad.zero_rows_fraction"] = pg.rows ? static_cast<double>(pg.zero_rows) / static_cast<double>(pg.rows) : 0.0;
+      }
     }
     if (is_norm_kind(mi.kind)) {
       if (lm.info.contains("eps") && lm.info["eps"].is_number()) m["norm.eps"] = lm.info["eps"];
@@ -400,9 +418,32 @@ void probe_forward_backward(Session& s) {
     }
   }
 
-  if (blocked > 0) {
-    s.doc.model_metrics["grad.zero_weight_layer"] = zero_layer;
-    s.doc.model_metrics["grad.blocked_layers"] = blocked;
+  if (!zi.params.empty()) {
+    const std::string& first = zi.params.front();
+    const size_t dot = first.rfind('.');
+    int64_t to_output = 0;
+    for (const auto& [p, role] : zi.role) to_output += role == "output" ? 1 : 0;
+    MetricMap& mm = s.doc.model_metrics;
+    mm["grad.zero_init_params"] = static_cast<int64_t>(zi.params.size());
+    mm["grad.zero_init_names"] = zi_names;
+    mm["grad.zero_init_to_output"] = to_output;
+    const int64_t on_residual = static_cast<int64_t>(zi.params.size()) - to_output;
+    mm["grad.zero_init_on_residual"] = on_residual;
+    // For GRAD005's message: "2 residual branches", "the output", or both.
+    auto count_of = [](int64_t n, const char* one, const char* many) {
+      return std::to_string(n) + " " + (n == 1 ? one : many);
+    };
+    std::string targets;
+    if (on_residual > 0) targets = count_of(on_residual, "residual branch", "residual branches");
+    if (to_output > 0)
+      targets += (targets.empty() ? "" : " and ") + (to_output == 1 ? std::string("the output") : count_of(to_output, "output", "outputs"));
+    mm["grad.zero_init_targets"] = targets;
+    mm["grad.zero_weight_layer"] = dot == std::string::npos ? std::string() : first.substr(0, dot);
+    mm["grad.blocked_layers"] = blocked;
+    mm["grad.silenced_params"] = silenced_params;
+    if (blocked > 6) silenced_names += ", ... (" + std::to_string(blocked - 6) + " more)";
+    mm["grad.silenced_layers"] = silenced_names;
+    if (!zi.error.empty()) mm["grad.zero_init_lift_error"] = zi.error;
   }
 
   // Activation growth through depth (leaf modules, execution order).
@@ -481,6 +522,42 @@ void probe_forward_backward(Session& s) {
       s.doc.model_metrics["grad.first_norm"] = first;
       s.doc.model_metrics["grad.last_norm"] = last;
     }
+  }
+
+  // The scale-invariant profile (issue 16.9): |grad W| / |W| of the first and
+  // last leaf with a weight matrix, in execution order. A norm after a layer
+  // with large inputs divides that layer's output gradient by the input scale
+  // while its weight gradient (output gradient x input) stays healthy; the
+  // ratio of weight-relative gradients is what the learning rate acts on.
+  // Left out: exact zeros (no-gradient-path's), sparse gradients (more than
+  // half the rows or more exactly zero: embeddings, whose gradient touches
+  // only the rows of the batch's tokens), layers without a 2+-dim weight.
+  std::vector<LayerMetrics*> wleaves;
+  for (auto* lm : leaves) {
+    auto tw = lm->metrics.find("grad.to_weight");
+    auto zr = lm->metrics.find("grad.zero_rows_fraction");
+    if (tw == lm->metrics.end() || !tw->second.is_number() || tw->second.get<double>() <= 0) continue;
+    if (zr != lm->metrics.end() && zr->second.get<double>() >= 0.5) continue;
+    wleaves.push_back(lm);
+  }
+  if (wleaves.size() >= 2 && forward_finite && grads_finite) {
+    const double first = wleaves.front()->metrics["grad.to_weight"].get<double>();
+    const double last = wleaves.back()->metrics["grad.to_weight"].get<double>();
+    MetricMap& mm = s.doc.model_metrics;
+    mm["grad.rel_ratio"] = first / last;
+    mm["grad.rel_first_layer"] = wleaves.front()->path;
+    mm["grad.rel_last_layer"] = wleaves.back()->path;
+    mm["grad.rel_first"] = first;
+    mm["grad.rel_last"] = last;
+  }
+  // GRAD003's guard: raw output-gradient norms that vanish toward the input
+  // while the weight-relative gradients stay within 10x of each other are a
+  // scale effect (a norm after a layer with large inputs), not vanishing.
+  {
+    MetricMap& mm = s.doc.model_metrics;
+    auto rr = mm.find("grad.rel_ratio");
+    mm["grad.rel_contradicts_vanishing"] =
+        rr != mm.end() && rr->second.is_number() && std::isfinite(rr->second.get<double>()) && rr->second.get<double>() >= 0.1;
   }
 
   // Where NaN/Inf started, forward.

@@ -15,7 +15,10 @@
 //                    (traced graphs with baked flags only): does the switch work?
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include <torch/torch.h>
@@ -25,6 +28,11 @@
 
 namespace nd {
 namespace {
+
+/// Partly estimated running statistics (BN009): the eval-mode output of the
+/// layer off by a quarter of its unit scale, five times the sampling noise of
+/// the sample batch (rules/BN009.toml gives the sources).
+constexpr double kStaleEvalError = 0.25, kStaleOverFloor = 5;
 
 MetricValue num(double v) {
   if (std::isnan(v)) return "nan";
@@ -199,10 +207,30 @@ void probe_normalization(Session& s) {
         m["bn.mean_z_max"] = num(z.max().item<double>());
         m["bn.var_ratio"] = num(gm);
         m["bn.var_ratio_off"] = num(std::max(gm, 1.0 / gm));
+        // The three together (issue 16.8): the RMS difference between the
+        // eval-mode output (running statistics) and the train-mode output
+        // (batch statistics) of this layer, in units of the batch-normalized
+        // output: per channel sqrt((sqrt(ratio) - 1)^2 + z^2), RMS over
+        // channels. Its floor is the sampling noise of the sample batch's own
+        // statistics, from the spread of the per-example statistics.
+        at::Tensor err = ((ratio.sqrt() - 1).pow(2) + z.pow(2)).mean().sqrt();
+        m["bn.eval_error"] = num(err.item<double>());
+        if (b.examples >= 2) {
+          const double n = static_cast<double>(b.examples);
+          at::Tensor sd = b.var.clamp_min(1e-12).sqrt();
+          at::Tensor mn = b.example_mean.std(0) / std::sqrt(n) / sd;
+          at::Tensor vn = b.example_var.std(0) / std::sqrt(n) / b.var.clamp_min(1e-12);
+          const double floor = (mn.pow(2) + (vn / 2).pow(2)).mean().sqrt().item<double>();
+          m["bn.eval_error_floor"] = num(floor);
+          m["bn.eval_error_over_floor"] = floor > 0 ? num(err.item<double>() / floor) : MetricValue("inf");
+        }
       }
     }
   }
   mm["bn.layers"] = bn_layers;
+  // BN007 judges the noise at the real per-step batch only when it was given;
+  // otherwise BN008 says what was assumed (the sample's batch size).
+  mm["bn.train_batch_size_given"] = s.opt.train_batch_size > 0;
   if (bn_layers > 0) {
     mm["bn.layers_at_init"] = at_init;
     if (at_init > 0) {
@@ -211,6 +239,30 @@ void probe_normalization(Session& s) {
       mm["bn.layers_at_init_names"] = at_init_names;
     }
   }
+
+  // Stale running statistics, as the rules BN001-BN003 and BN009 judge them
+  // (their thresholds), so the train/eval drift they cause is reported with
+  // them and not again by BN004 (one cause, one finding).
+  auto val = [](const MetricMap& m, const char* k, double dflt) {
+    auto it = m.find(k);
+    return it != m.end() && it->second.is_number() ? it->second.get<double>() : dflt;
+  };
+  auto is_stale_single = [&](const MetricMap& m) {  // BN001, BN002, BN003's gates
+    auto it = m.find("bn.at_initial_values");
+    if (it != m.end() && it->second == true) return true;
+    return val(m, "bn.mean_z", 0) > 1 || val(m, "bn.var_ratio_off", 1) > 4;
+  };
+  auto is_stale = [&](const MetricMap& m) {  // ... or BN009's combined gate
+    return is_stale_single(m) ||
+           (val(m, "bn.eval_error", 0) > kStaleEvalError && val(m, "bn.eval_error_over_floor", 0) > kStaleOverFloor);
+  };
+  int64_t past_single_gate = 0;
+  for (auto& l : s.doc.layers)
+    if (l.metrics.count("bn.channels") && l.metrics.count("bn.has_running_stats") && l.metrics["bn.has_running_stats"] == true) {
+      l.metrics["bn.stale"] = is_stale(l.metrics);
+      past_single_gate += is_stale_single(l.metrics) ? 1 : 0;
+    }
+  if (bn_layers > 0) mm["bn.layers_past_single_gate"] = past_single_gate;
 
   // ---- train/eval drift, dropout switched off ----------------------------
   bool share_train = false;
@@ -245,6 +297,8 @@ void probe_normalization(Session& s) {
     }
     const double drift = Session::relative_difference(nodrop_output, eval_ref);
     mm["drift.rel_output_diff"] = num(drift);
+    mm["drift.explained_by_stale_stats"] = false;
+    mm["drift.stale_note"] = "";
     if (!s.train_output.isNone())
       mm["drift.rel_output_diff_with_dropout"] = num(Session::relative_difference(s.train_output, eval.output));
     double d = 0;
@@ -255,6 +309,16 @@ void probe_normalization(Session& s) {
       const bool bn = l && l->kind.find("BatchNorm") != std::string::npos;
       mm["drift.cause"] = bn ? "BatchNorm running statistics differ from the batch statistics"
                              : "a mode-dependent op other than dropout in " + first;
+      const bool stale = bn && l->metrics.count("bn.stale") && l->metrics.at("bn.stale") == true;
+      mm["drift.explained_by_stale_stats"] = stale;
+      if (stale) {
+        mm["drift.stale_layer"] = first;
+        // The stale-statistics finding's message names the drift it causes.
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.3g", drift);
+        mm["drift.stale_note"] = "; this is also what makes the train and eval outputs differ by " + std::string(buf) +
+                                 " of their norm, first at " + first;
+      }
     }
     report["drift_method"] =
         "train-mode forward with every dropout op replaced by identity in the instrumented graph, compared with the "
@@ -271,7 +335,15 @@ void probe_normalization(Session& s) {
     const_cast<CheckOptions&>(s.opt).seed += 1;  // another random stream for the repeat
     PassResult again = s.run_pass(rep);
     const_cast<CheckOptions&>(s.opt).seed -= 1;
-    mm["evalrep.rel_diff"] = num(Session::relative_difference(again.output, eval.output));
+    const double rep_diff = Session::relative_difference(again.output, eval.output);
+    mm["evalrep.rel_diff"] = num(rep_diff);
+    // Noise floor of the drift comparison (issue 16.11): the same eval pass
+    // repeated. Deterministic kernels give 0 (then any drift is above it).
+    if (mm.count("drift.rel_output_diff") && mm["drift.rel_output_diff"].is_number() && std::isfinite(rep_diff)) {
+      const double drift = mm["drift.rel_output_diff"].get<double>();
+      mm["drift.noise_floor"] = rep_diff;
+      mm["drift.over_floor"] = rep_diff > 0 ? num(drift / rep_diff) : MetricValue(drift > 0 ? "inf" : "nan");
+    }
     double d = 0;
     const std::string first = first_divergence(s, module_stats(im, *again.collector), eval_stats, 0.0, &d);
     if (!first.empty()) mm["evalrep.first_layer"] = first;
@@ -305,27 +377,39 @@ void probe_normalization(Session& s) {
       // "Expected more than 1 value per channel". That is evidence of batch
       // dependence (BN005), recorded before the failure is.
       const std::string what = e.what();
-      if (what.find("Expected more than 1 value per channel") != std::string::npos) {
-        int64_t t = s.failed_collector ? s.failed_collector->last_batch_norm_tap() : -1;
-        if (t < 0 && s.failed_collector && ref.collector) {
-          // Scripted BatchNorm raises in its own batch-size check, before
-          // aten::batch_norm (and its tap) runs: the layer is the first
-          // batch_norm of the batch's pass that the failed pass never reached.
-          int64_t first = -1;
+      // The same message comes from F.group_norm and F.instance_norm with one
+      // value per group in any mode (PyTorch's _verify_batch_size): only a
+      // batch_norm that raised is evidence. Either the last tap that fired is
+      // a batch_norm input (aten::batch_norm raised on it), or scripted
+      // BatchNorm raised in its own batch-size check before aten::batch_norm:
+      // then the first tap the failed pass never reached, in the batch's
+      // order, is that batch_norm's input.
+      int64_t t = -1;
+      if (what.find("Expected more than 1 value per channel") != std::string::npos && s.failed_collector) {
+        const Collector& fc = *s.failed_collector;
+        if (fc.last_batch_norm_tap() >= 0 && fc.last_batch_norm_tap() == fc.last_tap()) {
+          t = fc.last_batch_norm_tap();
+        } else if (ref.collector) {
+          int64_t first = -1, first_tap = -1;
           for (const auto& tap : im.taps()) {
-            if (tap.kind != TapKind::kBatchNormInput) continue;
             const auto& rr = ref.collector->records()[static_cast<size_t>(tap.id)];
-            const auto& fr = s.failed_collector->records()[static_cast<size_t>(tap.id)];
+            const auto& fr = fc.records()[static_cast<size_t>(tap.id)];
             if (rr.first_fire >= 0 && fr.calls == 0 && (first < 0 || rr.first_fire < first)) {
               first = rr.first_fire;
-              t = tap.id;
+              first_tap = tap.id;
             }
           }
+          if (first_tap >= 0 && im.taps()[static_cast<size_t>(first_tap)].kind == TapKind::kBatchNormInput) t = first_tap;
         }
-        const std::string layer = t >= 0 ? im.taps()[static_cast<size_t>(t)].module : std::string();
+      }
+      if (t >= 0) {
+        const std::string layer = im.taps()[static_cast<size_t>(t)].module;
         mm["batchdep.max_rel_diff"] = "inf";
         mm["batchdep.worst_example"] = e.pass() == "eval-example0" ? "0" : std::to_string(batch - 1);
         mm["batchdep.reorder_rel_diff"] = "nan";
+        // No output to compare: the raise itself is the difference, above any
+        // noise floor.
+        mm["batchdep.over_floor"] = "inf";
         mm["batchdep.batch"] = batch;
         mm["batchdep.alone_raises"] = true;
         if (!layer.empty()) mm["batchdep.first_layer"] = layer;
@@ -343,6 +427,13 @@ void probe_normalization(Session& s) {
     mm["batchdep.max_rel_diff"] = num(worst);
     mm["batchdep.worst_example"] = std::isnan(d1) || d0 >= d1 ? "0" : std::to_string(batch - 1);
     mm["batchdep.reorder_rel_diff"] = num(dr);
+    // Noise floor (issue 16.11): the same batch reordered. Batch statistics
+    // and every per-example op are invariant to the order, so what changes
+    // is the kernels' summation order alone.
+    mm["batchdep.noise_floor"] = num(dr);
+    mm["batchdep.over_floor"] = std::isnan(worst) || std::isnan(dr) ? MetricValue("nan")
+                                : dr > 0                          ? num(worst / dr)
+                                                                  : MetricValue(worst > 0 ? "inf" : "nan");
     mm["batchdep.batch"] = batch;
     report["batch_dependence_method"] =
         "eval mode with dropout off and traced flags as saved: examples 0 and " + std::to_string(batch - 1) +
@@ -373,6 +464,51 @@ void probe_normalization(Session& s) {
   int64_t modules_training = 0;
   for (const auto& mi : s.model.modules) modules_training += mi.training ? 1 : 0;
   mm["mode.modules_in_training"] = modules_training;
+  // Modules left in training mode inside a root saved in eval mode (a frozen
+  // backbone whose BatchNorm layers stayed in train()): the root's flag says
+  // eval, but every op that follows its own module's flag (scripted code reads
+  // self.training of the BatchNorm or Dropout module) still trains. Traced
+  // graphs ignore the flags (they survive as attributes); their ops' baked
+  // constants say the same, and MODE002 names the modules.
+  {
+    std::map<std::string, const ModuleInfo*> by_path;
+    for (const auto& mi : s.model.modules) by_path[mi.path] = &mi;
+    auto list = [](const std::vector<std::string>& v) {
+      std::string out;
+      for (size_t i = 0; i < v.size() && i < 6; ++i) out += (i ? ", " : "") + (v[i].empty() ? std::string("<root>") : v[i]);
+      if (v.size() > 6) out += ", ... (" + std::to_string(v.size() - 6) + " more)";
+      return out;
+    };
+    std::vector<std::string> training_names, baked_names;
+    std::set<std::string> seen, seen_baked;
+    int64_t ops = 0, frozen = 0;
+    for (const auto& mo : im.mode_ops()) {
+      if (mo.baked) {
+        if (mo.baked_value && seen_baked.insert(mo.module).second) baked_names.push_back(mo.module);
+        continue;
+      }
+      if (mo.constant || mo.module.empty() || s.model.saved_training) continue;
+      auto it = by_path.find(mo.module);
+      if (it == by_path.end() || !it->second->training) continue;
+      ++ops;
+      if (!seen.insert(mo.module).second) continue;
+      training_names.push_back(mo.module);
+      bool has = false, all_frozen = true;
+      for (const auto& p : it->second->module.named_parameters(/*recurse=*/false)) {
+        has = true;
+        all_frozen = all_frozen && !p.value.requires_grad();
+      }
+      if (has && all_frozen) ++frozen;
+    }
+    mm["mode.submodules_in_training"] = static_cast<int64_t>(training_names.size());
+    mm["mode.submodule_ops_in_training"] = ops;
+    if (!training_names.empty()) {
+      mm["mode.submodules_in_training_names"] = list(training_names);
+      mm["mode.first_submodule_in_training"] = training_names.front();
+      mm["mode.frozen_submodules_in_training"] = frozen;
+    }
+    if (!baked_names.empty()) mm["mode.baked_training_true_modules"] = list(baked_names);
+  }
   int64_t baked_true = 0, baked_false = 0;
   for (bool v : im.baked_values()) (v ? baked_true : baked_false)++;
   mm["mode.baked_training_true"] = baked_true;

@@ -560,6 +560,9 @@ void probe_sequence(Session& s) {
       m["norm.num_groups"] = g;
       m["norm.num_channels"] = c;
       if (g > 0) m["norm.channels_per_group"] = c / g;
+      int64_t spatial = 1;
+      for (size_t d = 2; d < shape.size(); ++d) spatial *= shape[d];
+      m["norm.spatial_size"] = spatial;
     }
   }
   s.doc.probes["axes"] = axes_rows;

@@ -4,7 +4,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,8 @@
 #include "probes/engine.h"
 
 namespace nd {
+
+struct FeatureStats;  // src/probes/features.cpp
 
 /// One forward argument, after loading or synthesis.
 struct ArgValue {
@@ -90,6 +94,9 @@ class Session {
   std::string train_pass_error;       ///< why the train pass could not run ("" when it ran)
   c10::IValue train_output;           ///< output of the train pass (dropout on)
   std::unique_ptr<Collector> train_collector;  ///< taps of the train pass (null when it raised)
+  /// Per-unit statistics the train pass gathers for probe_features (dead
+  /// units, outlier channels, the head); filled by feature_hook.
+  std::shared_ptr<FeatureStats> features;
   c10::optional<at::Tensor> target;   ///< --target, loaded on the first backward pass
   bool target_loaded = false;
   /// Passes that completed (any probe). None after every probe ran: the
@@ -219,6 +226,42 @@ void probe_fast_path(Session& s);
 /// and (fp16) the loss-scale range of the train pass's gradients. Runs after
 /// the other probes; needs the train pass's parameter gradients.
 void probe_precision(Session& s);
+
+/// Deliberately zero-initialized parameters (src/probes/conventions.cpp):
+/// exactly zero, used as a factor whose product reaches a residual addition
+/// or the output (zero-init residual gains, zero heads).
+struct ZeroInitFacts {
+  std::vector<std::string> params;               ///< parameter paths, in execution order of their modules
+  std::map<std::string, std::string> role;       ///< path -> "residual branch" | "output"
+  std::set<std::string> silenced;                ///< parameters with exactly zero gradient that the lift ends
+  std::set<const void*> silenced_tensors;        ///< the same, by TensorImpl (tied parameters)
+  bool lifted = false;                           ///< the pass with the zeros lifted ran
+  std::string error;                             ///< why it did not ("" when it ran or was not needed)
+};
+
+/// Finds the deliberately zero-initialized parameters and, when some
+/// parameter got exactly zero gradient in the train pass, runs the train pass
+/// again with those zeros lifted (values and gradients restored afterwards)
+/// to tell which zero gradients they cause. Needs the train pass's gradients
+/// on the parameters. Throws nd::Error only for timeout / out of memory.
+ZeroInitFacts zero_init_conventions(Session& s);
+
+/// The tap hook of the train pass that fills s.features (creates it):
+/// per-unit activity at ReLU-family inputs, per-channel absmax of residual
+/// streams, and which leaf module wrote each output (src/probes/features.cpp).
+std::function<void(const TapSite&, const at::Tensor&)> feature_hook(Session& s);
+
+/// New failure modes of issue 16 (src/probes/features.cpp, docs/metrics.md):
+/// dead ReLU units (dead.*), outlier channels of residual streams
+/// (outlier.*), the log-partition of the head's logits (logits.*) and
+/// normalizations with one value per group (norm.values_per_group). Reads
+/// the train pass (s.features, s.train_collector, s.train_output).
+void probe_features(Session& s);
+
+/// Noise floors of the sequence comparisons (pad.*, seqlen.*): the floor
+/// measured in this run (batchdep.noise_floor) and the difference over it.
+/// Runs after probe_sequence.
+void apply_noise_floors(Session& s);
 
 /// The forward+backward measurement (activations, gradients, NaN origin,
 /// layer inventory). Always runs first.

@@ -1,4 +1,5 @@
-// The failure-mode catalog: the slugs of ../shared/failure-modes.md, embedded.
+// The failure-mode catalog: the slugs of docs/failure-modes.md (a copy of
+// ../shared/failure-modes.md), embedded.
 //
 // Slugs are a stable contract (failure-modes.md): every rule names one, and
 // every finding carries it. A unit test checks this list against the catalog

@@ -93,10 +93,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         // GRAD002 is the fixture's fp32 gradient profile (fc2 scaled by 8e4), found at every precision.
         Case{"fp16_overflow", "fp16_overflow", "fp16",
-             {{"ACT003", "ffn.fc2"}, {"PREC001", "ffn.fc2"}, {"GRAD002", "ffn.fc1"}}},
+             {{"ACT003", "ffn.fc2"}, {"ACT008", "ffn.fc2"}, {"PREC001", "ffn.fc2"}, {"GRAD002", "ffn.fc1"}}},
         Case{"fp16_overflow_healthy", "fp16_overflow_healthy", "fp16", {}},
         // bf16 has fp32's range: the run in bf16 stays finite (ACT003 is about fp16 and stays).
-        Case{"fp16_overflow_bf16", "fp16_overflow", "bf16", {{"ACT003", "ffn.fc2"}, {"GRAD002", "ffn.fc1"}}},
+        Case{"fp16_overflow_bf16", "fp16_overflow", "bf16", {{"ACT003", "ffn.fc2"}, {"ACT008", "ffn.fc2"}, {"GRAD002", "ffn.fc1"}}},
         // nn.LayerNorm is a fused kernel that adds eps in fp32: information only.
         Case{"ln_eps_tiny", "ln_eps_tiny", "fp16", {{"PREC004", "norm"}}},
         Case{"ln_eps_tiny_healthy", "ln_eps_tiny_healthy", "fp16", {}},

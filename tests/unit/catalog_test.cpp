@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <iostream>
+#include <set>
 
 #include "rules/catalog.h"
+#include "rules/rules.h"
 #include "rules/suggest.h"
 #include "test_util.h"
 
@@ -45,6 +47,16 @@ TEST(Catalog, DocsCopyEqualsSharedCatalogWhenPresent) {
   }
   EXPECT_EQ(slugs_in_catalog(ndtest::read_file(shared)), slugs_in_catalog(ndtest::read_file(docs)))
       << "docs/failure-modes.md is out of date: copy ../shared/failure-modes.md";
+}
+
+TEST(Catalog, EveryShippedRuleNamesACatalogSlug) {
+  const auto slugs = slugs_in_catalog(ndtest::read_file(ndtest::source_dir() / "docs" / "failure-modes.md"));
+  const std::set<std::string> known(slugs.begin(), slugs.end());
+  const auto rules = nd::load_rules((ndtest::source_dir() / "rules").string());
+  ASSERT_FALSE(rules.empty());
+  for (const auto& r : rules)
+    EXPECT_TRUE(known.count(r.failure_mode)) << r.id << " (" << r.source_file << ") names '" << r.failure_mode
+                                             << "', which is not a slug of docs/failure-modes.md";
 }
 
 TEST(Catalog, KnowsSlugs) {

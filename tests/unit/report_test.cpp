@@ -67,6 +67,11 @@ nd::MetricsDoc basic_doc() {
                        {"grad.last_layer", "head"},
                        {"grad.first_norm", 5.0},
                        {"grad.last_norm", 0.002},
+                       {"grad.rel_ratio", 2500.0},
+                       {"grad.rel_first_layer", "fc1"},
+                       {"grad.rel_last_layer", "head"},
+                       {"grad.rel_first", 0.5},
+                       {"grad.rel_last", 0.0002},
                        {"loss.value", 2.31},
                        {"loss.finite", true}};
   doc.probes = {{"loss", "mean of the first output"}, {"forward", {{"taps", 6}}}};

@@ -1,0 +1,277 @@
+// Deliberate zero initialization (issue 16, item 6; docs/metrics.md
+// "Zero-initialized parameters").
+//
+// torchvision (zero_init_residual) and timm (zero_init_last) set the gamma of
+// the last BatchNorm of every residual branch to 0, ReZero scales each
+// branch by a scalar that starts at 0, diffusers' ControlNet adds zero convs
+// to the UNet's residuals, and torchvision's VisionTransformer starts its
+// head at 0. Every parameter before such a zero gets exactly zero gradient on
+// the first step, by design; the first update ends it.
+//
+// Recognized by what the graph computes, not by class or parameter names:
+//   1. a trainable parameter that is exactly 0 in every element,
+//   2. used as a factor (the weight of a linear/conv/norm, an operand of
+//      mul/matmul/einsum; not a bias, which adds),
+//   3. whose product reaches a residual addition (aten::add/sub with another
+//      tensor) or the model's output through ops that keep a zero a zero
+//      (casts, views, dropout, pooling, ReLU/GELU, further linears).
+// Then the train pass is repeated with those parameters set to a non-zero
+// value (ones for gains and scalars, N(0, 1/fan_in) for matrices), on a copy
+// of nothing: the values are put back, and the gradients of the real pass
+// restored, right after. A parameter whose gradient was exactly zero in the
+// real pass and is non-zero with the zeros lifted is silenced by the
+// convention; one that stays zero has another cause (GRAD004 warns about it).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/jit/passes/inliner.h>
+
+#include "probes/session.h"
+
+namespace nd {
+namespace {
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+std::string kind_of(const Node* n) { return n->kind().toQualString(); }
+
+/// Ops that hand a parameter to its use with the same zeros (casts, views, lists for einsum).
+bool carries_param(const std::string& k) {
+  static const std::set<std::string> ops = {
+      "aten::to",        "aten::view",    "aten::reshape", "aten::unsqueeze", "aten::expand",  "aten::expand_as",
+      "aten::t",         "aten::transpose", "aten::permute", "aten::contiguous", "aten::type_as", "aten::flatten",
+      "aten::squeeze",   "aten::view_as", "aten::reshape_as", "aten::clone",  "prim::ListConstruct", "aten::float",
+      "aten::half",      "aten::bfloat16", "prim::unchecked_cast", "aten::_unwrap_optional"};
+  return ops.count(k) > 0;
+}
+
+/// True when input `offset` of `n` multiplies the result (weights, factors).
+bool multiplies(const Node* n, size_t offset) {
+  const std::string k = kind_of(n);
+  if (k == "aten::mul" || k == "aten::mul_" || k == "aten::matmul" || k == "aten::mm" || k == "aten::bmm" ||
+      k == "aten::einsum" || k == "aten::outer")
+    return true;
+  if (k == "aten::linear" || k == "aten::conv1d" || k == "aten::conv2d" || k == "aten::conv3d" ||
+      k == "aten::_convolution" || k == "aten::convolution" || k == "aten::conv_transpose1d" ||
+      k == "aten::conv_transpose2d" || k == "aten::conv_transpose3d" || k == "aten::batch_norm" ||
+      k == "aten::instance_norm")
+    return offset == 1;
+  if (k == "aten::layer_norm" || k == "aten::group_norm" || k == "aten::rms_norm") return offset == 2;
+  if (k == "aten::addmm" || k == "aten::baddbmm" || k == "aten::addbmm" || k == "aten::addcmul" ||
+      k == "aten::addmv")
+    return offset == 1 || offset == 2;
+  if (k == "aten::div" || k == "aten::div_") return offset == 0;
+  return false;
+}
+
+/// Ops whose output is zero wherever the product entering them is zero.
+bool keeps_zero(const std::string& k) {
+  static const std::set<std::string> ops = {
+      "aten::mul", "aten::mul_", "aten::div", "aten::div_", "aten::dropout", "aten::dropout_", "aten::feature_dropout",
+      "aten::feature_dropout_", "aten::alpha_dropout", "aten::to", "aten::view", "aten::reshape", "aten::flatten",
+      "aten::permute", "aten::transpose", "aten::contiguous", "aten::squeeze", "aten::unsqueeze", "aten::select",
+      "aten::slice", "aten::expand", "aten::clone", "aten::type_as", "aten::view_as", "aten::reshape_as",
+      "aten::linear", "aten::matmul", "aten::mm", "aten::bmm", "aten::conv1d", "aten::conv2d", "aten::conv3d",
+      "aten::_convolution", "aten::relu", "aten::relu_", "aten::gelu", "aten::silu", "aten::silu_", "aten::tanh",
+      "aten::hardswish", "aten::hardswish_", "aten::leaky_relu", "aten::leaky_relu_", "aten::relu6", "aten::hardtanh",
+      "aten::hardtanh_", "aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d",
+      "aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d", "aten::max_pool1d", "aten::max_pool2d",
+      "aten::max_pool3d", "aten::mean", "aten::sum", "prim::TupleConstruct", "prim::ListConstruct",
+      "prim::DictConstruct", "aten::__getitem__", "prim::TupleIndex", "aten::chunk", "aten::split",
+      "prim::ListUnpack", "prim::TupleUnpack", "aten::index_select", "aten::float", "aten::half"};
+  return ops.count(k) > 0;
+}
+
+enum class Reach { kNone, kResidual, kOutput };
+
+/// Where a zero product goes: a residual addition, the graph output, or neither.
+Reach follow(const Value* p, int depth) {
+  if (depth > 24) return Reach::kNone;
+  Reach best = Reach::kNone;
+  for (const auto& u : p->uses()) {
+    const Node* user = u.user;
+    const std::string k = kind_of(user);
+    Reach r = Reach::kNone;
+    if (user->kind() == c10::prim::Return) {
+      const Node* owner = user->owningBlock()->owningNode();
+      r = owner ? (u.offset < owner->outputs().size() ? follow(owner->output(u.offset), depth + 1) : Reach::kNone)
+                : Reach::kOutput;
+    } else if (k == "aten::add" || k == "aten::add_" || k == "aten::sub" || k == "aten::sub_") {
+      // A join with another tensor: the residual stream plus the (zero) branch.
+      const bool tensor_other = user->inputs().size() >= 2 &&
+                                user->input(u.offset == 0 ? 1 : 0)->type()->cast<c10::TensorType>() != nullptr;
+      r = tensor_other ? Reach::kResidual : follow(user->output(), depth + 1);
+    } else if (keeps_zero(k)) {
+      for (const Value* o : user->outputs()) {
+        r = follow(o, depth + 1);
+        if (r != Reach::kNone) break;
+      }
+    }
+    if (r == Reach::kOutput) return r;
+    if (r == Reach::kResidual) best = r;
+  }
+  return best;
+}
+
+/// Does the parameter value `v` (a GetAttr output) act as a factor whose
+/// product reaches a residual addition or the output?
+Reach factor_reach(const Value* v, int depth) {
+  if (depth > 6) return Reach::kNone;
+  Reach best = Reach::kNone;
+  for (const auto& u : v->uses()) {
+    const Node* user = u.user;
+    Reach r = Reach::kNone;
+    if (carries_param(kind_of(user)) && kind_of(user) != "prim::ListConstruct") {
+      r = factor_reach(user->output(), depth + 1);
+    } else if (kind_of(user) == "prim::ListConstruct") {
+      for (const auto& lu : user->output()->uses())
+        if (kind_of(lu.user) == "aten::einsum") r = follow(lu.user->output(), 0);
+    } else if (multiplies(user, u.offset)) {
+      r = follow(user->output(), 0);
+    }
+    if (r == Reach::kOutput) return r;
+    if (r == Reach::kResidual) best = r;
+  }
+  return best;
+}
+
+void walk(torch::jit::Block* b, std::vector<Node*>& out) {
+  for (Node* n : b->nodes()) {
+    out.push_back(n);
+    for (torch::jit::Block* sb : n->blocks()) walk(sb, out);
+  }
+}
+
+bool all_zero(const at::Tensor& t) { return t.numel() > 0 && t.detach().eq(0).all().item<bool>(); }
+
+}  // namespace
+
+ZeroInitFacts zero_init_conventions(Session& s) {
+  ZeroInitFacts f;
+  // Trainable parameters that are exactly zero, once per tensor (tied weights).
+  struct Cand {
+    std::string path;
+    at::Tensor value;
+    int64_t order;
+  };
+  std::map<const void*, Cand> zero;
+  std::map<std::string, const void*> by_path;
+  std::map<std::string, int64_t> exec;
+  for (const auto& l : s.doc.layers) exec[l.path] = l.exec_order;
+  for (const auto& mi : s.model.modules)
+    for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) {
+      const std::string path = mi.path.empty() ? p.name : mi.path + "." + p.name;
+      by_path[path] = p.value.unsafeGetTensorImpl();
+      if (!p.value.requires_grad() || !all_zero(p.value) || zero.count(p.value.unsafeGetTensorImpl())) continue;
+      zero[p.value.unsafeGetTensorImpl()] = {path, p.value, exec.count(mi.path) ? exec[mi.path] : -1};
+    }
+  if (zero.empty()) return f;
+
+  // Their uses in the inlined forward graph.
+  std::shared_ptr<torch::jit::Graph> g = s.model.module.get_method("forward").graph()->copy();
+  torch::jit::Inline(*g);
+  ScopeResolver scopes(s.model);
+  std::vector<Node*> nodes;
+  walk(g->block(), nodes);
+  std::map<const void*, Reach> reach;
+  for (Node* n : nodes) {
+    if (n->kind() != c10::prim::GetAttr || !n->output()->type()->cast<c10::TensorType>()) continue;
+    auto owner = scopes.module_path_of(n->input());
+    if (!owner) continue;
+    const std::string path = owner->empty() ? n->s(c10::attr::name) : *owner + "." + n->s(c10::attr::name);
+    auto it = by_path.find(path);
+    if (it == by_path.end() || !zero.count(it->second)) continue;
+    const Reach r = factor_reach(n->output(), 0);
+    if (r == Reach::kNone) continue;
+    Reach& cur = reach[it->second];
+    if (r == Reach::kOutput || cur == Reach::kNone) cur = r;
+  }
+  if (reach.empty()) return f;
+  std::vector<const Cand*> conv;
+  for (const auto& [impl, r] : reach) conv.push_back(&zero[impl]);
+  std::sort(conv.begin(), conv.end(), [](const Cand* a, const Cand* b) {
+    return std::tie(a->order, a->path) < std::tie(b->order, b->path);
+  });
+  for (const Cand* c : conv) {
+    f.params.push_back(c->path);
+    f.role[c->path] = reach[c->value.unsafeGetTensorImpl()] == Reach::kOutput ? "output" : "residual branch";
+  }
+
+  // Parameters whose gradient is exactly zero in the real pass.
+  struct P {
+    std::string path;
+    at::Tensor value, grad;
+  };
+  std::vector<P> params;
+  std::set<const void*> seen;
+  bool any_zero_grad = false;
+  for (const auto& mi : s.model.modules)
+    for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) {
+      if (!p.value.requires_grad() || !seen.insert(p.value.unsafeGetTensorImpl()).second) continue;
+      const std::string path = mi.path.empty() ? p.name : mi.path + "." + p.name;
+      params.push_back({path, p.value, p.value.grad()});
+      if (p.value.grad().defined() && all_zero(p.value.grad())) any_zero_grad = true;
+    }
+  if (!any_zero_grad) return f;
+
+  // The train pass again with the zeros lifted; values and gradients put back after.
+  at::Generator gen = at::detail::createCPUGenerator(s.opt.seed + 16);
+  std::vector<std::pair<at::Tensor, at::Tensor>> saved_values;
+  {
+    at::NoGradGuard ng;
+    for (const Cand* c : conv) {
+      saved_values.push_back({c->value, c->value.detach().clone()});
+      at::Tensor v;
+      if (c->value.dim() >= 2) {
+        const double fan_in = static_cast<double>(c->value.numel() / std::max<int64_t>(1, c->value.size(0)));
+        v = at::randn(c->value.sizes(), gen, at::TensorOptions().dtype(at::kFloat)) / std::sqrt(std::max(1.0, fan_in));
+      } else {
+        v = at::ones(c->value.sizes(), at::TensorOptions().dtype(at::kFloat));
+      }
+      c->value.detach().copy_(v.to(c->value.device()).to(c->value.scalar_type()));
+    }
+  }
+  for (auto& p : params) p.value.mutable_grad() = at::Tensor();
+  std::map<std::string, bool> lifted_nonzero;
+  try {
+    PassSpec spec;
+    spec.name = "train-zero-init-lifted";
+    spec.probe = "forward_backward";
+    spec.train_mode = true;
+    spec.backward = true;
+    s.run_pass(std::move(spec));
+    for (auto& p : params) {
+      const at::Tensor lg = p.value.grad();
+      lifted_nonzero[p.path] = lg.defined() && !all_zero(lg);
+    }
+    f.lifted = true;
+  } catch (const Error& e) {
+    if (e.kind() == error_kind::kTimeout || e.kind() == error_kind::kOutOfMemory) {
+      at::NoGradGuard ng;
+      for (auto& [live, copy] : saved_values) live.detach().copy_(copy);
+      for (auto& p : params) p.value.mutable_grad() = p.grad;
+      throw;
+    }
+    f.error = e.what();
+  }
+  {
+    at::NoGradGuard ng;
+    for (auto& [live, copy] : saved_values) live.detach().copy_(copy);
+  }
+  for (auto& p : params) p.value.mutable_grad() = p.grad;
+  if (!f.lifted) return f;
+  const std::set<std::string> conv_paths(f.params.begin(), f.params.end());
+  for (const auto& p : params)
+    if (p.grad.defined() && all_zero(p.grad) && lifted_nonzero[p.path] && !conv_paths.count(p.path)) {
+      f.silenced.insert(p.path);
+      f.silenced_tensors.insert(p.value.unsafeGetTensorImpl());
+    }
+  return f;
+}
+
+}  // namespace nd

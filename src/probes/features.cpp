@@ -1,0 +1,351 @@
+// Failure modes of issue 16, item 12 (docs/metrics.md "Units, channels,
+// logits and norm groups"). Measured on the train pass (forward_backward)
+// through its tap hook; rules ACT006-ACT008 and NORM002 judge.
+//
+//   dead units        at every ReLU-family op (relu, relu6, hardtanh(0, x),
+//                     clamp(min=0)): units whose input is <= 0 for every
+//                     example and position of the batch. The unit axis is 1
+//                     ([N, C, ...] and [N, F]); for 3-D inputs both axis 1
+//                     and the last axis are tried and the one with more dead
+//                     units is kept ([B, T, F] feature units, [N, C, L]
+//                     channels).
+//   outlier channels  at every residual addition's output (the residual
+//                     stream): per-channel absmax over batch and positions
+//                     (hidden = last axis for 3-D, axis 1 otherwise), the
+//                     largest against the median channel.
+//   output logits     the tensor that feeds the loss, when the last leaf
+//                     module writing it multiplies by a weight matrix
+//                     (linear/conv head) and is not a normalization:
+//                     log Z = logsumexp over the class axis per row.
+//   norm groups       values per normalization group from each norm op's
+//                     input shape: instance_norm prod(spatial), group_norm
+//                     C/G * prod(spatial), layer_norm prod(normalized_shape).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "probes/session.h"
+
+namespace nd {
+
+struct FeatureStats {
+  struct Dead {
+    int64_t units = 0, dead = 0, always = 0, calls = 0;
+    int64_t min_examples = INT64_MAX, min_values_per_unit = INT64_MAX;
+  };
+  struct Outlier {
+    at::Tensor channel_absmax;  ///< [H] max over calls (float64, CPU)
+    std::string hidden_axis;
+  };
+  std::mutex mu;
+  std::map<std::string, Dead> dead;          ///< module path -> dead units
+  std::map<int64_t, Outlier> outlier;        ///< residual out tap id -> channels
+  std::map<const void*, std::string> writer; ///< storage data -> last leaf module writing it
+  std::set<int64_t> residual_out;            ///< kResidualStream ids that are sums (not stream inputs)
+  std::set<std::string> leaves;
+};
+
+namespace {
+
+MetricValue num(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+/// Units of x along `axis`: how many, how many are <= 0 everywhere (dead),
+/// how many are > 0 everywhere (always active, the mirror image).
+struct UnitCount {
+  int64_t units = 0, dead = 0, always = 0;
+};
+UnitCount dead_along(const at::Tensor& x, int64_t axis) {
+  at::Tensor moved = x.movedim(axis, 0).reshape({x.size(axis), -1});
+  auto mm = moved.aminmax(1);
+  return {x.size(axis), (std::get<1>(mm) <= 0).sum().item<int64_t>(), (std::get<0>(mm) > 0).sum().item<int64_t>()};
+}
+
+double median_of(const at::Tensor& v) {
+  at::Tensor s = std::get<0>(v.flatten().sort());
+  const int64_t n = s.numel();
+  if (n == 0) return 0;
+  return n % 2 ? s[n / 2].item<double>() : 0.5 * (s[n / 2 - 1].item<double>() + s[n / 2].item<double>());
+}
+
+std::string list_of(const std::vector<std::string>& v, size_t show = 6) {
+  std::string out;
+  for (size_t i = 0; i < v.size() && i < show; ++i) out += (i ? ", " : "") + (v[i].empty() ? std::string("<root>") : v[i]);
+  if (v.size() > show) out += ", ... (" + std::to_string(v.size() - show) + " more)";
+  return out;
+}
+
+}  // namespace
+
+std::function<void(const TapSite&, const at::Tensor&)> feature_hook(Session& s) {
+  s.features = std::make_shared<FeatureStats>();
+  std::shared_ptr<FeatureStats> f = s.features;
+  for (const auto& r : s.inst->residuals())
+    if (r.out_tap >= 0) f->residual_out.insert(r.out_tap);
+  for (const auto& mi : s.model.modules)
+    if (mi.leaf) f->leaves.insert(mi.path);
+  return [f](const TapSite& site, const at::Tensor& x0) {
+    if (!x0.defined() || !x0.is_floating_point() || x0.numel() == 0) return;
+    at::NoGradGuard ng;
+    const at::Tensor x = x0.detach();
+    if (site.kind == TapKind::kReluInput && x.dim() >= 2) {
+      auto best = dead_along(x, 1);
+      if (x.dim() == 3 && x.size(2) > 1) {
+        auto last = dead_along(x, 2);
+        if (last.dead * best.units > best.dead * last.units) best = last;
+      }
+      std::lock_guard<std::mutex> lock(f->mu);
+      auto& d = f->dead[site.module];
+      d.units += best.units;
+      d.dead += best.dead;
+      d.always += best.always;
+      ++d.calls;
+      d.min_examples = std::min(d.min_examples, x.size(0));
+      d.min_values_per_unit = std::min(d.min_values_per_unit, x.numel() / std::max<int64_t>(1, best.units));
+    } else if (site.kind == TapKind::kResidualStream && f->residual_out.count(site.id) && x.dim() >= 2) {
+      const int64_t axis = x.dim() == 3 ? 2 : 1;
+      at::Tensor a = x.abs().movedim(axis, 0).reshape({x.size(axis), -1}).amax(1).to(at::kDouble).cpu();
+      std::lock_guard<std::mutex> lock(f->mu);
+      auto& o = f->outlier[site.id];
+      o.channel_absmax = o.channel_absmax.defined() && o.channel_absmax.sizes() == a.sizes()
+                             ? at::maximum(o.channel_absmax, a)
+                             : a;
+      o.hidden_axis = axis == 2 ? "last" : "1";
+    } else if (site.kind == TapKind::kModuleOutput && f->leaves.count(site.module) && x.has_storage()) {
+      std::lock_guard<std::mutex> lock(f->mu);
+      f->writer[x.storage().data()] = site.module;
+    }
+  };
+}
+
+void probe_features(Session& s) {
+  if (!s.features || !s.train_collector) return;
+  FeatureStats& f = *s.features;
+  const InstrumentedModel& im = *s.inst;
+  auto& mm = s.doc.model_metrics;
+  nlohmann::json probe = nlohmann::json::object();
+
+  // ---- dead units -------------------------------------------------------
+  int64_t dead_layers = 0;
+  for (const auto& [path, d] : f.dead) {
+    LayerMetrics* lm = s.doc.find_layer(path);
+    if (!lm || d.units == 0) continue;
+    const double frac = static_cast<double>(d.dead) / static_cast<double>(d.units);
+    // What chance alone gives, measured two ways; the larger is the floor.
+    // A unit with a symmetric input is inactive on one example with
+    // probability 1/2, on N independent examples with 0.5^N (the values of
+    // one example can be fully correlated). Examples can be correlated too
+    // (random weights on similar inputs): then as many units are active on
+    // the whole batch as inactive, so the always-active share, measured in
+    // the same pass, is the mirror-image floor. A unit killed by a large
+    // negative bias has no such mirror.
+    const double always = static_cast<double>(d.always) / static_cast<double>(d.units);
+    const double chance = std::max(std::pow(0.5, static_cast<double>(d.min_examples)), always);
+    auto& m = lm->metrics;
+    m["dead.units"] = d.units;
+    m["dead.count"] = d.dead;
+    m["dead.fraction"] = frac;
+    m["dead.examples"] = d.min_examples;
+    m["dead.values_per_unit"] = d.min_values_per_unit;
+    m["dead.always_active_fraction"] = always;
+    m["dead.chance_fraction"] = chance;
+    m["dead.over_chance"] = chance > 0 ? num(frac / chance) : MetricValue("inf");
+    // Sign test against the mirror image: if the units' inputs are symmetric
+    // about 0, a unit with one sign on the whole batch is dead or always
+    // active with equal odds, so dead ~ Binomial(dead + always, 1/2). The
+    // one-sided tail P(X >= dead) says whether so many dead units can be that
+    // coin (an SE block's squeeze ReLU sees one pooled value per example:
+    // 7 dead of 8 constant-sign units is p = 0.035, chance on random weights).
+    {
+      const int64_t n = d.dead + d.always;
+      double tail = 0;
+      for (int64_t k = d.dead; k <= n; ++k)
+        tail += std::exp(std::lgamma(n + 1.0) - std::lgamma(k + 1.0) - std::lgamma(n - k + 1.0) - n * std::log(2.0));
+      m["dead.mirror_p"] = n > 0 ? std::min(1.0, tail) : 1.0;
+    }
+    if (d.dead > 0) ++dead_layers;
+  }
+  mm["dead.layers_with_dead_units"] = dead_layers;
+
+  // ---- outlier channels of the residual stream --------------------------
+  std::map<int64_t, const ResidualSite*> site_of;
+  for (const auto& r : im.residuals()) site_of[r.out_tap] = &r;
+  for (const auto& [tap, o] : f.outlier) {
+    const ResidualSite* r = site_of.count(tap) ? site_of[tap] : nullptr;
+    if (!r || !o.channel_absmax.defined() || o.channel_absmax.numel() < 8) continue;
+    const std::string path = !r->block.empty() ? r->block : r->module;
+    LayerMetrics* lm = s.doc.find_layer(path);
+    if (!lm) continue;
+    const double med = median_of(o.channel_absmax);
+    auto mx = o.channel_absmax.max(0);
+    const double top = std::get<0>(mx).item<double>();
+    const int64_t at = std::get<1>(mx).item<int64_t>();
+    const double ratio = med > 0 ? top / med : (top > 0 ? std::numeric_limits<double>::infinity() : 0.0);
+    auto& m = lm->metrics;
+    // A block has several residual additions: keep the largest ratio.
+    if (m.count("outlier.ratio") && m["outlier.ratio"].is_number() && m["outlier.ratio"].get<double>() >= ratio) continue;
+    m["outlier.ratio"] = num(ratio);
+    m["outlier.channel"] = at;
+    m["outlier.channel_absmax"] = top;
+    m["outlier.median_absmax"] = med;
+    m["outlier.channels"] = o.channel_absmax.numel();
+    m["outlier.count"] = med > 0 ? (o.channel_absmax > 100 * med).sum().item<int64_t>() : int64_t{0};
+    m["outlier.hidden_axis"] = o.hidden_axis;
+  }
+
+  // ---- log-partition of the head's logits -------------------------------
+  {
+    std::vector<at::Tensor> outs;
+    const c10::IValue& out = s.train_output;
+    if (out.isGenericDict()) {
+      for (const auto& kv : out.toGenericDict())
+        if (kv.key().isString() && kv.key().toStringRef() == "logits" && kv.value().isTensor()) outs.push_back(kv.value().toTensor());
+    }
+    if (outs.empty())
+      for (const auto& t : Session::output_tensors(out))
+        if (t.is_floating_point()) {
+          outs.push_back(t);
+          break;
+        }
+    if (!outs.empty() && outs[0].dim() >= 2 && outs[0].has_storage()) {
+      const at::Tensor y = outs[0].detach();
+      auto w = f.writer.find(y.storage().data());
+      std::string head = w == f.writer.end() ? std::string("?") : w->second;
+      bool linear_head = false;
+      for (const auto& mi : s.model.modules)
+        if (mi.path == head && !is_norm_kind(mi.kind))
+          for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
+            if (p.value.dim() >= 2) linear_head = true;
+      for (const auto& no : im.norm_ops())
+        if (no.module == head) linear_head = false;
+      const int64_t cdim = y.dim() == 3 ? 2 : 1;
+      const int64_t classes = y.size(cdim);
+      if (linear_head && classes > 1) {
+        at::Tensor yd = y.to(at::kDouble);
+        at::Tensor ok = at::isfinite(yd).all(cdim);
+        at::Tensor logz = at::logsumexp(yd, {cdim});
+        logz = logz.masked_select(ok);
+        if (logz.numel() > 0) {
+          mm["logits.head"] = head;
+          mm["logits.classes"] = classes;
+          mm["logits.rows"] = logz.numel();
+          mm["logits.logz_mean"] = logz.mean().item<double>();
+          mm["logits.logz_abs_mean"] = logz.abs().mean().item<double>();
+          mm["logits.logz_abs_max"] = logz.abs().max().item<double>();
+          mm["logits.logz_uniform"] = std::log(static_cast<double>(classes));
+          mm["logits.absmax"] = yd.masked_fill(at::isfinite(yd).logical_not(), 0).abs().max().item<double>();
+        }
+      }
+      probe["logits_head"] = head;
+      probe["logits_head_is_linear"] = linear_head;
+    }
+  }
+
+  // ---- values per normalization group ------------------------------------
+  const Collector& col = *s.train_collector;
+  std::set<std::string> done;
+  std::vector<std::pair<int64_t, std::string>> degenerate;
+  for (const auto& n : im.norm_ops()) {
+    if (n.input_tap < 0 || n.module.empty() || done.count(n.module)) continue;
+    const auto& shape = col.records()[static_cast<size_t>(n.input_tap)].shape;
+    if (shape.size() < 2) continue;
+    LayerMetrics* lm = s.doc.find_layer(n.module);
+    if (!lm) continue;
+    int64_t spatial = 1;
+    for (size_t d = 2; d < shape.size(); ++d) spatial *= shape[d];
+    int64_t vpg = -1, groups = -1;
+    if (n.op == "instance_norm") {
+      vpg = spatial;
+      groups = shape[0] * shape[1];
+    } else if (n.op == "group_norm") {
+      nlohmann::json g = n.args.value("num_groups", nlohmann::json());
+      if (!g.is_number_integer() && lm->info.contains("num_groups")) g = lm->info["num_groups"];
+      if (g.is_number_integer() && g.get<int64_t>() > 0) {
+        vpg = shape[1] / g.get<int64_t>() * spatial;
+        groups = shape[0] * g.get<int64_t>();
+      }
+    } else if (n.op == "layer_norm") {
+      nlohmann::json ns = n.args.value("normalized_shape", nlohmann::json());
+      if (ns.is_array() && !ns.empty()) {
+        vpg = 1;
+        for (const auto& d : ns) vpg *= d.is_number_integer() ? d.get<int64_t>() : 0;
+        groups = vpg > 0 ? [&] {
+          int64_t all = 1;
+          for (int64_t d : shape) all *= d;
+          return all / vpg;
+        }() : -1;
+      }
+    }
+    if (vpg < 0) continue;
+    done.insert(n.module);
+    auto& m = lm->metrics;
+    m["norm.values_per_group"] = vpg;
+    m["norm.groups_per_pass"] = groups;
+    if (vpg == 1) degenerate.push_back({lm->exec_order, n.module});
+  }
+  // Nothing before a one-value-per-group norm gets a gradient through it:
+  // those zero gradients are its consequence (one cause, one finding).
+  std::sort(degenerate.begin(), degenerate.end());
+  for (const auto& [order, path] : degenerate) {
+    LayerMetrics* nl = s.doc.find_layer(path);
+    std::vector<std::string> silenced;
+    for (auto& l : s.doc.layers) {
+      if (l.exec_order < 0 || l.exec_order >= order) continue;
+      auto z = l.metrics.find("grad.params_zero_grad");
+      auto ns = l.metrics.find("grad.params_no_signal");
+      if (z == l.metrics.end() || ns == l.metrics.end() || z->second.get<int64_t>() == 0 || l.metrics.count("grad.zero_explained_by"))
+        continue;
+      const int64_t explained = std::min(z->second.get<int64_t>(), ns->second.get<int64_t>());
+      if (explained <= 0) continue;
+      ns->second = ns->second.get<int64_t>() - explained;
+      l.metrics["grad.zero_explained_by"] = path;
+      silenced.push_back(l.path);
+    }
+    nl->metrics["norm.silenced_layers"] = static_cast<int64_t>(silenced.size());
+    if (!silenced.empty()) nl->metrics["norm.silenced_layer_names"] = list_of(silenced);
+    // Its backward is zero up to rounding: the gradient profile across it
+    // (GRAD002/GRAD003) measures that rounding, not the network.
+    auto first = mm.find("grad.rel_first_layer");
+    if (first != mm.end() && first->second.is_string()) {
+      const LayerMetrics* fl = s.doc.find_layer(first->second.get<std::string>());
+      if (fl && fl->exec_order >= 0 && fl->exec_order < order && mm.count("grad.rel_ratio")) {
+        mm.erase("grad.rel_ratio");
+        mm["grad.rel_ratio_skipped"] = "the gradient reaches " + first->second.get<std::string>() + " only through " + path +
+                                       ", a normalization over one value per group (NORM002)";
+      }
+    }
+  }
+  s.doc.probes["features"] = probe;
+}
+
+void apply_noise_floors(Session& s) {
+  // The floor of the sequence comparisons (issue 16.11): the same eval pass
+  // with the batch reordered (batchdep.noise_floor), measured in this run
+  // with dropout off like the sequence passes. 0 (deterministic kernels) or
+  // not measured (a batch of one): every difference is above it.
+  auto& mm = s.doc.model_metrics;
+  double floor = 0;
+  std::string from = "not measured (a batch of one example): 0 assumed";
+  auto it = mm.find("batchdep.noise_floor");
+  if (it != mm.end() && it->second.is_number()) {
+    floor = it->second.get<double>();
+    from = "the eval pass with the batch reordered";
+  }
+  for (const char* p : {"pad", "seqlen"}) {
+    auto d = mm.find(std::string(p) + ".rel_diff");
+    if (d == mm.end() || !d->second.is_number()) continue;
+    const double diff = d->second.get<double>();
+    mm[std::string(p) + ".noise_floor"] = floor;
+    mm[std::string(p) + ".noise_floor_from"] = from;
+    mm[std::string(p) + ".over_floor"] = floor > 0 ? num(diff / floor) : MetricValue(diff > 0 ? "inf" : "nan");
+  }
+}
+
+}  // namespace nd
