@@ -462,6 +462,13 @@ ScopeResolver::ScopeResolver(const LoadedModel& model) : model_(model) {
 
 const std::vector<std::string>& ScopeResolver::chain(const Node* node) {
   static const std::vector<std::string> kEmpty;
+  // Graphs built by normdoctor (exported programs) name each node's modules.
+  static const c10::Symbol kScope = c10::Symbol::attr(kModuleScopeAttr);
+  if (node->hasAttribute(kScope)) {
+    auto hit = cache_.find(node);
+    if (hit != cache_.end()) return hit->second;
+    return cache_.emplace(node, node->ss(kScope)).first->second;
+  }
   auto cs = node->callstack();
   if (!cs) {
     // LibTorch gives no call stack to prim::If/prim::Loop nodes (and to the
@@ -992,7 +999,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     // A constant flag in a traced graph is the mode at tracing time. In a
     // scripted model it is the author's code (F.dropout(x, training=True),
     // BatchNorm without running stats): left alone.
-    const bool baked = model.kind == "traced" && c.has_value() && c->isBool();
+    const bool baked = (model.kind == "traced" || model.kind == "exported") && c.has_value() && c->isBool();
     if (baked) {
       (bn ? baked_bn_ : baked_dropout_)++;
       baked_values_.push_back(c->toBool());
