@@ -182,7 +182,7 @@ TEST(Pt2Archive, FixturesFromTorch213) {
   const Pt2Archive a = read(slurp(dir + "tiny_cnn.pt2"));
   EXPECT_EQ(a.schema_major, 8);
   EXPECT_FALSE(a.sample_inputs.empty());
-  EXPECT_EQ(a.weights.size(), 15u);  // 3 conv weights, 3 x (bn weight, bias, running mean/var, batches), head w+b
+  EXPECT_EQ(a.weights.size(), 20u);  // 3 conv weights, 3 x (bn weight, bias, running mean, var, batches), head w+b
   EXPECT_NE(error_of(slurp(dir + "bad_truncated.pt2")).find("truncated or corrupt"), std::string::npos);
   EXPECT_NE(error_of(slurp(dir + "bad_schema_v99.pt2")).find("schema version 99.0"), std::string::npos);
   EXPECT_NE(error_of(slurp(dir + "bad_json.pt2")).find("is not valid JSON"), std::string::npos);
