@@ -243,7 +243,11 @@ std::vector<std::pair<std::string, std::string>> parse_nn_module_stack(std::stri
       }
     }
     fields.emplace_back(entry.substr(f0));
-    if (fields.size() == 3) out.emplace_back(module_path_spelling(fields[1]), fields[2]);
+    // torch.export's placeholder for nodes it made without a module (the
+    // sym_size nodes of dynamic shapes) is no module of the model.
+    if (fields.size() == 3 && fields[0].rfind("_empty_nn_module_stack", 0) != 0 &&
+        fields[1].rfind("_empty_nn_module_stack", 0) != 0)
+      out.emplace_back(module_path_spelling(fields[1]), fields[2]);
     if (end == s.size()) break;
     start = end + 1;
   }

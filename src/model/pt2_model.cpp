@@ -154,6 +154,7 @@ class Builder {
   Value* argument(const Json& arg, const c10::Argument& formal, const std::string& where);
   void translate_node(const Json& node);
   bool translate_decomposed(const Json& node, const std::string& op, const std::string& where);
+  bool translate_sym_arith(const Json& node, const std::string& op, const std::string& where);
   void collect_uses();
   Value* tensor_value(const std::string& name, const std::string& where);
   void add_facts();
@@ -508,6 +509,7 @@ void Builder::translate_node(const Json& node) {
   cur_scope_ = scope_of(node);
   // "torch.ops.aten.conv2d.default" -> ("aten::conv2d", "")
   const std::string pre = "torch.ops.";
+  if (target.rfind("_operator.", 0) == 0 && translate_sym_arith(node, target.substr(10), where)) return;
   if (target.rfind(pre, 0) != 0) {
     fail(path_, where + ": a call of the Python function " + target +
                     ", which only Python can run (dynamic-shape arithmetic or a graph break); re-export with static "
@@ -607,6 +609,51 @@ void Builder::collect_uses() {
         if (e.is_structured()) todo.push_back(&e);
     }
   }
+}
+
+// Size arithmetic of programs exported with dynamic shapes: Python's
+// operator.mul/add/... on SymInts, as TorchScript's int ops
+// (aten::mul.int, ...). Returns false for other Python functions.
+bool Builder::translate_sym_arith(const Json& node, const std::string& op, const std::string& where) {
+  static const std::map<std::string, std::pair<const char*, const char*>> kOps = {
+      {"mul", {"aten::mul", "int"}},           {"add", {"aten::add", "int"}},
+      {"sub", {"aten::sub", "int"}},           {"floordiv", {"aten::floordiv", "int"}},
+      {"mod", {"aten::remainder", "int"}},     {"neg", {"aten::neg", "int"}},
+      {"eq", {"aten::eq", "int"}},             {"ne", {"aten::ne", "int"}},
+      {"ge", {"aten::ge", "int"}},             {"gt", {"aten::gt", "int"}},
+      {"le", {"aten::le", "int"}},             {"lt", {"aten::lt", "int"}},
+  };
+  auto it = kOps.find(op);
+  if (it == kOps.end()) return false;
+  auto handle = c10::Dispatcher::singleton().findSchema({it->second.first, it->second.second});
+  std::optional<c10::FunctionSchema> schema;
+  if (handle) schema = handle->schema();
+  if (!schema) {
+    // Not dispatcher ops in every LibTorch: TorchScript's own int operators.
+    for (const auto& o : torch::jit::getAllOperatorsFor(c10::Symbol::fromQualString(it->second.first)))
+      if (o->schema().overload_name() == it->second.second) schema = o->schema();
+  }
+  if (!schema) return false;
+  std::vector<Value*> inputs;
+  const Json& ins = node.at("inputs");
+  if (ins.size() != schema->arguments().size()) return false;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const Json* a = member(ins[i], "arg");
+    if (!a) return false;
+    inputs.push_back(argument(*a, schema->arguments()[i], where));
+  }
+  Node* n = g_->create(c10::Symbol::fromQualString(it->second.first), inputs, 1);
+  n->output()->setType(schema->returns()[0].type());
+  g_->insertNode(n);
+  set_scope(n, cur_scope_);
+  if (!n->maybeSchema()) fail(path_, where + ": " + it->second.first + " does not accept these arguments");
+  const Json& outs = node.at("outputs");
+  if (outs.size() == 1 && outs[0].is_object() && !outs[0].empty()) {
+    const Json& v = outs[0].begin().value();
+    const std::string nm = str_member(v, "as_name");
+    if (!nm.empty()) values_[nm] = n->output();
+  }
+  return true;
 }
 
 // Decomposed programs (ep.run_decompositions(), core ATen) spell batch_norm
@@ -907,15 +954,27 @@ LoadedModel Builder::build() {
         dst = getattr_chain(fqn);
       }
       if (dst == nv) continue;  // updated in place already (translate_decomposed)
+      // The write-back belongs to the module that owns the state (a BatchNorm
+      // updating num_batches_tracked), so the new value does not count as an
+      // output of that module.
+      std::vector<std::string> owner_chain;
+      if (kind != "user_input_mutation") {
+        const std::string fqn = str_member(v, kind == "buffer_mutation" ? "buffer_name" : "parameter_name");
+        std::size_t pos = 0;
+        while ((pos = fqn.find('.', pos)) != std::string::npos) {
+          if (mods_.count(fqn.substr(0, pos))) owner_chain.push_back(fqn.substr(0, pos));
+          ++pos;
+        }
+      }
       // The new value (running statistics) must not make the buffer part of the autograd graph.
       Node* det = g_->create(c10::Symbol::fromQualString("aten::detach"), {nv}, 1);
       det->output()->setType(c10::TensorType::get());
       g_->insertNode(det);
-      set_scope(det, {});
+      set_scope(det, owner_chain);
       Node* c = g_->create(c10::Symbol::fromQualString("aten::copy_"), {dst, det->output(), constant(false)}, 1);
       c->output()->setType(c10::TensorType::get());
       g_->insertNode(c);
-      set_scope(c, {});
+      set_scope(c, owner_chain);
     } else {
       fail(path_, "graph signature: output of kind '" + kind + "' (a joint forward-backward graph?) is not supported");
     }
@@ -943,7 +1002,28 @@ LoadedModel Builder::build() {
                    std::to_string(a_.schema_major) + "." + std::to_string(a_.schema_minor) +
                    (a_.torch_version.empty() ? "" : ", torch " + a_.torch_version) +
                    "): no control flow, batch_norm/dropout modes fixed at export time like a traced graph";
-  lm.saved_training = false;  // an ExportedProgram has no training flag; the graph's ops carry the mode
+  // An ExportedProgram has no training flag; the graph's ops carry the mode.
+  // A program with batch_norm/dropout run in training mode was exported from
+  // a module in train(): its modules count as saved in training mode, as a
+  // traced TorchScript module of the same model would be.
+  bool train_ops = false;
+  for (const Json& node : graph["nodes"]) {
+    const std::string t = str_member(node, "target");
+    const char* flag = (t == "torch.ops.aten.batch_norm.default" || t == "torch.ops.aten._native_batch_norm_legit_functional.default")
+                           ? "training"
+                       : (t == "torch.ops.aten.dropout.default" || t == "torch.ops.aten.native_dropout.default") ? "train"
+                                                                                                                 : nullptr;
+    if (!flag) continue;
+    for (const Json& in : node.at("inputs")) {
+      if (str_member(in, "name") != flag) continue;
+      const Json* a = member(in, "arg");
+      const Json* b = a ? member(*a, "as_bool") : nullptr;
+      if (b && b->is_boolean() && b->get<bool>()) train_ops = true;
+    }
+  }
+  root.train(train_ops);
+  lm.saved_training = train_ops;
+  if (train_ops) lm.kind_reason += "; batch_norm/dropout run in training mode: exported from a module in train()";
   return lm;
 }
 

@@ -154,6 +154,10 @@ TEST(Pt2Archive, NnModuleStackSpellings) {
   EXPECT_EQ(s[0].second, "__main__.M");
   EXPECT_EQ(s[1].first, "layers.0");
   EXPECT_EQ(s[1].second, "torch.nn.modules.linear.Linear");
+  // torch.export's placeholder entry for nodes made outside any module (dynamic-shape sym_size).
+  EXPECT_TRUE(parse_nn_module_stack("_empty_nn_module_stack_from_metadata_hook,_empty_nn_module_stack_from_metadata_hook,"
+                                    "torch.nn.modules.module.Module")
+                  .empty());
   // Older spellings (PyTorch 2.1-2.4): L['self'].layers[0], getattr(L['self'].h, '1').ln_1.
   const auto old = parse_nn_module_stack(
       "a,L['self'].layers[0],x.Linear;b,getattr(L['self'].h, '1').ln_1,torch.nn.modules.normalization.LayerNorm");
