@@ -490,6 +490,13 @@ ScopeResolver::ScopeResolver(const LoadedModel& model) : model_(model) {
 
 const std::vector<std::string>& ScopeResolver::chain(const Node* node) {
   static const std::vector<std::string> kEmpty;
+  // Graphs built by normdoctor (exported programs) name each node's modules.
+  static const c10::Symbol kScope = c10::Symbol::attr(kModuleScopeAttr);
+  if (node->hasAttribute(kScope)) {
+    auto hit = cache_.find(node);
+    if (hit != cache_.end()) return hit->second;
+    return cache_.emplace(node, node->ss(kScope)).first->second;
+  }
   auto cs = node->callstack();
   if (!cs) {
     // LibTorch gives no call stack to prim::If/prim::Loop nodes (and to the
@@ -760,6 +767,10 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   // matches, every plan counts as primary (statistics merged, as for one).
   std::map<std::string, std::set<size_t>> primary_plan;
   {
+    auto has_forward_graph = [&](const std::string& path) {
+      auto it = scopes.paths().find(path);
+      return it != scopes.paths().end() && model.modules[it->second].module.find_method("forward").has_value();
+    };
     std::map<std::string, std::vector<size_t>> per_module;
     for (size_t i = 0; i < plans.size(); ++i)
       for (const auto& m : plans[i].modules) per_module[m].push_back(i);
@@ -795,6 +806,44 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
               if (match) pick.insert(i);
             }
           }
+        }
+      }
+      if (pick.empty() && !has_forward_graph(path)) {
+        // No forward graph of its own (a .pt2 module tree rebuilt from
+        // nn_module_stack). Outputs of one call are connected through the
+        // module's own ops (LlamaRMSNorm's hidden_states.to(float32) feeds
+        // the rest of the norm); separate calls of a reused module (a
+        // BasicBlock's relu) only through ops outside it. In each call,
+        // forward returns what it computes last: that plan is the primary.
+        bool flat = true;
+        for (size_t i : idxs) flat = flat && plans[i].def->owningBlock() == plans[idxs.front()].def->owningBlock();
+        if (flat) {
+          std::map<Node*, size_t> def_of;
+          for (size_t i : idxs) def_of[plans[i].def] = i;
+          std::vector<size_t> group(plans.size());
+          for (size_t i : idxs) group[i] = i;
+          std::function<size_t(size_t)> root = [&](size_t i) { return group[i] == i ? i : group[i] = root(group[i]); };
+          for (size_t i : idxs) {
+            std::vector<Value*> todo{plans[i].v};
+            std::set<Node*> seen;
+            while (!todo.empty()) {
+              Value* v = todo.back();
+              todo.pop_back();
+              for (const auto& u : v->uses()) {
+                Node* n = u.user;
+                if (!seen.insert(n).second || !inside(scopes.chain(n), path)) continue;
+                auto d = def_of.find(n);
+                if (d != def_of.end()) group[root(d->second)] = root(i);
+                for (Value* o : n->outputs()) todo.push_back(o);
+              }
+            }
+          }
+          std::map<size_t, size_t> last_of;  // group -> plan defined last
+          for (size_t i : idxs) {
+            auto [it2, fresh] = last_of.emplace(root(i), i);
+            if (!fresh && plans[i].def->isAfter(plans[it2->second].def)) it2->second = i;
+          }
+          for (const auto& [g, i] : last_of) pick.insert(i);
         }
       }
       if (!pick.empty()) primary_plan[path] = pick;
@@ -1075,7 +1124,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     // A constant flag in a traced graph is the mode at tracing time. In a
     // scripted model it is the author's code (F.dropout(x, training=True),
     // BatchNorm without running stats): left alone.
-    const bool baked = model.kind == "traced" && c.has_value() && c->isBool();
+    const bool baked = (model.kind == "traced" || model.kind == "exported") && c.has_value() && c->isBool();
     if (baked) {
       (bn ? baked_bn_ : baked_dropout_)++;
       baked_values_.push_back(c->toBool());

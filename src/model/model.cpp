@@ -11,9 +11,9 @@
 
 #include "core/error.h"
 #include "model/op_fallbacks.h"
+#include "model/pt2_model.h"
 
 namespace nd {
-namespace {
 
 std::string sha256_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -36,6 +36,8 @@ std::string sha256_file(const std::string& path) {
   }
   return out;
 }
+
+namespace {
 
 std::string read_prefix(const std::string& path, size_t n) {
   std::ifstream in(path, std::ios::binary);
@@ -150,6 +152,8 @@ bool is_norm_kind(const std::string& kind) {
 }
 
 LoadedModel load_model(const std::string& path) {
+  // The format comes from the archive's contents, not its extension.
+  if (is_pt2_file(path)) return load_pt2_model(path);
   precheck_archive(path);
   register_missing_op_fallbacks();
   LoadedModel lm;

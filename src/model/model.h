@@ -4,11 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 #include <torch/script.h>
+
+#include "model/batch_file.h"
 
 namespace nd {
 
@@ -35,13 +38,26 @@ struct LoadedModel {
   std::string path;
   std::string sha256;        ///< of the file's bytes, lowercase hex
   torch::jit::Module module;
-  std::string kind;          ///< "scripted" | "traced" (inferred, see model_kind_reason)
+  std::string kind;          ///< "scripted" | "traced" (inferred, see model_kind_reason) | "exported" (.pt2)
   std::string kind_reason;   ///< what the inference rests on, in words
   bool saved_training = false;  ///< root module's training flag
   int64_t parameters = 0;    ///< elements in all parameters
   std::vector<ModuleInfo> modules;
   std::vector<ArgInfo> args;
+  std::string format = "torchscript";  ///< "torchscript" | "pt2" (a torch.export archive, model/pt2_model.h)
+  /// .pt2 archives: the sample inputs saved with the program
+  /// (data/sample_inputs/<name>.pt), the default batch when no --input is given.
+  std::optional<BatchFile> sample_inputs;
+  std::string sample_inputs_note;  ///< why the archive's sample inputs are not usable, when they are not
 };
+
+/// Graphs that normdoctor builds itself (model/pt2_model.cpp) carry each
+/// node's chain of named_modules() paths, outermost first, in this strings
+/// attribute; ScopeResolver (src/instrument) reads it before call stacks.
+inline const char* const kModuleScopeAttr = "normdoctor_scope";
+
+/// SHA-256 of a file's bytes, lowercase hex.
+std::string sha256_file(const std::string& path);
 
 /// Loads `path` as TorchScript. Throws nd::Error (kind model_load, exit 3)
 /// naming the file for: missing/unreadable/empty file, not a zip archive,

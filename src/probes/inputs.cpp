@@ -323,10 +323,17 @@ void load_arguments(Session& s) {
                                     ") is used");
   } else if (!opt.input_shapes.empty()) {
     s.args = synthesize(s.model, opt.input_shapes, opt.seed, s.doc.assumptions);
+  } else if (s.model.sample_inputs) {
+    // A .pt2 archive's own sample inputs (the example arguments it was exported with).
+    s.args = bind_batch(s.model, *s.model.sample_inputs, {});
+    s.doc.assumptions.push_back("no --input: the batch is the sample inputs saved in the archive (" +
+                                s.model.sample_inputs->path + "), the example arguments given to torch.export.export");
   } else {
+    if (s.model.format == "pt2" && !s.model.sample_inputs_note.empty())
+      s.doc.assumptions.push_back("the archive's sample inputs are not used: " + s.model.sample_inputs_note);
     infer_arguments(s);
   }
-  if (opt.input_files.empty() && !s.args.empty()) {
+  if (opt.input_files.empty() && !s.args.empty() && !(opt.input_shapes.empty() && s.model.sample_inputs)) {
     s.doc.assumptions.push_back(
         "the inputs were made by normdoctor, not read from a batch: findings that depend on the data (input scale, "
         "statistics against data, saturation, overflow headroom) are marked as measured on synthetic inputs and "

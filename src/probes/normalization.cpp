@@ -538,7 +538,7 @@ void probe_normalization(Session& s) {
     s.doc.passes.push_back({{"name", "plain-train-and-eval"}, {"probe", "normalization"}, {"mode", "train+eval"},
                             {"dropout", true}, {"backward", false}, {"seconds", 0.0}});
     std::ostringstream a;
-    a << "the traced graph has " << baked_true + baked_false << " batch_norm/dropout training flags baked in as constants ("
+    a << "the " << (s.model.kind == "exported" ? "exported" : "traced") << " graph has " << baked_true + baked_false << " batch_norm/dropout training flags baked in as constants ("
       << baked_true << " True, " << baked_false << " False); normdoctor replaced them by each pass's mode in its instrumented copy";
     s.doc.assumptions.push_back(a.str());
   }

@@ -906,7 +906,7 @@ TEST(MODE002, Catches) {
   EXPECT_EQ(f[0].evidence, (json{{"mode.baked_training_true", 3}, {"mode.switch_confirmed", true},
                                  {"mode.switch_rel_diff", 0.0}}));
   EXPECT_EQ(f[0].message,
-            "the traced graph has 3 batch_norm/dropout ops with training=True baked in as a constant: eval() does not "
+            "the traced or exported graph has 3 batch_norm/dropout ops with training=True baked in as a constant: eval() does not "
             "switch them, inference uses batch statistics and dropout (train and eval outputs identical: true, "
             "relative difference 0)");
 }
@@ -925,7 +925,7 @@ TEST(MODE003, Catches) {
   EXPECT_EQ(f[0].layer, std::nullopt);
   EXPECT_EQ(f[0].evidence, (json{{"mode.baked_training_false", 3}, {"mode.switch_confirmed", true}}));
   EXPECT_EQ(f[0].message,
-            "the traced graph has 3 batch_norm/dropout ops with training=False baked in as a constant: train() does "
+            "the traced or exported graph has 3 batch_norm/dropout ops with training=False baked in as a constant: train() does "
             "not switch them (train and eval outputs identical: true); fine for inference, wrong for fine-tuning this "
             "file");
 }

@@ -1,0 +1,141 @@
+// torch.export .pt2 archives end to end (issue 19): every fixture of
+// fixtures/make_pt2.py is checked twice, from its .pt2 (no --input: the
+// archive's sample inputs) and from the same model traced to TorchScript with
+// the same batch; per-module statistics agree within 1e-5 relative and the
+// findings are the same. Then the archives normdoctor must refuse.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "e2e_util.h"
+
+namespace {
+
+using namespace nde2e;
+
+std::string pt2(const std::string& name) { return source_dir() + "/fixtures/pt2/" + name; }
+
+struct Pair {
+  NdRun ts, ex;
+};
+
+Pair run_both(const std::string& name) {
+  TempDir tmp;
+  Pair p;
+  p.ts = check(pt2(name + ".pt"), {pt2(name + ".input.pt")}, {"--seed", "0"}, tmp.file("ts.json"));
+  p.ex = check(pt2(name + ".pt2"), {}, {"--seed", "0"}, tmp.file("ex.json"));
+  return p;
+}
+
+// Metric values that are numbers (or "nan"/"inf" strings) in both reports.
+void expect_same_layers(const json& ts, const json& ex) {
+  std::vector<std::string> want = layer_paths(ts), got = layer_paths(ex);
+  ASSERT_EQ(got, want) << "the .pt2 must show the same named_modules() paths, in the same order";
+  for (const auto& l : ts.at("layers")) {
+    const std::string path = l.at("path");
+    const json* o = find_layer(ex, path);
+    ASSERT_NE(o, nullptr) << path;
+    EXPECT_EQ(o->at("kind"), l.at("kind")) << path;
+    if (!l.contains("metrics")) continue;
+    ASSERT_TRUE(o->contains("metrics")) << path;
+    for (const auto& [k, v] : l.at("metrics").items()) {
+      ASSERT_TRUE(o->at("metrics").contains(k)) << path << " lacks metric " << k << " in the .pt2 report";
+      const json& w = o->at("metrics").at(k);
+      if (v.is_number() || v.is_string() || v.is_boolean()) {
+        const double a = as_number(w), b = as_number(v);
+        if (std::isnan(b) || std::isinf(b) || !v.is_number()) {
+          EXPECT_EQ(w, v) << path << " " << k;
+        } else {
+          const double tol = 1e-5 * std::fabs(b) + 1e-9;
+          EXPECT_LE(std::fabs(a - b), tol) << path << " " << k << ": .pt2 " << a << " vs TorchScript " << b;
+        }
+      }
+    }
+  }
+}
+
+class Pt2VsTorchScript : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Pt2VsTorchScript, SameStatisticsAndFindings) {
+  const std::string name = GetParam();
+  const Pair p = run_both(name);
+  ASSERT_TRUE(p.ts.has_report) << p.ts.describe();
+  ASSERT_TRUE(p.ex.has_report) << p.ex.describe();
+  EXPECT_EQ(p.ex.exit_code, p.ts.exit_code) << p.ex.describe();
+  EXPECT_EQ(p.ex.report.at("status"), "ok") << p.ex.describe();
+  EXPECT_EQ(p.ex.report.at("model").at("kind"), "exported");
+  // The archive's own sample inputs were the batch, and they are the user's data (not synthetic).
+  ASSERT_FALSE(p.ex.report.at("inputs").empty());
+  EXPECT_EQ(p.ex.report.at("inputs").at(0).at("metrics").at("input.synthetic"), false);
+  expect_same_layers(p.ts.report, p.ex.report);
+  EXPECT_EQ(finding_pairs(p.ex.report), finding_pairs(p.ts.report)) << p.ex.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Pt2VsTorchScript,
+                         ::testing::Values("growth20", "growth20_healthy", "tiny_cnn", "tiny_cnn_train", "tiny_cnn_train_decomposed", "prenorm_nofinal",
+                                           "prenorm_final", "gpt_tiny", "llama_tiny", "resnet_tiny"));
+
+// What each fixture is about, asserted on the .pt2 run alone.
+TEST(Pt2Findings, FaultsAndHealthyTwins) {
+  TempDir tmp;
+  auto pairs = [&](const std::string& name) {
+    NdRun r = check(pt2(name + ".pt2"), {}, {"--seed", "0"}, tmp.file(name + ".json"));
+    EXPECT_TRUE(r.has_report) << r.describe();
+    return r.has_report ? finding_pairs(r.report) : std::set<std::pair<std::string, std::string>>{};
+  };
+  auto has = [](const std::set<std::pair<std::string, std::string>>& f, const std::string& rule) {
+    for (const auto& [r, l] : f)
+      if (r == rule) return true;
+    return false;
+  };
+  const auto growth = pairs("growth20"), growth_ok = pairs("growth20_healthy");
+  EXPECT_TRUE(has(growth, "ACT002"));
+  EXPECT_FALSE(has(growth_ok, "ACT002"));
+  // Exported in train mode: batch_norm training=True is baked into the graph.
+  const auto cnn_train = pairs("tiny_cnn_train"), cnn = pairs("tiny_cnn");
+  EXPECT_TRUE(has(cnn_train, "MODE002"));
+  EXPECT_FALSE(has(cnn, "MODE002"));
+  const auto nofinal = pairs("prenorm_nofinal"), final_ = pairs("prenorm_final");
+  EXPECT_TRUE(has(nofinal, "ARCH002")) << "pre-norm stack without a final norm";
+  EXPECT_FALSE(has(final_, "ARCH002"));
+}
+
+TEST(Pt2Errors, RefusedWithClearMessages) {
+  struct Case {
+    std::string file, kind, needle;
+  };
+  const std::vector<Case> cases = {
+      {"bad_truncated.pt2", "model_load", "truncated or corrupt"},
+      {"bad_schema_v99.pt2", "model_load", "schema version 99.0"},
+      {"bad_json.pt2", "model_load", "is not valid JSON"},
+      {"bad_aoti_only.pt2", "model_load", "AOTInductor package"},
+      {"bad_custom_op.pt2", "missing_operator", "ndtest::softclip"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.file);
+    TempDir tmp;
+    NdRun r = check(pt2(c.file), {}, {}, tmp.file("r.json"));
+    EXPECT_EQ(r.exit_code, 3) << r.describe();
+    ASSERT_TRUE(r.has_report) << r.describe();
+    EXPECT_EQ(r.report.at("status"), "error");
+    EXPECT_EQ(r.report.at("error").at("kind"), c.kind);
+    const std::string msg = r.report.at("error").at("message");
+    EXPECT_NE(msg.find(c.needle), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.file), std::string::npos) << "the message names the file: " << msg;
+  }
+}
+
+// The format comes from the contents: a .pt2 under another name still loads.
+TEST(Pt2Detect, ByContentNotExtension) {
+  TempDir tmp;
+  const std::string renamed = tmp.file("model.bin");
+  write_file(renamed, read_file(pt2("small_mlp.pt2")));
+  NdRun r = check(renamed, {}, {"--seed", "0"}, tmp.file("r.json"));
+  ASSERT_TRUE(r.has_report) << r.describe();
+  EXPECT_EQ(r.report.at("status"), "ok") << r.describe();
+  EXPECT_EQ(r.report.at("model").at("kind"), "exported");
+}
+
+}  // namespace
