@@ -152,15 +152,24 @@ void probe_normalization(Session& s) {
     MetricMap& m = lm->metrics;
     ++bn_layers;
     const int64_t channels = b.mean.numel();
+    // A FrozenBatchNorm (x * scale + shift from its buffers, recognized in
+    // the graph) never uses batch statistics: only its running statistics
+    // are judged, not the batch's noise.
+    bool frozen = false;
+    for (const auto& no : im.norm_ops())
+      if (no.input_tap == t.id && no.op == "frozen_batch_norm") frozen = true;
     m["bn.channels"] = channels;
     m["bn.spatial"] = b.spatial;
+    if (frozen) m["bn.frozen"] = true;
+    if (!frozen) {
     m["bn.examples_per_pass"] = train_batch;
     m["bn.values_per_channel"] = train_batch * b.spatial;
     if (!m.count("bn.batch_of_one")) m["bn.batch_of_one"] = train_batch * b.spatial <= 1;
+    }
     // Noise of the per-step batch mean / variance at the training batch size,
     // estimated from the spread of per-example statistics (keeps spatial
     // correlation), in units of the channel's standard deviation / variance.
-    if (b.examples >= 2 && train_batch >= 1) {
+    if (!frozen && b.examples >= 2 && train_batch >= 1) {
       at::Tensor sd = b.var.clamp_min(1e-12).sqrt();
       at::Tensor mean_noise = b.example_mean.std(0) / std::sqrt(static_cast<double>(train_batch)) / sd;
       at::Tensor var_noise = b.example_var.std(0) / std::sqrt(static_cast<double>(train_batch)) / b.var.clamp_min(1e-12);
