@@ -197,6 +197,14 @@ const Node* attention_scores_product(const Value* v, int depth) {
   const std::string kq = d->kind().toQualString();
   if (kq == "aten::matmul" || kq == "aten::bmm" || kq == "aten::einsum" || kq == "aten::baddbmm") return d;
   if (depth >= 8) return nullptr;
+  // Scores computed in the branches of an if (timm's `if self.fused_attn`,
+  // a spelling chosen by an attribute): any branch's product counts.
+  if (d->kind() == c10::prim::If) {
+    for (const Block* blk : d->blocks())
+      if (v->offset() < blk->return_node()->inputs().size())
+        if (const Node* m = attention_scores_product(blk->return_node()->input(v->offset()), depth + 1)) return m;
+    return nullptr;
+  }
   static const std::set<std::string> through = {
       "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
       "aten::masked_fill", "aten::masked_fill_", "aten::where", "aten::to", "aten::type_as", "aten::float",
@@ -1288,6 +1296,18 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   if (const char* dump = std::getenv("NORMDOCTOR_DUMP_GRAPH"); dump && *dump) {
     std::cerr << "normdoctor: instrumented graph (" << taps_.size() << " taps):\n" << *graph_;
     for (const auto& t : taps_) std::cerr << "  tap " << t.id << " kind " << static_cast<int>(t.kind) << " module '" << t.module << "'\n";
+    for (const auto& f : op_facts_) {
+      std::cerr << "  op " << f.op << " in '" << f.module << "' dims";
+      for (auto d : f.dims) std::cerr << " " << d;
+      std::cerr << " roles";
+      for (const auto& r : f.input_roles) std::cerr << " " << r;
+      std::cerr << "\n";
+    }
+    for (const auto& n : norm_ops_) {
+      std::cerr << "  norm " << n.op << " in '" << n.module << "' " << n.args.dump() << " roles";
+      for (const auto& r : n.input_roles) std::cerr << " " << r;
+      std::cerr << "\n";
+    }
   }
   fn_ = std::make_unique<torch::jit::GraphFunction>("normdoctor_forward", graph_, nullptr,
                                                      torch::jit::ExecutorExecutionMode::SIMPLE);

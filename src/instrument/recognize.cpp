@@ -78,7 +78,7 @@ struct Reduction {
 };
 
 // The dims of aten::mean / std / var / sum / norm / linalg_vector_norm.
-Reduction reduction_dims(Node* r) {
+Reduction reduction_dims(Node* r, const std::function<std::optional<double>(Value*)>& attr_double) {
   Reduction out;
   const std::string k = kind_of(r);
   size_t dim_index = 1, keep_index = 2;
@@ -97,6 +97,19 @@ Reduction reduction_dims(Node* r) {
     out.dims = "all";
   } else if (auto l = structure::const_int_list(d)) {
     out.dims = l->empty() ? nlohmann::json("all") : nlohmann::json(*l);
+  } else if (d->node()->kind() == c10::prim::ListConstruct) {
+    // Dims held by the module (x.mean(self.dim, keepdim=True)).
+    std::vector<int64_t> dims;
+    for (Value* e : d->node()->inputs()) {
+      std::optional<double> v = structure::const_number(e);
+      if (!v && e->node()->kind() == c10::prim::GetAttr) v = attr_double(e);
+      if (!v) {
+        dims.clear();
+        break;
+      }
+      dims.push_back(static_cast<int64_t>(*v));
+    }
+    if (!dims.empty()) out.dims = dims;
   } else if (d->type()->kind() == c10::TypeKind::ScalarTypeType || d->type()->kind() == c10::TypeKind::IntType) {
     // mean(self, dtype): all elements
     out.dims = "all";
@@ -199,7 +212,7 @@ std::optional<Stat> analyze(Value* d, const std::function<std::optional<double>(
       st.source = n->input(0);
       st.reader = n;
       st.reduce = n;
-      st.red = reduction_dims(n);
+      st.red = reduction_dims(n, attr_double);
       if (k == "aten::std") {
         st.sqrt_seen = true;
         if (st.normalizer.empty()) st.normalizer = "std";
@@ -222,7 +235,7 @@ std::optional<Stat> analyze(Value* d, const std::function<std::optional<double>(
         st.reader = n->input(0)->node();
       }
       st.reduce = n;
-      st.red = reduction_dims(n);
+      st.red = reduction_dims(n, attr_double);
       break;
     }
     if (k == "aten::norm" || k == "aten::linalg_vector_norm") {
@@ -242,7 +255,7 @@ std::optional<Stat> analyze(Value* d, const std::function<std::optional<double>(
       st.source = n->input(0);
       st.reader = n;
       st.reduce = n;
-      st.red = reduction_dims(n);
+      st.red = reduction_dims(n, attr_double);
       break;
     }
     return std::nullopt;
@@ -554,6 +567,16 @@ std::unordered_map<const Value*, Roles> infer_roles(const std::vector<Node*>& no
       continue;
     }
     if (n->inputs().empty()) continue;
+    if ((k == "aten::cat" || k == "aten::concat") && n->input(0)->node()->kind() == c10::prim::ListConstruct) {
+      // cat(list, dim): the roles of an element that has them (a class token
+      // prepended to the patch tokens keeps the patches' roles).
+      for (Value* e : n->input(0)->node()->inputs())
+        if (const Roles* r = get(e)) {
+          R[o] = *r;
+          break;
+        }
+      continue;
+    }
     const Roles* in0 = is_tensor(n->input(0)) ? get(n->input(0)) : nullptr;
     if (kSame.count(k)) {
       if (in0) R[o] = *in0;
@@ -707,20 +730,7 @@ std::unordered_map<const Value*, Roles> infer_roles(const std::vector<Node*>& no
       for (size_t d = 0; d < rank; ++d)
         if (!drop.count(static_cast<int64_t>(d))) r.push_back((*in0)[d]);
       R[o] = r;
-    } else if (k == "aten::cat" || k == "aten::stack") {
-      // cat(list, dim): the roles of an element that has them.
     }
-  }
-  // aten::cat of a ListConstruct: roles of the first element that has them.
-  for (Node* n : nodes) {
-    if (kind_of(n) != "aten::cat" || n->inputs().empty()) continue;
-    Node* ln = n->input(0)->node();
-    if (ln->kind() != c10::prim::ListConstruct) continue;
-    for (Value* e : ln->inputs())
-      if (const Roles* r = get(e)) {
-        R[n->output()] = *r;
-        break;
-      }
   }
   return R;
 }
@@ -735,6 +745,13 @@ std::vector<MaskOperand> attention_masks(Value* softmax_input) {
     const std::string k = kind_of(v->node());
     if (k == "aten::matmul" || k == "aten::bmm" || k == "aten::einsum" || k == "aten::baddbmm") return true;
     if (depth >= 10) return false;
+    if (v->node()->kind() == c10::prim::If) {
+      for (auto* blk : v->node()->blocks())
+        if (v->offset() < blk->return_node()->inputs().size() &&
+            from_scores(blk->return_node()->input(v->offset()), depth + 1))
+          return true;
+      return false;
+    }
     for (Value* in : v->node()->inputs())
       if (is_tensor(in) && from_scores(in, depth + 1)) return true;
     return false;

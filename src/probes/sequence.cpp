@@ -389,7 +389,7 @@ std::vector<std::string> resolve_roles(const std::vector<std::string>& r, const 
     }
     out.push_back(role);
   }
-  if (out.size() == 3 && out[1] == "spatial" && out[2] == "channel") {
+  if (out.size() == 3 && out[1] == "spatial" && (out[2] == "channel" || out[2] == "hidden")) {
     out[1] = "tokens";
     out[2] = "hidden";
   }
@@ -612,7 +612,7 @@ void probe_sequence(Session& s) {
     nlohmann::json eps = n.args.value("eps", nlohmann::json());
     if (!eps.is_number() && info.contains("eps")) eps = info["eps"];
     std::vector<std::string> red_roles;
-    bool r_time = false, r_batch = false, r_feature = false;
+    bool r_time = false, r_batch = false;
     for (size_t i = 0; i < red.size(); ++i) {
       const int64_t d = red[i];
       std::string r = roles[static_cast<size_t>(d)];
@@ -621,7 +621,6 @@ void probe_sequence(Session& s) {
       red_roles.push_back(r);
       if (r == "time" || r == "batch*time" || r == "tokens") r_time = true;
       if ((r == "batch" || r == "batch*time") && L.batch >= 2) r_batch = true;
-      if (r == "hidden" || r == "channel" || r.rfind("channel", 0) == 0 || r.rfind("hidden", 0) == 0) r_feature = true;
     }
     nlohmann::json row = {{"layer", n.module},     {"op", n.op},         {"input_shape", shape},
                           {"axes", roles},         {"reduced_axes", red}, {"reduced", red_roles},
@@ -675,7 +674,8 @@ void probe_sequence(Session& s) {
       const int64_t g = groups.get<int64_t>(), c = shape[1];
       m["norm.num_groups"] = g;
       m["norm.num_channels"] = c;
-      if (g > 0) m["norm.channels_per_group"] = c / g;
+      // Groups that straddle channels (C % G != 0) hold a fraction of a channel more.
+      if (g > 0) m["norm.channels_per_group"] = c % g == 0 ? nlohmann::json(c / g) : nlohmann::json(static_cast<double>(c) / static_cast<double>(g));
       if (n.op == "group_norm_pattern") m["norm.groups_straddle_channels"] = straddle;
     }
   }
