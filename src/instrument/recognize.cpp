@@ -28,10 +28,33 @@ bool is_trivial(const std::string& k) {
 }
 
 Value* strip(Value* v) {
-  for (int i = 0; i < 16 && is_trivial(kind_of(v->node())) && !v->node()->inputs().empty() &&
-                  is_tensor(v->node()->input(0));
-       ++i)
-    v = v->node()->input(0);
+  for (int i = 0; i < 16; ++i) {
+    Node* n = v->node();
+    if (is_trivial(kind_of(n)) && !n->inputs().empty() && is_tensor(n->input(0))) {
+      v = n->input(0);
+      continue;
+    }
+    // An if whose branches all return the same tensor up to casts
+    // (`h = x.to(torch.float32) if self.upcast else x`).
+    if (n->kind() == c10::prim::If && n->blocks().size() == 2) {
+      Value* same = nullptr;
+      bool ok = true;
+      for (auto* blk : n->blocks()) {
+        if (v->offset() >= blk->return_node()->inputs().size()) {
+          ok = false;
+          break;
+        }
+        Value* r = strip(blk->return_node()->input(v->offset()));
+        if (same && r != same) ok = false;
+        same = r;
+      }
+      if (ok && same) {
+        v = same;
+        continue;
+      }
+    }
+    break;
+  }
   return v;
 }
 
@@ -159,6 +182,7 @@ std::optional<Stat> analyze(Value* d, const std::function<std::optional<double>(
     }
     if ((k == "aten::clamp_min" || k == "aten::clamp") && n->inputs().size() >= 2) {
       std::optional<double> e = number(n->input(1));
+      if (!e && n->input(1)->node()->kind() == c10::prim::GetAttr) e = attr_double(n->input(1));  // clamp(min=self.eps)
       if (e) st.eps = *e;
       v = n->input(0);
       continue;
@@ -548,6 +572,9 @@ std::unordered_map<const Value*, Roles> infer_roles(const std::vector<Node*>& no
   static const std::unordered_set<std::string> kBinary = {"aten::add", "aten::add_", "aten::sub", "aten::sub_",
                                                           "aten::mul", "aten::mul_", "aten::div", "aten::div_",
                                                           "aten::where", "aten::maximum", "aten::minimum"};
+  // Two sweeps: an if's outputs take their roles from its blocks, whose
+  // nodes come after it in the pre-order walk.
+  for (int sweep = 0; sweep < 2; ++sweep)
   for (Node* n : nodes) {
     const std::string k = kind_of(n);
     if (n->outputs().empty() || !is_tensor(n->output(0))) {

@@ -358,7 +358,9 @@ std::vector<int64_t> source_axes(const std::vector<int64_t>& source, const std::
     const int64_t prev = q;
     q *= source[static_cast<size_t>(k)];
     if (q == p || (prev < p && q > p)) {
-      partial = q != p;
+      // A group of whole channels covers `p / prev` channels; otherwise its
+      // elements start inside a channel (groups straddle channels).
+      partial = q != p && p % prev != 0;
       std::vector<int64_t> out;
       for (int64_t d = k; d < static_cast<int64_t>(source.size()); ++d) out.push_back(d);
       return out;
