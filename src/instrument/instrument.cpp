@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <deque>
 #include <functional>
 #include <iostream>
 #include <limits>
@@ -18,6 +19,7 @@
 #include <torch/library.h>
 
 #include "core/error.h"
+#include "instrument/recognize.h"
 #include "instrument/structure.h"
 
 namespace nd {
@@ -105,8 +107,70 @@ at::Tensor attn_tap_impl(int64_t id, const at::Tensor& q, const at::Tensor& k, c
   return q;
 }
 
+// A norm-input tap that also records the normalized_shape computed at run
+// time (F.layer_norm(x, x.shape[-2:])).
+at::Tensor norm_tap_impl(int64_t id, const at::Tensor& x, c10::ArrayRef<int64_t> ns) {
+  tap_impl(id, x);
+  PassContext* ctx = g_pass;
+  if (ctx && id >= 0 && static_cast<size_t>(id) < ctx->taps->size()) ctx->collector->set_ints(id, ns.vec());
+  return x;
+}
+
+// The masked entries of attention scores after an additive mask (entries
+// whose addend is at or below recognize::kMaskFill) or a masked_fill (its
+// boolean mask), for the next firing of softmax tap `id`.
+at::Tensor mask_tap_impl(int64_t id, const at::Tensor& out, const at::Tensor& operand, bool boolean) {
+  PassContext* ctx = g_pass;
+  if (!ctx || !out.defined() || !operand.defined() || id < 0 || static_cast<size_t>(id) >= ctx->taps->size()) return out;
+  at::NoGradGuard ng;
+  try {
+    at::Tensor m = boolean ? operand.detach().to(at::kBool) : (operand.detach() <= recognize::kMaskFill);
+    ctx->collector->set_mask(id, m.expand(out.sizes()));
+  } catch (const std::exception&) {
+    // Shapes that do not broadcast: no mask is applied to the statistics.
+  }
+  return out;
+}
+
+// Precision emulation: x rounded to the format `dtype` (kHalf / kBFloat16)
+// and back; `inplace`: the op wrote into its input, which is rounded in
+// place. Records the first op whose rounded output holds Inf or NaN.
+at::Tensor round_impl(int64_t id, int64_t dtype, bool inplace, const at::Tensor& x) {
+  PassContext* ctx = g_pass;
+  if (!ctx || !x.defined() || !x.is_floating_point() || x.numel() == 0) return x;
+  at::NoGradGuard ng;
+  const auto fmt = static_cast<at::ScalarType>(dtype);
+  // A native run (tensors already in the format): only the Inf/NaN watch.
+  const bool wide = x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble;
+  at::Tensor y = wide ? x.to(fmt).to(x.scalar_type()) : x;
+  Collector* col = ctx->collector;
+  if (col->round_first_inf < 0 || col->round_first_nan < 0) {
+    if (col->round_first_inf < 0) {
+      const int64_t n = at::isinf(y).sum().item<int64_t>();
+      if (n > 0) col->round_first_inf = id, col->round_first_inf_count = n;
+    }
+    if (col->round_first_nan < 0) {
+      const int64_t n = at::isnan(y).sum().item<int64_t>();
+      if (n > 0) col->round_first_nan = id, col->round_first_nan_count = n;
+    }
+  }
+  if (!wide) return x;
+  if (inplace) {
+    try {
+      x.detach().copy_(y);
+      return x;
+    } catch (const std::exception&) {
+      // An expanded view cannot be written: the rounded copy goes on.
+    }
+  }
+  return y;
+}
+
 TORCH_LIBRARY(normdoctor, m) {
+  m.def("round(int id, int dtype, bool inplace, Tensor x) -> Tensor", round_impl);
   m.def("tap(int id, Tensor(a) x) -> Tensor(a)", tap_impl);
+  m.def("norm_tap(int id, Tensor(a) x, int[] normalized_shape) -> Tensor(a)", norm_tap_impl);
+  m.def("mask_tap(int id, Tensor(a) out, Tensor operand, bool boolean) -> Tensor(a)", mask_tap_impl);
   m.def("attn_tap(int id, Tensor(a) q, Tensor k, Tensor? mask, bool is_causal, float? scale) -> Tensor(a)", attn_tap_impl);
   // CONSERVATIVE: the JIT treats the op as having side effects, so constant
   // propagation never folds flag(<const>, <const>) into the value it had on
@@ -142,6 +206,14 @@ const Node* attention_scores_product(const Value* v, int depth) {
   const std::string kq = d->kind().toQualString();
   if (kq == "aten::matmul" || kq == "aten::bmm" || kq == "aten::einsum" || kq == "aten::baddbmm") return d;
   if (depth >= 8) return nullptr;
+  // Scores computed in the branches of an if (timm's `if self.fused_attn`,
+  // a spelling chosen by an attribute): any branch's product counts.
+  if (d->kind() == c10::prim::If) {
+    for (const Block* blk : d->blocks())
+      if (v->offset() < blk->return_node()->inputs().size())
+        if (const Node* m = attention_scores_product(blk->return_node()->input(v->offset()), depth + 1)) return m;
+    return nullptr;
+  }
   static const std::set<std::string> through = {
       "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
       "aten::masked_fill", "aten::masked_fill_", "aten::where", "aten::to", "aten::type_as", "aten::float",
@@ -186,6 +258,9 @@ Node* make_constant_int(torch::jit::Graph& g, int64_t v) {
 
 const c10::Symbol kTap = c10::Symbol::fromQualString("normdoctor::tap");
 const c10::Symbol kAttnTap = c10::Symbol::fromQualString("normdoctor::attn_tap");
+const c10::Symbol kNormTap = c10::Symbol::fromQualString("normdoctor::norm_tap");
+const c10::Symbol kMaskTap = c10::Symbol::fromQualString("normdoctor::mask_tap");
+const c10::Symbol kRound = c10::Symbol::fromQualString("normdoctor::round");
 const c10::Symbol kFlag = c10::Symbol::fromQualString("normdoctor::flag");
 
 c10::optional<c10::IValue> const_arg(Node* n, size_t i) {
@@ -371,6 +446,7 @@ TapRecord& Collector::fire(int64_t id, const at::Tensor& x, int64_t& seq) {
   if (r.first_fire < 0) {
     r.first_fire = seq;
     r.shape = x.sizes().vec();
+    r.dtype = c10::toString(x.scalar_type());
   }
   ++r.calls;
   return r;
@@ -419,11 +495,35 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
   if (floating && (site.kind == TapKind::kSigmoidInput || site.kind == TapKind::kTanhInput))
     saturated = count_abs_above(x, site.kind == TapKind::kSigmoidInput ? 6.0 : 3.0);
   const bool scores = site.kind == TapKind::kSoftmaxInput || site.kind == TapKind::kAttentionScores;
+  std::vector<SoftmaxStats> per_head;
   if (floating && scores && x.dim() >= 1 && x.numel() > 0) {
     const int64_t sdim = site.kind == TapKind::kAttentionScores ? -1 : site.dim;
     const int64_t dim = sdim < 0 ? sdim + x.dim() : sdim;
+    // Entries a recognized mask removes (Swin's -100, masked_fill) count as masked.
+    if (site.kind == TapKind::kSoftmaxInput && site.masks > 0) {
+      at::Tensor m;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = masks_.find(site.id);
+        if (it != masks_.end()) {
+          m = it->second;
+          masks_.erase(it);
+        }
+      }
+      if (m.defined() && m.numel() == x.numel())
+        x = x.masked_fill(m.reshape(x.sizes()).to(x.device()), -std::numeric_limits<double>::infinity());
+    }
     if (dim >= 0 && dim < x.dim()) {
       sm = softmax_stats(x, dim);
+      // Per head: axis -3 of [B, H, L, S] scores, or heads folded into axis 0 of [B*H, L, S].
+      if (site.attention && dim == x.dim() - 1) {
+        at::Tensor xh;
+        if (x.dim() >= 4) xh = x.reshape({-1, x.size(-3), x.size(-2), x.size(-1)});
+        else if (x.dim() == 3 && site.heads > 1 && x.size(0) % site.heads == 0)
+          xh = x.reshape({x.size(0) / site.heads, site.heads, x.size(1), x.size(2)});
+        if (xh.defined() && xh.size(1) <= 256)
+          for (int64_t h = 0; h < xh.size(1); ++h) per_head.push_back(softmax_stats(xh.select(1, h), 2));
+      }
       // Rows with no unmasked entry, and whether the model's own softmax
       // makes NaN of them (every logit -inf, none NaN before). Only when some
       // row has fewer than two unmasked entries (sm.rows counts the others).
@@ -469,6 +569,21 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
   add(site.id, false, seq, site.kind == TapKind::kModuleOutput, m, x.numel());
   r.saturated += saturated;
   r.softmax.merge(sm);
+  if (r.heads.size() < per_head.size()) r.heads.resize(per_head.size());
+  for (size_t h = 0; h < per_head.size(); ++h) r.heads[h].merge(per_head[h]);
+}
+
+void Collector::set_mask(int64_t id, const at::Tensor& masked) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = masks_.find(id);
+  if (it != masks_.end() && it->second.sizes() == masked.sizes()) it->second = it->second.logical_or(masked);
+  else masks_[id] = masked;
+}
+
+void Collector::set_ints(int64_t id, std::vector<int64_t> v) {
+  std::lock_guard<std::mutex> lock(mu_);
+  TapRecord& r = records_[static_cast<size_t>(id)];
+  if (r.ints.empty()) r.ints = std::move(v);
 }
 
 void Collector::on_grad(int64_t id, const at::Tensor& g) {
@@ -739,7 +854,49 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     nn.module = chain.empty() ? std::string() : chain.back();
     norm_sites.push_back(std::move(nn));
   }
-  for (auto& p : structure::find_rms_patterns(nodes, scopes, attr_double)) norm_sites.push_back(std::move(p));
+  for (auto& p : recognize::find_norm_patterns(nodes, scopes, attr_double)) norm_sites.push_back(std::move(p));
+  // Layout roles of every tensor, from what produced it (before any tap).
+  const auto roles = recognize::infer_roles(nodes, *graph_, opt.input_ranks);
+  auto roles_of = [&](const Value* v) -> std::vector<std::string> {
+    auto it = roles.find(v);
+    return it == roles.end() ? std::vector<std::string>() : it->second;
+  };
+  for (Node* n : nodes) {
+    const std::string k = n->kind().toQualString();
+    const bool red = (k == "aten::mean" || k == "aten::sum") && n->inputs().size() >= 3;
+    const bool conv = k == "aten::conv1d" || k == "aten::conv2d" || k == "aten::_convolution" || k == "aten::convolution";
+    if (!red && !conv) continue;
+    OpFact f;
+    f.op = k;
+    const auto& chain = scopes.chain(n);
+    f.module = chain.empty() ? std::string() : chain.back();
+    f.input_roles = roles_of(n->input(0));
+    if (red) {
+      auto d = structure::const_int_list(n->input(1));
+      if (!d) continue;
+      f.dims = *d;
+    } else {
+      const int64_t rank = k == "aten::conv1d" ? 3 : k == "aten::conv2d" ? 4 : static_cast<int64_t>(f.input_roles.size());
+      for (int64_t d = 2; d < rank; ++d) f.dims.push_back(d);
+    }
+    std::deque<Value*> todo{n->output()};
+    for (int steps = 0; !todo.empty() && steps < 16; ++steps) {
+      Value* v = todo.front();
+      todo.pop_front();
+      for (const auto& u : v->uses()) {
+        const std::string uk = u.user->kind().toQualString();
+        if ((uk == "aten::to" || uk == "aten::contiguous" || uk == "aten::view" || uk == "aten::reshape" ||
+             uk == "aten::flatten" || uk == "aten::squeeze" || uk == "aten::dropout") && u.offset == 0) {
+          todo.push_back(u.user->output());
+          continue;
+        }
+        const auto& uc = scopes.chain(u.user);
+        const std::string m = uc.empty() ? std::string() : uc.back();
+        if (std::find(f.consumers.begin(), f.consumers.end(), m) == f.consumers.end()) f.consumers.push_back(m);
+      }
+    }
+    op_facts_.push_back(std::move(f));
+  }
   std::vector<structure::Residual> residual_sites = structure::find_residuals(nodes, norm_sites, scopes);
   structure::FinalNorm final_norm;
   {
@@ -758,6 +915,14 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         final_norm = structure::find_final_norm(*it, norm_sites, scopes);
         break;
       }
+    // From the output side: the head is the last parameterized op before the
+    // output; what feeds it decides (a UNet's final GroupNorm before its
+    // output conv is a final norm whatever the forward walk met on the way).
+    if (!residual_sites.empty()) {
+      const structure::FinalNorm back = structure::find_final_norm_from_output(*graph_, residual_sites, norm_sites, scopes);
+      if (back.status != "unknown") final_norm = back;
+      else if (!back.head_module.empty()) final_norm.head_module = back.head_module;
+    }
   }
   std::map<Node*, int64_t> bn_input_tap;
 
@@ -994,6 +1159,34 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         site.dim = (d && d->isInt()) ? d->toInt() : -1;
         if (const Node* mm = attention_scores_product(n->input(0), 0)) {
           site.attention = true;
+          // Heads of rank-3 scores: the owning module's num_heads.
+          for (auto it = chain.rbegin(); it != chain.rend() && site.heads == 0; ++it) {
+            auto mi = scopes.paths().find(*it);
+            if (mi == scopes.paths().end()) continue;
+            const torch::jit::Module& mod = model.modules[mi->second].module;
+            for (const char* a : {"num_heads", "num_attention_heads", "n_heads", "nhead", "n_head", "heads"})
+              if (mod.hasattr(a) && mod.attr(a).isInt()) {
+                site.heads = mod.attr(a).toInt();
+                break;
+              }
+          }
+          // Masks between the score product and the softmax: a tap after
+          // each records which entries it removes.
+          for (const auto& mk : recognize::attention_masks(n->input(0))) {
+            Value* out = mk.node->output();
+            std::vector<torch::jit::Use> uses(out->uses().begin(), out->uses().end());
+            Node* c = make_constant_int(*graph_, site.id);
+            Node* b = graph_->create(c10::prim::Constant);
+            b->i_(c10::attr::value, mk.boolean ? 1 : 0);
+            b->output()->setType(c10::BoolType::get());
+            Node* t = graph_->create(kMaskTap, {c->output(), out, mk.operand, b->output()});
+            t->output()->setType(out->type());
+            c->insertAfter(mk.node);
+            b->insertAfter(c);
+            t->insertAfter(b);
+            for (const auto& u : uses) u.user->replaceInput(u.offset, t->output());
+            ++site.masks;
+          }
           if (mm->inputs().size() >= 2 && std::string(mm->kind().toQualString()) != "aten::einsum") {
             site.attn_q = producer_module(mm->input(0), taps_);
             site.attn_k = producer_module(mm->input(1), taps_);
@@ -1052,21 +1245,49 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     site.module = nn.module;
     site.op = nn.op;
     site.args = nn.args;
+    site.input_roles = roles_of(nn.input);
+    if (nn.view_source) site.source_roles = roles_of(nn.view_source);
     auto bn = bn_input_tap.find(nn.node);
-    if (bn != bn_input_tap.end()) {
-      site.input_tap = bn->second;
-    } else if (nn.op != "batch_norm") {
-      TapSite& t = new_tap(TapKind::kNormInput, nn.module);
-      site.input_tap = t.id;
-      Node* n = nn.node;
-      Value* x = n->input(0);
-      Node* c = make_constant_int(*graph_, t.id);
-      Node* tn = graph_->create(kTap, {c->output(), x});
+    // A tap before node `n` on its input `x` (every use of x by n).
+    auto tap_before = [&](Node* n, Value* x0, TapKind kind, Value* ints) -> int64_t {
+      // The input of n that is x0, possibly wrapped in taps inserted since.
+      Value* x = x0;
+      for (Value* in : n->inputs()) {
+        Value* w = in;
+        while (w != x0 && (w->node()->kind() == kTap || w->node()->kind() == kNormTap) && w->node()->inputs().size() >= 2)
+          w = w->node()->input(1);
+        if (w == x0) {
+          x = in;
+          break;
+        }
+      }
+      TapSite& t = new_tap(kind, nn.module);
+      const int64_t id = t.id;
+      Node* c = make_constant_int(*graph_, id);
+      Node* tn = ints ? graph_->create(kNormTap, {c->output(), x, ints}) : graph_->create(kTap, {c->output(), x});
       tn->output()->setType(x->type());
       c->insertBefore(n);
       tn->insertBefore(n);
       for (size_t i = 0; i < n->inputs().size(); ++i)
         if (n->input(i) == x) n->replaceInput(i, tn->output());
+      return id;
+    };
+    if (bn != bn_input_tap.end()) {
+      site.input_tap = bn->second;
+    } else if (nn.op == "frozen_batch_norm") {
+      // Per-channel statistics of its input, as for batch_norm, when the
+      // buffers' reshape puts channels on axis 1.
+      const bool ch1 = nn.args.value("channel_axis", nlohmann::json(-1)) == 1;
+      site.input_tap = tap_before(nn.node, nn.input, ch1 ? TapKind::kBatchNormInput : TapKind::kNormInput, nullptr);
+    } else if (nn.op != "batch_norm") {
+      // layer_norm / rms_norm whose normalized_shape is computed at run time:
+      // the tap records the list the op receives.
+      Value* ints = nullptr;
+      if ((nn.op == "layer_norm" || nn.op == "rms_norm") && !nn.args.value("normalized_shape", nlohmann::json()).is_array() &&
+          nn.node->inputs().size() > 1 && nn.node->input(1)->type()->kind() == c10::TypeKind::ListType)
+        ints = nn.node->input(1);
+      site.input_tap = tap_before(nn.node, nn.input, TapKind::kNormInput, ints);
+      if (nn.view_source && nn.view_node) site.source_tap = tap_before(nn.view_node, nn.view_source, TapKind::kNormInput, nullptr);
     }
     norm_ops_.push_back(std::move(site));
   }
@@ -1148,10 +1369,86 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     n->replaceInput(idx, f->output());
   }
 
+  // Precision emulation: every op's float output rounded to the format.
+  if (opt.round_ops != at::ScalarType::Undefined) {
+    static const std::set<std::string> kViews = {
+        "aten::view", "aten::reshape", "aten::transpose", "aten::permute", "aten::select", "aten::slice",
+        "aten::expand", "aten::expand_as", "aten::unsqueeze", "aten::squeeze", "aten::flatten", "aten::contiguous",
+        "aten::t", "aten::narrow", "aten::detach", "aten::alias", "aten::unflatten", "aten::view_as",
+        "aten::reshape_as", "aten::numpy_T", "aten::unfold", "aten::as_strided", "aten::to", "aten::type_as",
+        "aten::clone", "aten::dropout", "aten::identity", "aten::size", "aten::dim", "aten::__getitem__"};
+    std::vector<Node*> now;
+    collect_nodes(graph_->block(), now);
+    // Regions the model computes in fp32 on purpose: values after an
+    // explicit upcast (x.to(torch.float32), x.float()) and everything
+    // computed from them (type promotion) until a cast back. Not rounded.
+    std::set<const Value*> fp32;
+    for (Node* n : now) {
+      const std::string k = n->kind().toQualString();
+      if (k == "aten::float" || k == "aten::double") {
+        for (Value* o : n->outputs()) fp32.insert(o);
+        continue;
+      }
+      if (k == "aten::to" || k == "aten::type_as") {
+        bool up = false;
+        if (k == "aten::to")
+          for (size_t i = 1; i < n->inputs().size() && i < 3; ++i) {
+            auto c = torch::jit::toIValue(n->input(i));
+            if (c && c->isInt() && (c->toInt() == static_cast<int64_t>(at::kFloat) || c->toInt() == static_cast<int64_t>(at::kDouble)))
+              up = true;
+          }
+        if (up)
+          for (Value* o : n->outputs()) fp32.insert(o);
+        continue;
+      }
+      bool any = false;
+      for (Value* in : n->inputs()) any = any || fp32.count(in) > 0;
+      if (any)
+        for (Value* o : n->outputs()) fp32.insert(o);
+    }
+    for (Node* n : now) {
+      const std::string k = n->kind().toQualString();
+      if (k.rfind("normdoctor::", 0) == 0 || k.rfind("prim::", 0) == 0 || kViews.count(k) || k.rfind("aten::", 0) != 0) continue;
+      if (!n->outputs().empty() && fp32.count(n->output(0))) continue;
+      const bool inplace = k.back() == '_';
+      for (Value* o : n->outputs()) {
+        if (!is_tensor(o) || o->uses().empty()) continue;
+        RoundSite rs;
+        rs.op = k;
+        const auto& chain = scopes.chain(n);
+        rs.module = chain.empty() ? std::string() : chain.back();
+        const int64_t id = static_cast<int64_t>(round_sites_.size());
+        round_sites_.push_back(rs);
+        std::vector<torch::jit::Use> uses(o->uses().begin(), o->uses().end());
+        Node* after = n->next();
+        torch::jit::WithInsertPoint guard(after);
+        Value* idv = graph_->insertConstant(id);
+        Value* dt = graph_->insertConstant(static_cast<int64_t>(opt.round_ops));
+        Value* ip = graph_->insertConstant(inplace);
+        Node* r = graph_->create(kRound, {idv, dt, ip, o});
+        r->output()->setType(o->type());
+        r->insertBefore(after);
+        for (const auto& u : uses) u.user->replaceInput(u.offset, r->output());
+      }
+    }
+  }
+
   graph_->lint();
   if (const char* dump = std::getenv("NORMDOCTOR_DUMP_GRAPH"); dump && *dump) {
     std::cerr << "normdoctor: instrumented graph (" << taps_.size() << " taps):\n" << *graph_;
     for (const auto& t : taps_) std::cerr << "  tap " << t.id << " kind " << static_cast<int>(t.kind) << " module '" << t.module << "'\n";
+    for (const auto& f : op_facts_) {
+      std::cerr << "  op " << f.op << " in '" << f.module << "' dims";
+      for (auto d : f.dims) std::cerr << " " << d;
+      std::cerr << " roles";
+      for (const auto& r : f.input_roles) std::cerr << " " << r;
+      std::cerr << "\n";
+    }
+    for (const auto& n : norm_ops_) {
+      std::cerr << "  norm " << n.op << " in '" << n.module << "' " << n.args.dump() << " roles";
+      for (const auto& r : n.input_roles) std::cerr << " " << r;
+      std::cerr << "\n";
+    }
   }
   fn_ = std::make_unique<torch::jit::GraphFunction>("normdoctor_forward", graph_, nullptr,
                                                      torch::jit::ExecutorExecutionMode::SIMPLE);

@@ -65,6 +65,12 @@ struct TapSite {
   /// addition reads the same tensor).
   int64_t output_index = 0;
   bool primary = true;
+  /// Attention softmax sites with rank-3 scores [batch*heads, L, S]: the
+  /// owning module's num_heads (0: unknown; rank-4 scores carry heads on axis 1).
+  int64_t heads = 0;
+  /// Attention sites: masks found between the score product and the softmax
+  /// (additive terms or masked_fill), measured by normdoctor::mask_tap.
+  int64_t masks = 0;
 };
 
 /// A normalization op found in the graph, with its constant arguments.
@@ -77,6 +83,14 @@ struct NormOpSite {
   /// "dynamic"); rms_norm_pattern: dims (list or "all"), keepdim, eps.
   nlohmann::json args;
   int64_t input_tap = -1;    ///< tap on the normalized tensor (kBatchNormInput / kNormInput); -1: none
+  /// Written-out norms over a view (GroupNorm as x.view(B, G, -1)): a
+  /// kNormInput tap on the tensor before the view; -1: none.
+  int64_t source_tap = -1;
+  /// Roles of the normalized tensor's axes from what produced it
+  /// (recognize::infer_roles: "batch", "time", "hidden", "channel",
+  /// "spatial", "tokens", "in:I:D" for axis D of argument I, "?"); empty:
+  /// unknown. source_roles: the same for the tensor before the view.
+  std::vector<std::string> input_roles, source_roles;
 };
 
 /// A residual addition out = stream + F(stream) (F holds a linear, matmul
@@ -108,6 +122,18 @@ struct ModeOpSite {
   bool baked = false;        ///< traced graph: the flag is a constant
   bool baked_value = false;  ///< the constant, when baked
   bool constant = false;     ///< the flag is a constant (baked, or written so in scripted code)
+};
+
+/// A reduction (aten::mean / aten::sum over constant dims) or a convolution
+/// in the graph, with the roles of its input's axes (as NormOpSite::input_roles):
+/// where padding can reach real positions (a pooling over time that no mask
+/// excludes padding from, a convolution whose window reads padded frames).
+struct OpFact {
+  std::string op;                        ///< "aten::mean", "aten::conv1d", ...
+  std::string module;                    ///< innermost module running it
+  std::vector<int64_t> dims;             ///< reduced axes; convolutions: the axes the kernel slides over
+  std::vector<std::string> input_roles;  ///< empty: unknown
+  std::vector<std::string> consumers;    ///< innermost modules of the ops using its output
 };
 
 /// Settings of one pass.
@@ -147,6 +173,13 @@ struct TapRecord {
   TensorStats grad;               ///< gradient w.r.t. the tapped tensor
   BatchNormStats bn;              ///< kBatchNormInput only
   std::vector<int64_t> shape;     ///< sizes of the tensor at its first firing
+  std::string dtype;              ///< its dtype at the first firing ("float32", ...)
+  /// normdoctor::norm_tap: the normalized_shape the op received at its
+  /// first firing (computed at run time: F.layer_norm(x, x.shape[-2:])).
+  std::vector<int64_t> ints;
+  /// Attention softmax sites: statistics per head (heads on axis -3 of
+  /// rank-4 scores, or folded into axis 0 of rank-3 ones), merged over calls.
+  std::vector<SoftmaxStats> heads;
   // Output comparison (Collector::reference set): over the module's outputs,
   // call by call, narrowed to the common sizes, real positions only.
   std::vector<at::Tensor> captured;  ///< Collector::capture: a copy of each call's output
@@ -199,6 +232,12 @@ class Collector {
   /// records; drops the tensors kept to recognize a repeated tap. Idempotent.
   void finish() const;
 
+  /// Called by normdoctor::mask_tap: entries masked out of the next firing
+  /// of softmax tap `id` (true = masked), broadcast to the scores' shape.
+  void set_mask(int64_t id, const at::Tensor& masked);
+  /// Called by normdoctor::norm_tap.
+  void set_ints(int64_t id, std::vector<int64_t> v);
+
   // Called by the tap operator and the gradient hooks.
   void on_forward(const TapSite& site, const at::Tensor& x);
   void on_grad(int64_t id, const at::Tensor& g);
@@ -238,6 +277,14 @@ class Collector {
   mutable int64_t first_nonfinite_fwd_seq_ = INT64_MAX, first_nonfinite_grad_seq_ = INT64_MAX;
   int64_t last_bn_tap_ = -1;
   int64_t last_tap_ = -1;
+  std::map<int64_t, at::Tensor> masks_;  // softmax tap id -> masked entries (mu_)
+
+ public:
+  /// Precision emulation: the first rounded op (execution order) whose
+  /// output holds Inf (the producer) and the first whose output holds NaN
+  /// (a propagator when it comes after the producer); RoundSite ids, -1: none.
+  int64_t round_first_inf = -1, round_first_nan = -1;
+  int64_t round_first_inf_count = 0, round_first_nan_count = 0;
 };
 
 /// Options for building the instrumented graph.
@@ -245,6 +292,22 @@ struct InstrumentOptions {
   bool op_taps = true;               ///< taps on sigmoid/tanh/softmax inputs
   std::string inspect_inputs_of;     ///< also tap the inputs of this module (targeted NaN pass)
   std::vector<std::string> inputs_of;  ///< also tap the inputs of each of these modules (kModuleInput, e.g. norm layers)
+  /// Ranks of forward's tensor arguments (self excluded; -1 or missing:
+  /// unknown), for the layout roles of scripted graphs (traced graphs carry them).
+  std::vector<int64_t> input_ranks;
+  /// Precision emulation (DESIGN.md, "Instrumentation"): kHalf or kBFloat16
+  /// rounds the output of EVERY op producing a float tensor to that format
+  /// (x.to(fmt).to(float)), intermediates inside modules included. Fused
+  /// kernels that compute in fp32 internally (layer_norm, softmax,
+  /// group_norm, batch_norm, rms_norm) stay one op: only their output is
+  /// rounded. Views are not rounded (their base is). Undefined: off.
+  at::ScalarType round_ops = at::ScalarType::Undefined;
+};
+
+/// An op whose output the precision emulation rounds (InstrumentOptions::round_ops).
+struct RoundSite {
+  std::string op;      ///< "aten::pow"
+  std::string module;  ///< innermost module running it ("" = root)
 };
 
 /// The instrumented forward of one model. Build once, run many passes.
@@ -278,6 +341,10 @@ class InstrumentedModel {
   const std::map<std::string, std::vector<int64_t>>& taps_by_module() const { return by_module_; }
   /// Graph size (nodes, after inlining) for the report.
   int64_t graph_nodes() const { return graph_nodes_; }
+  /// Ops rounded by the precision emulation (InstrumentOptions::round_ops), by id.
+  const std::vector<RoundSite>& round_sites() const { return round_sites_; }
+  /// Reductions and convolutions of the graph (for the padding probe).
+  const std::vector<OpFact>& op_facts() const { return op_facts_; }
 
  private:
   const LoadedModel& model_;
@@ -286,6 +353,8 @@ class InstrumentedModel {
   std::vector<TapSite> taps_;
   std::vector<NormOpSite> norm_ops_;
   std::vector<ResidualSite> residuals_;
+  std::vector<RoundSite> round_sites_;
+  std::vector<OpFact> op_facts_;
   FinalNormSite final_norm_;
   std::map<std::string, std::vector<int64_t>> by_module_;
   int64_t baked_bn_ = 0, baked_dropout_ = 0, graph_nodes_ = 0, bn_nodes_ = 0, dropout_nodes_ = 0;

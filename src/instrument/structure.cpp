@@ -413,5 +413,96 @@ FinalNorm find_final_norm(const Residual& last, const std::vector<NormNode>& nor
   return f;
 }
 
+FinalNorm find_final_norm_from_output(torch::jit::Graph& graph, const std::vector<Residual>& residuals,
+                                      const std::vector<NormNode>& norms, ScopeResolver& scopes) {
+  FinalNorm f;
+  std::unordered_set<const Value*> adds;
+  for (const auto& r : residuals) adds.insert(r.add->output());
+  // A norm's output: the anchor's output, and after it the gain/bias applied
+  // with parameters (x * weight + bias) in a written-out norm.
+  std::unordered_map<const Value*, const NormNode*> outputs;
+  for (const auto& nn : norms) {
+    Value* v = nn.anchor->output();
+    outputs[v] = &nn;
+    for (int i = 0; i < 4; ++i) {
+      Value* next = nullptr;
+      for (const auto& u : v->uses()) {
+        const std::string k = kind_of(u.user);
+        if (k == "aten::mul" || k == "aten::add" || k == "aten::view" || k == "aten::reshape" || is_trivial(k))
+          if (is_tensor(u.user->output())) next = u.user->output();
+      }
+      if (!next) break;
+      outputs[next] = &nn;
+      v = next;
+    }
+  }
+  auto head_through = [](const std::string& k) {
+    static const std::unordered_set<std::string> kOps = {
+        "aten::relu", "aten::relu_", "aten::gelu", "aten::silu", "aten::silu_", "aten::tanh", "aten::sigmoid",
+        "aten::hardswish", "aten::hardswish_", "aten::leaky_relu", "aten::softmax", "aten::log_softmax",
+        "aten::flatten", "aten::view", "aten::reshape", "aten::select", "aten::slice", "aten::squeeze",
+        "aten::unsqueeze", "aten::permute", "aten::transpose", "aten::mean", "aten::adaptive_avg_pool1d",
+        "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d", "aten::avg_pool2d", "aten::max_pool2d",
+        "aten::index", "aten::mul", "aten::add", "aten::div"};
+    return is_trivial(k) || kOps.count(k) > 0;
+  };
+  // The tensor input of a pass-through op: the one that is not a parameter/constant.
+  auto data_input = [](Node* n) -> Value* {
+    for (Value* in : n->inputs())
+      if (is_tensor(in) && strip(in)->node()->kind() != c10::prim::GetAttr && strip(in)->node()->kind() != c10::prim::Constant)
+        return in;
+    return nullptr;
+  };
+  // Output tensors of the graph (through tuples).
+  std::deque<Value*> starts;
+  for (Value* r : graph.return_node()->inputs()) {
+    if (is_tensor(r)) starts.push_back(r);
+    else if (r->node()->kind() == c10::prim::TupleConstruct || r->node()->kind() == c10::prim::ListConstruct)
+      for (Value* e : r->node()->inputs())
+        if (is_tensor(e)) starts.push_back(e);
+  }
+  if (starts.empty()) return f;
+  Value* v = starts.front();
+  // 1. The head.
+  Node* head = nullptr;
+  for (int i = 0; i < 64 && v; ++i) {
+    if (outputs.count(v) || adds.count(v)) break;
+    Node* n = v->node();
+    const std::string k = kind_of(n);
+    if (is_parameterized(k)) {
+      head = n;
+      break;
+    }
+    if (!head_through(k)) break;
+    v = data_input(n);
+  }
+  if (head) {
+    const auto& chain = scopes.chain(head);
+    f.head_module = chain.empty() ? std::string() : chain.back();
+    v = data_input(head);
+  } else {
+    v = starts.front();
+  }
+  // 2. What feeds it.
+  for (int i = 0; i < 64 && v; ++i) {
+    auto hit = outputs.find(v);
+    if (hit != outputs.end()) {
+      f.status = "present";
+      f.norm_module = hit->second->module;
+      return f;
+    }
+    if (adds.count(v)) {
+      f.status = "absent";
+      return f;
+    }
+    Node* n = v->node();
+    if (n->kind() == c10::prim::Param) break;
+    if (!head_through(kind_of(n))) break;
+    v = data_input(n);
+  }
+  f.status = "unknown";
+  return f;
+}
+
 }  // namespace structure
 }  // namespace nd

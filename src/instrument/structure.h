@@ -38,6 +38,10 @@ struct NormNode {
   std::string op;                     ///< "batch_norm" ... "rms_norm", or "rms_norm_pattern"
   nlohmann::json args = nlohmann::json::object();  ///< eps, normalized_shape / dims, num_groups, ...
   std::string module;                 ///< innermost named_modules() path running it
+  /// Written-out norms over a view (GroupNorm as x.view(B, G, -1)): the
+  /// tensor before the view, and the view node; nullptr otherwise.
+  torch::jit::Value* view_source = nullptr;
+  torch::jit::Node* view_node = nullptr;
 };
 
 /// Finds RMSNorm written out as ops: rsqrt(mean(pow(x, 2) | x * x | square(x), dims) + eps)
@@ -71,6 +75,17 @@ struct FinalNorm {
   std::string head_module;      ///< the first parameterized module after the stack when absent ("" = output)
 };
 FinalNorm find_final_norm(const Residual& last, const std::vector<NormNode>& norms, ScopeResolver& scopes);
+
+/// The head and the final norm found from the output side: the head is the
+/// last parameterized op (linear, matmul, convolution) on the path from the
+/// graph's output back through shape ops, pooling, activations and the
+/// output's own bias/scale; the final norm is a norm whose output reaches
+/// the head's input (or the output, without a head) through the same kind of
+/// ops. "present" when one does, "absent" when the walk back reaches a
+/// residual addition of `residuals` first, "unknown" otherwise. A final
+/// GroupNorm + SiLU before a UNet's output convolution is "present".
+FinalNorm find_final_norm_from_output(torch::jit::Graph& graph, const std::vector<Residual>& residuals,
+                                      const std::vector<NormNode>& norms, ScopeResolver& scopes);
 
 }  // namespace structure
 }  // namespace nd

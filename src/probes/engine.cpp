@@ -456,7 +456,11 @@ MetricsDoc run_check_stages(const CheckOptions& opt, const ProgressFn& progress)
   }
 
   if (progress) progress("instrument", "graph");
-  s.inst = std::make_unique<InstrumentedModel>(s.model);
+  {
+    InstrumentOptions io;
+    for (const auto& a : s.args) io.input_ranks.push_back(a.value.isTensor() ? a.value.toTensor().dim() : -1);
+    s.inst = std::make_unique<InstrumentedModel>(s.model, io);
+  }
   s.doc.model["graph_nodes"] = s.inst->graph_nodes();
   s.doc.model["taps"] = s.inst->taps().size();
 

@@ -201,6 +201,8 @@ void probe_forward_backward(Session& s) {
     std::string attn_q, attn_k, attn_v;  // producing modules (first site that names them)
     std::vector<const TapSite*> outputs;  // every output tap that fired, in output order
     bool primary_fired = false;
+    std::vector<SoftmaxStats> heads;     // per head, over the attention sites
+    int64_t masks = 0;                   // masks recognized between scores and softmax
   };
   std::map<std::string, Agg> agg;
   // A module with several outputs: act.* and grad.* describe its primary
@@ -244,6 +246,9 @@ void probe_forward_backward(Session& s) {
           a.attn.merge(rec.softmax);
           ++a.attn_sites;
           a.attn_softmax = true;
+          a.masks += t.masks;
+          if (a.heads.size() < rec.heads.size()) a.heads.resize(rec.heads.size());
+          for (size_t h = 0; h < rec.heads.size(); ++h) a.heads[h].merge(rec.heads[h]);
         }
         break;
       case TapKind::kAttentionScores:
@@ -331,6 +336,29 @@ void probe_forward_backward(Session& s) {
       m["attn.logit_absmax"] = a.attn.logit_absmax;
       m["attn.masked_rows"] = a.attn.masked_rows;
       m["attn.masked_nan_rows"] = a.attn.nan_rows;
+      if (a.attn_softmax) m["attn.masks_recognized"] = a.masks;
+      // Per head: the head with the largest logits, and the extremes.
+      if (!a.heads.empty()) {
+        nlohmann::json rows = nlohmann::json::array();
+        size_t worst = 0;
+        double onehot_max = 0, entropy_min = std::numeric_limits<double>::infinity();
+        for (size_t h = 0; h < a.heads.size(); ++h) {
+          const SoftmaxStats& hs = a.heads[h];
+          const double oh = hs.rows ? static_cast<double>(hs.onehot_rows) / static_cast<double>(hs.rows) : 0.0;
+          const double en = hs.rows ? hs.entropy_sum / static_cast<double>(hs.rows) : std::nan("");
+          if (hs.logit_absmax > a.heads[worst].logit_absmax) worst = h;
+          onehot_max = std::max(onehot_max, oh);
+          if (std::isfinite(en)) entropy_min = std::min(entropy_min, en);
+          rows.push_back({{"head", h}, {"rows", hs.rows}, {"logit_absmax", hs.logit_absmax},
+                          {"entropy_mean", num(en)}, {"onehot_fraction", oh}});
+        }
+        m["attn.heads"] = static_cast<int64_t>(a.heads.size());
+        m["attn.worst_head"] = static_cast<int64_t>(worst);
+        m["attn.worst_head_logit_absmax"] = a.heads[worst].logit_absmax;
+        m["attn.head_onehot_fraction_max"] = onehot_max;
+        m["attn.head_entropy_min"] = num(entropy_min);
+        lm.info["attention_heads"] = rows;
+      }
       // Query/key versus value projection weights (Frobenius norms), where
       // the graph shows which module produces each.
       auto weight_norm = [&](const std::string& path) -> double {

@@ -146,11 +146,20 @@ void probe_normalization(Session& s) {
     MetricMap& m = lm->metrics;
     ++bn_layers;
     const int64_t channels = b.mean.numel();
+    // A FrozenBatchNorm (x * scale + shift from its buffers, recognized in
+    // the graph) never uses batch statistics: only its running statistics
+    // are judged, not the batch's noise.
+    bool frozen = false;
+    for (const auto& no : im.norm_ops())
+      if (no.input_tap == t.id && no.op == "frozen_batch_norm") frozen = true;
     m["bn.channels"] = channels;
     m["bn.spatial"] = b.spatial;
+    if (frozen) m["bn.frozen"] = true;
+    if (!frozen) {
     m["bn.examples_per_pass"] = train_batch;
     m["bn.values_per_channel"] = train_batch * b.spatial;
     if (!m.count("bn.batch_of_one")) m["bn.batch_of_one"] = train_batch * b.spatial <= 1;
+    }
     // Noise of the per-step batch mean / variance at the training batch size,
     // estimated from the spread of per-example statistics (keeps spatial
     // correlation), in units of the channel's standard deviation / variance.
@@ -160,7 +169,7 @@ void probe_normalization(Session& s) {
     // floor on the variance printed 4.45e-05 there, issue 15). Channels
     // constant over the batch (variance exactly 0: a dead ReLU) have no
     // spread to measure and are left out of the average.
-    if (b.examples >= 2 && train_batch >= 1) {
+    if (!frozen && b.examples >= 2 && train_batch >= 1) {
       const at::Tensor live = b.var > 0;
       if (live.any().item<bool>()) {
         const double root_b = std::sqrt(static_cast<double>(train_batch));
@@ -190,6 +199,9 @@ void probe_normalization(Session& s) {
       m["bn.at_initial_values"] = init;
       if (mod.type()->hasAttribute("num_batches_tracked") && mod.attr("num_batches_tracked").isTensor())
         m["bn.num_batches_tracked"] = mod.attr("num_batches_tracked").toTensor().item<int64_t>();
+      // A FrozenBatchNorm at 0/1 counts too: torchvision's FrozenBatchNorm2d
+      // starts so and expects its statistics from a checkpoint, and frozen,
+      // training can never estimate them.
       if (init) {
         ++at_init;
         if (at_init <= 8) at_init_names += (at_init_names.empty() ? "" : ", ") + t.module;

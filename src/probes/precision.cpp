@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -364,6 +365,13 @@ void probe_precision(Session& s) {
   for (const auto& [p, n] : norms) io.inputs_of.push_back(p);
   InstrumentedModel pim(s.model, io);
   const auto& taps = pim.taps();
+  // The emulated pass: the same taps (same ids), and every op's output
+  // rounded to the format, intermediates inside modules included.
+  InstrumentOptions io_round = io;
+  io_round.round_ops = f.dtype;
+  // Also used for the native run, where it only watches for Inf/NaN (the
+  // tensors are in the format already).
+  auto pim_round = std::make_unique<InstrumentedModel>(s.model, io_round);
 
   // The fp32 reference: eval mode, dropout off; module outputs kept.
   std::map<int64_t, std::vector<at::Tensor>> ref;
@@ -450,7 +458,7 @@ void probe_precision(Session& s) {
     ns.name = "precision-" + f.name + "-native";
     ns.probe = "precision";
     ns.dropout = false;
-    ns.instrumented = &pim;
+    ns.instrumented = pim_round.get();
     ns.args = args_as(s.arg_values(), [&](const at::Tensor& t) { return t.to(f.dtype); });
     ns.tap_hook = lp_hook;
     try {
@@ -487,10 +495,32 @@ void probe_precision(Session& s) {
     es.name = "precision-" + f.name + "-emulated";
     es.probe = "precision";
     es.dropout = false;
-    es.instrumented = &pim;
+    es.instrumented = pim_round.get();
     es.args = args_as(s.arg_values(), [&](const at::Tensor& t) { return round_to(t, f); });
     es.tap_hook = lp_hook;
     lp_pass = s.run_pass(std::move(es));
+  }
+  // The producer (first op whose output overflows to Inf, or becomes NaN,
+  // in the format) and the propagator (the first op turning it into NaN).
+  std::string producer_layer, propagator_layer;
+  if (pim_round) {
+    const auto& rs = pim_round->round_sites();
+    const Collector& c = *lp_pass.collector;
+    const int64_t inf = c.round_first_inf, nan = c.round_first_nan;
+    const int64_t prod = inf >= 0 ? inf : nan;
+    if (prod >= 0 && prod < static_cast<int64_t>(rs.size())) {
+      producer_layer = rs[static_cast<size_t>(prod)].module;
+      mm["prec.producer_op"] = rs[static_cast<size_t>(prod)].op;
+      mm["prec.producer_layer"] = producer_layer;
+      mm["prec.producer_makes"] = inf >= 0 ? "inf" : "nan";
+      mm["prec.producer_count"] = inf >= 0 ? c.round_first_inf_count : c.round_first_nan_count;
+    }
+    if (inf >= 0 && nan >= 0 && nan != inf && nan < static_cast<int64_t>(rs.size())) {
+      propagator_layer = rs[static_cast<size_t>(nan)].module;
+      mm["prec.propagator_op"] = rs[static_cast<size_t>(nan)].op;
+      mm["prec.propagator_layer"] = propagator_layer;
+    }
+    mm["prec.rounded_ops"] = static_cast<int64_t>(rs.size());
   }
   mm["prec.mode"] = emulate ? "emulated" : "native";
   if (!native_error.empty()) {
@@ -526,7 +556,11 @@ void probe_precision(Session& s) {
     const NormSite* n = norms.count(path) ? &norms[path] : nullptr;
     // In an emulated run, the internals in the format decide the output of a
     // norm that computes in the format (not of a fused fp32-internal kernel).
-    const int64_t norm_bad = (emulate && n && !n->fp32_inside) ? n->nonfinite : 0;
+    // The emulated graph rounds every op's output, so a written-out norm
+    // already computes in the format there: its internals recomputed from
+    // the input (n->nonfinite) explain the cause but are not added again.
+    const int64_t norm_bad = 0;
+    const int64_t internal_bad = (emulate && n && !n->fp32_inside) ? n->nonfinite : 0;
     const int64_t nonfinite = c.new_nonfinite + norm_bad;
     if (c.compared > 0) {
       const double rel = c.den > 0 ? std::sqrt(c.num / c.den) : (c.num == 0 ? 0.0 : std::numeric_limits<double>::infinity());
@@ -542,7 +576,7 @@ void probe_precision(Session& s) {
         const bool eps_gone = m.count("prec.eps_vanishes") && m["prec.eps_vanishes"].get<bool>();
         // The norm's own internals in the format (measured in both modes) explain
         // the non-finite output: eps vanished on zero-variance rows, nothing overflowed.
-        const bool norm_explains = n && !n->fp32_inside && (norm_bad > 0 || n->nonfinite > 0);
+        const bool norm_explains = n && !n->fp32_inside && (internal_bad > 0 || n->nonfinite > 0);
         if (norm_explains && eps_gone && n->overflow_rows == 0) cause = "norm-eps";
         else if (c.ref_beyond > 0 || (n && n->overflow_rows > 0)) cause = "overflow";
         else cause = "other";
@@ -566,6 +600,40 @@ void probe_precision(Session& s) {
     m["prec.norm_overflow_rows"] = n.overflow_rows;
     m["prec.norm_sumsq_max"] = n.sumsq_max;
     m["prec.norm_sumsq_headroom"] = n.sumsq_max > 0 ? num(f.max / n.sumsq_max) : MetricValue("inf");
+  }
+  // A norm whose own statistic overflows in the format (the square or the
+  // variance of a norm computed in the format) is an eps-precision problem
+  // whatever eps is: the producer op lies in a norm that is not fp32 inside.
+  if (!producer_layer.empty()) {
+    if (LayerMetrics* lm = s.doc.find_layer(producer_layer)) {
+      bool norm_in_format = false;
+      if (lm->info.contains("ops"))
+        for (const auto& o : lm->info["ops"]) {
+          const std::string op = o.value("op", "");
+          if (op.size() > 8 && op.compare(op.size() - 8, 8, "_pattern") == 0 && !o.contains("upcast")) norm_in_format = true;
+        }
+      // ... and the statistic itself overflowed (rows whose sum of squares
+      // is beyond the format, or the first Inf made by the statistic's own
+      // op: pow, var, mean, sum): an rsqrt or a division of a zero variance
+      // whose eps vanished is PREC002's, not an overflow.
+      auto nit = norms.find(producer_layer);
+      const std::string pop = mm.count("prec.producer_op") && mm["prec.producer_op"].is_string()
+                                  ? mm["prec.producer_op"].get<std::string>() : std::string();
+      const bool inversion = pop.find("rsqrt") != std::string::npos || pop.find("reciprocal") != std::string::npos ||
+                             pop.find("div") != std::string::npos;
+      const bool stat_overflowed = (nit != norms.end() && nit->second.overflow_rows > 0) || (!pop.empty() && !inversion);
+      if (norm_in_format && stat_overflowed) {
+        lm->metrics["prec.norm_internal_overflow"] = true;
+        lm->metrics["prec.norm_internal_overflow_op"] = mm["prec.producer_op"];
+      }
+    }
+  }
+  if (!first_nonfinite.empty()) {
+    if (LayerMetrics* lm = s.doc.find_layer(first_nonfinite)) {
+      lm->metrics["prec.nonfinite_in_format"] = true;
+      if (mm.count("prec.producer_op")) lm->metrics["prec.producer"] = mm["prec.producer_op"].get<std::string>() + " in " + (producer_layer.empty() ? std::string("the root module") : producer_layer);
+      if (!propagator_layer.empty()) lm->metrics["prec.propagator"] = mm["prec.propagator_op"].get<std::string>() + " in " + propagator_layer;
+    }
   }
   mm["prec.forward_finite"] = first_nonfinite.empty();
   if (!first_nonfinite.empty()) {

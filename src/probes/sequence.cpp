@@ -302,7 +302,8 @@ nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlo
 
 /// Axes a normalization reduces over, for an input of rank `rank`; empty
 /// when unknown (a normalized_shape computed at run time).
-std::vector<int64_t> reduced_axes(const NormOpSite& n, int64_t rank, const nlohmann::json& info) {
+std::vector<int64_t> reduced_axes(const NormOpSite& n, int64_t rank, const nlohmann::json& info,
+                                  const std::vector<int64_t>& runtime_shape = {}) {
   std::vector<int64_t> r;
   if (n.op == "batch_norm") {
     r.push_back(0);
@@ -316,10 +317,12 @@ std::vector<int64_t> reduced_axes(const NormOpSite& n, int64_t rank, const nlohm
     // not a graph constant): the module's own value then.
     nlohmann::json ns = n.args.value("normalized_shape", nlohmann::json());
     if (!ns.is_array() && info.contains("normalized_shape")) ns = info["normalized_shape"];
+    // Computed at run time (F.layer_norm(x, x.shape[-2:])): what the op received.
+    if (!ns.is_array() && !runtime_shape.empty()) ns = runtime_shape;
     if (!ns.is_array()) return {};
     for (int64_t d = rank - static_cast<int64_t>(ns.size()); d < rank; ++d)
       if (d >= 0) r.push_back(d);
-  } else if (n.op == "rms_norm_pattern") {
+  } else if (n.op == "rms_norm_pattern" || n.op == "layer_norm_pattern" || n.op == "group_norm_pattern") {
     const auto& dims = n.args.value("dims", nlohmann::json());
     if (dims.is_string() && dims.get<std::string>() == "all") {
       for (int64_t d = 0; d < rank; ++d) r.push_back(d);
@@ -336,6 +339,73 @@ std::vector<int64_t> reduced_axes(const NormOpSite& n, int64_t rank, const nlohm
 }
 
 bool per_example_op(const std::string& op) { return op != "batch_norm"; }
+
+/// A norm written out over a view (GroupNorm as x.view(B, G, -1)): the axes
+/// of the tensor before the view that the reduced view axes cover. `source`
+/// and `view` are the two shapes; `reduced` the reduced view axes (a suffix).
+/// `partial` is set when the reduced elements start inside an axis (groups
+/// that straddle channels: C % G != 0). Empty when they do not line up.
+std::vector<int64_t> source_axes(const std::vector<int64_t>& source, const std::vector<int64_t>& view,
+                                 const std::vector<int64_t>& reduced, bool& partial) {
+  partial = false;
+  if (reduced.empty() || source.empty()) return {};
+  for (size_t i = 0; i < reduced.size(); ++i)
+    if (reduced[i] != static_cast<int64_t>(view.size() - reduced.size() + i)) return {};  // not a suffix
+  int64_t p = 1;
+  for (int64_t d : reduced) p *= view[static_cast<size_t>(d)];
+  int64_t q = 1;
+  for (int64_t k = static_cast<int64_t>(source.size()) - 1; k >= 0; --k) {
+    const int64_t prev = q;
+    q *= source[static_cast<size_t>(k)];
+    if (q == p || (prev < p && q > p)) {
+      // A group of whole channels covers `p / prev` channels; otherwise its
+      // elements start inside a channel (groups straddle channels).
+      partial = q != p && p % prev != 0;
+      std::vector<int64_t> out;
+      for (int64_t d = k; d < static_cast<int64_t>(source.size()); ++d) out.push_back(d);
+      return out;
+    }
+  }
+  return {};
+}
+
+/// Static roles (recognize::infer_roles) with forward arguments' axes filled
+/// in from the input layout; a flattened conv map moved to [batch, spatial,
+/// channel] read as [batch, tokens, hidden]. Entries it cannot tell: "?".
+std::vector<std::string> resolve_roles(const std::vector<std::string>& r, const Layout& L) {
+  std::vector<std::string> out;
+  for (const std::string& e : r) {
+    if (e.rfind("in:", 0) != 0) {
+      out.push_back(e);
+      continue;
+    }
+    const auto c = e.find(':', 3);
+    const size_t i = std::stoul(e.substr(3, c - 3));
+    const size_t d = std::stoul(e.substr(c + 1));
+    std::string role = "?";
+    if (i < L.inputs.size() && d < L.inputs[i].axes.size()) {
+      role = L.inputs[i].axes[d];
+      const std::string& ir = L.inputs[i].role;
+      if (role == "feature") role = (ir == "features" || ir == "tokens") ? "hidden" : "?";
+      if (ir == "other" && role != "batch") role = "?";
+    }
+    out.push_back(role);
+  }
+  if (out.size() == 3 && out[1] == "spatial" && (out[2] == "channel" || out[2] == "hidden")) {
+    out[1] = "tokens";
+    out[2] = "hidden";
+  }
+  for (auto& e : out)
+    if (e.find('*') != std::string::npos && e.find('?') == std::string::npos) {
+      // Merged axes of one kind ("spatial*spatial" is "spatial").
+      std::set<std::string> parts;
+      size_t a = 0, b;
+      while ((b = e.find('*', a)) != std::string::npos) parts.insert(e.substr(a, b - a)), a = b + 1;
+      parts.insert(e.substr(a));
+      if (parts.size() == 1) e = *parts.begin();
+    }
+  return out;
+}
 
 /// The model's own error from a failed pass: the text after "... pass: ",
 /// first line only.
@@ -480,11 +550,18 @@ void probe_sequence(Session& s) {
     if (n.input_tap < 0 || !base) continue;
     const auto& rec = base->records()[static_cast<size_t>(n.input_tap)];
     if (rec.shape.empty()) continue;
-    const auto& shape = rec.shape;
+    const bool written_out = n.op.size() > 8 && n.op.compare(n.op.size() - 8, 8, "_pattern") == 0;
+    const bool frozen = n.op == "frozen_batch_norm";
+    // The tensor whose axes are named: the normalized one, or for a norm
+    // over a view (GroupNorm as x.view(B, G, -1)) the tensor before the view.
+    const bool over_view = n.source_tap >= 0 && !base->records()[static_cast<size_t>(n.source_tap)].shape.empty();
+    const int64_t subject_tap = over_view ? n.source_tap : n.input_tap;
+    const auto& shape = base->records()[static_cast<size_t>(subject_tap)].shape;
     const int64_t rank = static_cast<int64_t>(shape.size());
     std::vector<int64_t> shape2;
-    if (shorter && shorter->collector) shape2 = shorter->collector->records()[static_cast<size_t>(n.input_tap)].shape;
-    // Roles of the input's axes.
+    if (shorter && shorter->collector) shape2 = shorter->collector->records()[static_cast<size_t>(subject_tap)].shape;
+    // Roles of the input's axes: from what produced the tensor where the
+    // graph tells (recognize::infer_roles), else from the sizes.
     std::vector<std::string> roles(static_cast<size_t>(rank));
     std::string time_from;
     std::vector<int64_t> time_axes;
@@ -498,55 +575,94 @@ void probe_sequence(Session& s) {
       if (time_axes.size() > 1) time_axes.clear();  // time and another axis share the size: undecided
       time_from = time_axes.empty() ? "undecided (no second length)" : "size match (" + std::to_string(L.T) + ")";
     }
+    std::vector<std::string> graph_roles = resolve_roles(over_view ? n.source_roles : n.input_roles, L);
+    if (static_cast<int64_t>(graph_roles.size()) != rank) graph_roles.clear();
+    std::string layout_from = graph_roles.empty() ? "sizes" : "graph";
     for (int64_t d = 0; d < rank; ++d) {
       std::string& r = roles[static_cast<size_t>(d)];
       const int64_t sz = shape[static_cast<size_t>(d)];
-      if (std::find(time_axes.begin(), time_axes.end(), d) != time_axes.end()) {
+      const std::string g = graph_roles.empty() ? std::string("?") : graph_roles[static_cast<size_t>(d)];
+      const bool changed = std::find(time_axes.begin(), time_axes.end(), d) != time_axes.end();
+      if (changed) {
         r = (d == 0 && sz != L.batch) ? "batch*time" : "time";
+      } else if (g != "?" && !(g == "time" && L.sequence && shape2.size() == shape.size())) {
+        r = g;
       } else if (d == 0) {
         r = sz == L.batch ? "batch" : (L.sequence && sz == L.batch * L.T) ? "batch*time" : "other";
       } else if (L.sequence || rank == 2) {
         r = (d == rank - 1 || rank == 3) ? "hidden" : "heads";
-      } else {
+      } else if (rank >= 4 && graph_roles.empty()) {
         r = d == 1 ? "channel" : "spatial";
+      } else {
+        // No time axis and nothing in the graph says what this axis is.
+        r = "unknown";
       }
     }
     const LayerMetrics* owner = s.doc.find_layer(n.module);
     const nlohmann::json info = owner ? owner->info : nlohmann::json::object();
-    const auto red = reduced_axes(n, rank, info);
+    bool straddle = false;
+    int64_t view_groups = 0;
+    std::vector<int64_t> red;
+    if (over_view) {
+      const auto& vshape = rec.shape;
+      const auto vred = reduced_axes(n, static_cast<int64_t>(vshape.size()), info);
+      red = source_axes(shape, vshape, vred, straddle);
+      if (vshape.size() >= 3 && red.size() + 1 >= 1) view_groups = vshape[1];
+    } else if (!frozen) {
+      red = reduced_axes(n, rank, info, rec.ints);
+    }
     nlohmann::json eps = n.args.value("eps", nlohmann::json());
     if (!eps.is_number() && info.contains("eps")) eps = info["eps"];
     std::vector<std::string> red_roles;
-    bool r_time = false, r_batch = false, r_feature = false;
-    for (int64_t d : red) {
+    bool r_time = false, r_batch = false;
+    for (size_t i = 0; i < red.size(); ++i) {
+      const int64_t d = red[i];
       std::string r = roles[static_cast<size_t>(d)];
-      if (n.op == "group_norm" && d == 1) r = "channel (within a group)";
+      if ((n.op == "group_norm" || n.op == "group_norm_pattern") && d == 1)
+        r = straddle ? r + " (groups straddle channels)" : r + " (within a group)";
       red_roles.push_back(r);
-      if (r == "time" || r == "batch*time") r_time = true;
+      if (r == "time" || r == "batch*time" || r == "tokens") r_time = true;
       if ((r == "batch" || r == "batch*time") && L.batch >= 2) r_batch = true;
-      if (r == "hidden" || r == "channel" || r.rfind("channel", 0) == 0) r_feature = true;
     }
     nlohmann::json row = {{"layer", n.module},     {"op", n.op},         {"input_shape", shape},
                           {"axes", roles},         {"reduced_axes", red}, {"reduced", red_roles},
-                          {"eps", eps}};
+                          {"eps", eps},            {"layout_from", layout_from}};
+    if (over_view) row["view_shape"] = rec.shape;
     if (!shape2.empty()) row["input_shape_at_T2"] = shape2;
     if (!time_from.empty()) row["time_from"] = time_from;
-    if (red.empty()) row["reduced"] = "unknown (normalized_shape computed at run time)";
+    if (!rec.ints.empty()) row["normalized_shape_at_run_time"] = rec.ints;
+    if (frozen) row["reduced"] = "none: running statistics (frozen)";
+    else if (red.empty()) row["reduced"] = "unknown (normalized_shape computed at run time)";
     axes_rows.push_back(row);
-    if (r_time && (n.op == "batch_norm" || n.op == "group_norm" || n.op == "instance_norm"))
+    if (r_time && (n.op == "batch_norm" || n.op == "group_norm" || n.op == "instance_norm" || written_out))
       norms_over_time.push_back(n.module);
 
     LayerMetrics* lm = s.doc.find_layer(n.module);
-    if (!lm || n.module.empty() || !done.insert(n.module).second) continue;
+    // Written-out norms may run in the root's own forward (a whole-batch
+    // standardization of the input).
+    if (!lm || (n.module.empty() && !written_out) || !done.insert(n.module).second) continue;
     auto& m = lm->metrics;
     m["norm.op"] = n.op;
     m["norm.input_shape"] = shape_str(shape);
     m["norm.input_layout"] = "[" + join(roles) + "]";
-    m["norm.reduced_axes"] = red.empty() ? std::string("unknown") : join(red_roles);
+    m["norm.layout_from"] = layout_from;
+    m["norm.reduced_axes"] = frozen ? std::string("none (running statistics)") : red.empty() ? std::string("unknown") : join(red_roles);
+    if (written_out || frozen) {
+      m["norm.written_out"] = true;
+      if (n.args.contains("statistic")) m["norm.statistic"] = n.args["statistic"];
+      if (n.args.contains("centered")) m["norm.centered"] = n.args["centered"];
+      if (eps.is_number()) m["norm.eps"] = eps;
+      std::string dt = n.args.value("upcast", std::string());
+      if (dt.empty()) dt = rec.dtype == "Float" ? "float32" : rec.dtype == "Half" ? "float16" : rec.dtype == "BFloat16" ? "bfloat16" : rec.dtype == "Double" ? "float64" : rec.dtype;
+      m["norm.computing_dtype"] = dt;
+    }
     if (!red.empty()) {
+      const bool per_example = per_example_op(n.op) && n.op != "group_norm" && n.op != "instance_norm" && n.op != "group_norm_pattern";
       m["norm.reduces_time"] = r_time;
       m["norm.reduces_batch"] = r_batch;
-      m["norm.over_time"] = per_example_op(n.op) && n.op != "group_norm" && n.op != "instance_norm" && r_time && !r_feature;
+      // A per-example norm whose statistics span time: over time only, or
+      // over [time, hidden] together (normalized_shape including the time axis).
+      m["norm.over_time"] = per_example && r_time;
       m["norm.over_batch"] = per_example_op(n.op) && r_batch;
       m["norm.batchnorm_over_time"] = n.op == "batch_norm" && r_time;
     }
@@ -555,11 +671,14 @@ void probe_sequence(Session& s) {
       m["norm.fails_at_other_length"] = true;
     nlohmann::json groups = n.args.value("num_groups", nlohmann::json());
     if (!groups.is_number_integer() && info.contains("num_groups")) groups = info["num_groups"];
-    if (n.op == "group_norm" && rank >= 2 && groups.is_number_integer()) {
+    if (n.op == "group_norm_pattern" && view_groups > 0) groups = view_groups;
+    if ((n.op == "group_norm" || n.op == "group_norm_pattern") && rank >= 2 && groups.is_number_integer()) {
       const int64_t g = groups.get<int64_t>(), c = shape[1];
       m["norm.num_groups"] = g;
       m["norm.num_channels"] = c;
-      if (g > 0) m["norm.channels_per_group"] = c / g;
+      // Groups that straddle channels (C % G != 0) hold a fraction of a channel more.
+      if (g > 0) m["norm.channels_per_group"] = c % g == 0 ? nlohmann::json(c / g) : nlohmann::json(static_cast<double>(c) / static_cast<double>(g));
+      if (n.op == "group_norm_pattern") m["norm.groups_straddle_channels"] = straddle;
       int64_t spatial = 1;
       for (size_t d = 2; d < shape.size(); ++d) spatial *= shape[d];
       m["norm.spatial_size"] = spatial;
@@ -590,9 +709,35 @@ void probe_sequence(Session& s) {
       }
     return false;
   };
+  // An unmasked pooling over time (mean/sum) or a convolution sliding over
+  // time, run by `layer` (or inside it), or a pooling whose output `layer`
+  // reads: where padding reaches real positions without a norm.
+  struct Entry {
+    std::string kind, op, layer;
+  };
+  auto entry_at = [&](const std::string& layer) -> Entry {
+    auto within = [&](const std::string& m) { return m == layer || (!layer.empty() && m.rfind(layer + ".", 0) == 0) || layer.empty(); };
+    for (int pass = 0; pass < 2; ++pass)
+      for (const auto& f : im.op_facts()) {
+        const auto roles = resolve_roles(f.input_roles, L);
+        bool over_time = false;
+        for (int64_t d : f.dims) {
+          const int64_t w = d < 0 ? d + static_cast<int64_t>(roles.size()) : d;
+          if (w >= 0 && w < static_cast<int64_t>(roles.size()) && roles[static_cast<size_t>(w)] == "time") over_time = true;
+        }
+        if (!over_time) continue;
+        const bool conv = f.op.find("conv") != std::string::npos;
+        const bool reads = std::find(f.consumers.begin(), f.consumers.end(), layer) != f.consumers.end();
+        // Pass 0: an op in the layer itself; pass 1: a pooling whose output the layer reads.
+        if ((pass == 0 && within(f.module) && !layer.empty()) || (pass == 1 && !conv && reads))
+          return {conv ? "convolution" : "pooling", f.op + (conv ? " over time" : " over the time axis"), f.module};
+      }
+    return {};
+  };
   auto kind_of_layer = [&](const std::string& layer) -> std::string {
     if (layer.empty()) return "output";
     if (norm_at(layer)) return "normalization";
+    if (const Entry e = entry_at(layer); !e.kind.empty()) return e.kind;
     for (const auto& t : im.taps())
       if (t.kind == TapKind::kSoftmaxInput && (t.module == layer || t.module.rfind(layer + ".", 0) == 0)) return "attention";
     return "other";
@@ -628,6 +773,15 @@ void probe_sequence(Session& s) {
     s.doc.model_metrics["pad.first_layer"] = w.first;
     s.doc.model_metrics["pad.first_layer_kind"] = w.first.empty() && !(w.root > kChanged) ? "none" : kind_of_layer(w.first);
     s.doc.model_metrics["pad.via_norm"] = !w.first.empty() && norm_at(w.first);
+    // Not through a norm: a pooling over time or a convolution over time.
+    const Entry e = (w.root > kChanged && !(!w.first.empty() && norm_at(w.first))) ? entry_at(w.first) : Entry{};
+    s.doc.model_metrics["pad.via_pooling_or_conv"] = !e.kind.empty();
+    if (!e.kind.empty()) {
+      s.doc.model_metrics["pad.entry_kind"] = e.kind;
+      s.doc.model_metrics["pad.entry_op"] = e.op;
+      s.doc.model_metrics["pad.entry_layer"] = e.layer;
+      jp["entry"] = {{"kind", e.kind}, {"op", e.op}, {"layer", e.layer}};
+    }
     s.doc.model_metrics["pad.norms_over_time"] = join(norms_over_time);
   }
   jp["norms_over_time"] = norms_over_time;

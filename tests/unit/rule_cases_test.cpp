@@ -38,7 +38,9 @@ const std::set<std::string> kCovered = {"IN001",   "IN002",   "ACT001",  "ACT002
                                         "AXIS003", "AXIS004", "AXIS005", "ARCH001", "ARCH002", "ARCH003", "ARCH004",
                                         "PREC001", "PREC002", "PREC003", "PREC004", "ATTN001", "ATTN002", "LR001",
                                         "REPLAY001", "REPLAY002", "BN008",  "BN009",   "MODE005", "NORM002",
-                                        "ACT006",  "ACT007",  "ACT008"};
+                                        "ACT006",  "ACT007",  "ACT008",
+                                        // cases in rule_cases_recog_test.cpp
+                                        "SEQ003", "PREC005", "PREC006"};
 
 const double kInf = std::numeric_limits<double>::infinity();
 
@@ -1037,7 +1039,7 @@ nd::MetricsDoc axis_doc(const std::string& kind, nd::MetricMap m, int attention_
 }
 
 TEST(AXIS001, Catches) {
-  const auto f = run("AXIS001", axis_doc("LayerNorm", {{"norm.op", "layer_norm"}, {"norm.over_time", true},
+  const auto f = run("AXIS001", axis_doc("LayerNorm", {{"norm.op", "layer_norm"}, {"norm.over_time", true}, {"norm.over_batch", false},
                                                        {"norm.input_shape", "[2, 16, 16]"},
                                                        {"norm.input_layout", "[batch, hidden, time]"},
                                                        {"norm.reduced_axes", "time"},
@@ -1054,6 +1056,10 @@ TEST(AXIS001, Catches) {
 }
 
 TEST(AXIS001, CatchesNot) {
+  // Over every axis, batch included: AXIS002's finding, not a second one.
+  EXPECT_TRUE(run("AXIS001", axis_doc("RMSNorm", {{"norm.op", "rms_norm_pattern"}, {"norm.over_time", true},
+                                                  {"norm.over_batch", true}, {"norm.reduced_axes", "batch, time, hidden"}}))
+                  .empty());
   EXPECT_TRUE(run("AXIS001", axis_doc("LayerNorm", {{"norm.op", "layer_norm"}, {"norm.over_time", false},
                                                     {"norm.reduced_axes", "hidden"}}))
                   .empty());

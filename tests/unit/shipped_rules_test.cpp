@@ -64,7 +64,7 @@ const Expected kExpected[] = {
      "arch.pre_norm_blocks >= 2 and arch.stream_growth > 100"},
     {"ATTN001", "attention-logit-growth", nd::Severity::kWarning, "layer", "all", false, "", "attn.logit_absmax > 30"},
     {"ATTN002", "nonfinite-forward", nd::Severity::kError, "layer", "all", true, "", "attn.masked_nan_rows > 0"},
-    {"AXIS001", "norm-over-time-axis", nd::Severity::kError, "layer", "all", false, "", "norm.over_time == true"},
+    {"AXIS001", "norm-over-time-axis", nd::Severity::kError, "layer", "all", false, "", "norm.over_time == true and norm.over_batch == false"},
     {"AXIS002", "norm-over-batch-axis", nd::Severity::kError, "layer", "all", false, "", "norm.over_batch == true"},
     {"AXIS003", "batchnorm-in-sequence-model", nd::Severity::kWarning, "layer", "all", false, "",
      "norm.batchnorm_over_time == true and arch.attention_ops > 0"},
@@ -122,6 +122,10 @@ const Expected kExpected[] = {
      "prec.forward_finite == true and prec.grad_underflow_fraction > 0.01"},
     {"PREC004", "norm-eps-precision", nd::Severity::kInfo, "layer", "all", true, "",
      "prec.eps_vanishes == true and prec.norm_fp32_internally == true and prec.norm_nonfinite_count > 0"},
+    {"PREC005", "nonfinite-forward", nd::Severity::kError, "layer", "all", true, "",
+     "prec.nonfinite_in_format == true and prec.first_nonfinite_cause == \"other\""},
+    {"PREC006", "norm-eps-precision", nd::Severity::kError, "layer", "all", true, "",
+     "prec.norm_internal_overflow == true"},
     {"REPLAY001", "activation-growth", nd::Severity::kWarning, "model", "all", true, "replay.act_growth_layer",
      "replay.act_growth_max > 100"},
     {"REPLAY002", "nonfinite-forward", nd::Severity::kError, "model", "all", true, "replay.nonfinite_layer",
@@ -130,6 +134,8 @@ const Expected kExpected[] = {
      "pad.via_norm == true and pad.rel_diff > 0.001 and pad.over_floor > 10"},
     {"SEQ002", "sequence-length-dependence", nd::Severity::kWarning, "model", "all", false, "seqlen.first_layer",
      "seqlen.via_norm == true and seqlen.rel_diff > 0.001 and seqlen.over_floor > 10"},
+    {"SEQ003", "padding-contamination", nd::Severity::kError, "model", "all", false, "pad.entry_layer",
+     "pad.via_pooling_or_conv == true and pad.rel_diff > 0.001 and pad.over_floor > 10"},
 };
 
 }  // namespace
