@@ -339,10 +339,10 @@ MetricsDoc run_check_stages(const CheckOptions& opt, const ProgressFn& progress)
   if (opt.threads > 0) at::set_num_threads(opt.threads);
   if (opt.lr && !(std::isfinite(*opt.lr) && *opt.lr > 0))
     throw usage_error("--lr must be a positive finite number, got " + std::to_string(*opt.lr));
-  if (opt.optimizer != "sgd" && opt.optimizer != "adam")
-    throw usage_error("--optimizer must be sgd or adam, got '" + opt.optimizer + "'");
+  if (opt.optimizer != "sgd" && opt.optimizer != "adam" && opt.optimizer != "adamw")
+    throw usage_error("--optimizer must be sgd, adam or adamw, got '" + opt.optimizer + "'");
   if (opt.steps < 0) throw usage_error("--steps must be >= 0, got " + std::to_string(opt.steps));
-  if (opt.steps > 0 && !opt.lr)
+  if (opt.steps > 0 && !opt.lr && opt.optimizer_state.empty())
     throw usage_error("--steps " + std::to_string(opt.steps) + " needs --lr: the replay takes optimizer steps at that learning rate");
   Session s(opt, progress);
   if (progress) progress("load", "model");
@@ -357,6 +357,8 @@ MetricsDoc run_check_stages(const CheckOptions& opt, const ProgressFn& progress)
   nlohmann::json fargs = nlohmann::json::array();
   for (const auto& a : s.model.args) fargs.push_back({{"name", a.name}, {"type", a.type}, {"has_default", a.has_default}});
   s.doc.model["forward_args"] = fargs;
+  load_checkpoints(s);  // --weights: the last checkpoint, before anything reads the module's tensors
+  load_optimizer_state(s);  // --optimizer-state, mapped onto the (loaded) parameters
   s.doc.model_metrics["run.precision"] = opt.precision;
 
   if (progress) progress("load", "inputs");
@@ -369,6 +371,8 @@ MetricsDoc run_check_stages(const CheckOptions& opt, const ProgressFn& progress)
   s.doc.model["taps"] = s.inst->taps().size();
 
   build_inventory(s);
+  probe_timeline(s);  // 2+ --weights; leaves the last checkpoint loaded
+  probe_gain_convention(s);  // --weights: the loaded norm gains vs the module's formula
   probe_forward_backward(s);
   probe_update_ratio(s);
   probe_normalization(s);
