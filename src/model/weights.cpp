@@ -149,7 +149,7 @@ WeightsLoad load_weights(torch::jit::Module& module, const Checkpoint& ck, bool 
   };
 
   std::vector<std::pair<at::Tensor*, const at::Tensor*>> copies;
-  std::set<std::string> filled;
+  std::set<std::string> filled, mismatched;  // a size mismatch is not also a missing key (as in PyTorch)
   for (const auto& [key, t] : ck.tensors) {
     std::string name = key, stripped;
     while (!target(name)) {
@@ -178,6 +178,7 @@ WeightsLoad load_weights(torch::jit::Module& module, const Checkpoint& ck, bool 
     if (dst->sizes() != t.sizes()) {
       r.mismatched.push_back("size mismatch for " + name + ": copying a param with shape " + shape_str(t.sizes()) +
                              " from checkpoint, the shape in current model is " + shape_str(dst->sizes()));
+      mismatched.insert(name);
       continue;
     }
     filled.insert(name);
@@ -188,7 +189,7 @@ WeightsLoad load_weights(torch::jit::Module& module, const Checkpoint& ck, bool 
   std::set<const void*> filled_ptrs;
   for (const auto& n : filled) filled_ptrs.insert(target(n)->data_ptr());
   for (const auto& n : order) {
-    if (filled.count(n)) continue;
+    if (filled.count(n) || mismatched.count(n)) continue;
     at::Tensor* t = target(n);
     if (t->numel() > 0 && filled_ptrs.count(t->data_ptr())) {
       r.tied.push_back(n);
