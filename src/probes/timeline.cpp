@@ -233,6 +233,13 @@ void probe_timeline(Session& s) {
         auto it = lm.metrics.find(m);
         if (it != lm.metrics.end() && (it->second.is_number() || it->second.is_string())) ser[m][i] = as_double(it->second);
       }
+      // Gradient norms are taken over finite values: a non-finite gradient
+      // would read as a small norm. The series says nan there.
+      for (const auto& [norm, count] : {std::pair<const char*, const char*>{"grad.out_norm", "grad.out_nonfinite_count"},
+                                        {"grad.param_norm", "grad.param_nonfinite_count"}}) {
+        auto c = lm.metrics.find(count);
+        if (c != lm.metrics.end() && c->second.is_number() && c->second.get<double>() > 0) ser[norm][i] = kNaN;
+      }
       if (nf_fwd < 0 && lm.metrics.count("fwd.first_nonfinite")) {
         nf_fwd = static_cast<int64_t>(i);
         nf_fwd_layer = lm.path;
