@@ -13,7 +13,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$here"
 seconds="${1:-20}"
-targets=(${ND_FUZZ_TARGETS:-fuzz_pickle fuzz_safetensors fuzz_input_spec fuzz_zip_index fuzz_pt2_archive fuzz_rule_file fuzz_config})
+targets=(${ND_FUZZ_TARGETS:-fuzz_pickle fuzz_checkpoint fuzz_safetensors fuzz_input_spec fuzz_zip_index fuzz_pt2_archive fuzz_rule_file fuzz_config})
 
 scripts/install-deps.sh
 scripts/install-deps.sh .ci/packages-fuzz.txt
@@ -29,7 +29,7 @@ for t in "${targets[@]}"; do
   seeds="tests/fuzz/corpus/$t"
   [ -d "$seeds" ] || seeds=""
   dict=()
-  [ "$t" = fuzz_pickle ] && dict=(-dict=tests/fuzz/pickle.dict)
+  { [ "$t" = fuzz_pickle ] || [ "$t" = fuzz_checkpoint ]; } && dict=(-dict=tests/fuzz/pickle.dict)
   echo "fuzz: $t for ${seconds}s"
   # Replays every seed first (regression files included), then mutates.
   if ! "build-fuzz/$t" "${dict[@]}" -max_total_time="$seconds" -timeout=10 -malloc_limit_mb=256 -rss_limit_mb=1024 \

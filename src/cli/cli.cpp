@@ -333,8 +333,11 @@ int run_check_command(CheckArgs& a, const Engine& engine) {
                            {"severity", a.severity}, {"rules_dir", resolve_rules_dir(a.rules_dir)}};
     if (o.output_index) opts["output_index"] = *o.output_index;
     if (o.lr) opts["lr"] = *o.lr;
-    if (o.lr || o.steps > 0) opts["optimizer"] = o.optimizer;
+    if (o.lr || o.steps > 0 || !o.optimizer_state.empty()) opts["optimizer"] = o.optimizer;
     if (o.steps > 0) opts["steps"] = o.steps;
+    if (!o.weights.empty()) opts["weights"] = o.weights;
+    if (o.weights_partial) opts["weights_partial"] = true;
+    if (!o.optimizer_state.empty()) opts["optimizer_state"] = o.optimizer_state;
     if (many) opts["models"] = models;
     return opts;
   };
@@ -632,9 +635,16 @@ int cli_main(int argc, char** argv, const Engine& engine) {
   check->add_option_function<double>("--lr", [&a](const double& v) { a.engine.lr = v; },
                                      "Learning rate: update ratio per parameter, and the replay's step size");
   check->add_option("--optimizer", a.engine.optimizer, "Optimizer of the update ratio and the replay")
-      ->transform(one_of({"sgd", "adam"}))->capture_default_str();
+      ->transform(one_of({"sgd", "adam", "adamw"}))->capture_default_str();
   check->add_option("--steps", a.engine.steps, "Replay: take this many optimizer steps on the sample batch (needs --lr)")
       ->check(CLI::NonNegativeNumber);
+  check->add_option("--weights", a.engine.weights,
+                    "Checkpoint to load into the model's parameters and buffers by name (repeatable; globs such as "
+                    "'ckpts/step_*.pt' are expanded by normdoctor; several give a timeline)");
+  check->add_flag("--weights-partial", a.engine.weights_partial,
+                  "Load the checkpoint keys that match and list the rest, instead of failing on any mismatch");
+  check->add_option("--optimizer-state", a.engine.optimizer_state,
+                    "torch.save(optimizer.state_dict()) of Adam/AdamW/SGD: the update ratio and the replay start from it");
   check->add_option("--format", a.formats,
                     "Report format: text | json | sarif | junit | github | html (repeatable, one -o each)")
       ->transform(one_of(report_formats()));

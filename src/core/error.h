@@ -28,6 +28,7 @@ inline constexpr const char* kRuleFile = "rule_file";         ///< a rules/*.tom
 inline constexpr const char* kOutput = "output";              ///< -o path not writable
 inline constexpr const char* kModelLoad = "model_load";       ///< model file unusable
 inline constexpr const char* kInputLoad = "input_load";       ///< batch file unusable
+inline constexpr const char* kWeightsLoad = "weights_load";   ///< --weights / --optimizer-state file unusable or not matching the model
 inline constexpr const char* kInputMismatch = "input_mismatch";  ///< forward rejects inputs
 inline constexpr const char* kInputInference = "input_inference";  ///< no inputs given, none inferable
 inline constexpr const char* kMissingOperator = "missing_operator";  ///< op absent in this LibTorch

@@ -613,6 +613,9 @@ class Machine {
         return;  // Python attributes of a tensor (hooks, metadata): not needed
       case NKind::kDict:
         if (empty_state) return;
+        // An OrderedDict's instance attributes: state_dict() sets
+        // `_metadata` (per-module versions). Not needed to read the tensors.
+        if (nodes_[obj].flag != 0 && sk == NKind::kDict) return;
         break;
       default:
         break;

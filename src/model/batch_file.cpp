@@ -24,9 +24,19 @@ namespace {
 using formats::PickleValue;
 using formats::TensorRef;
 
+// The error kind of the file being read: input_load for batches,
+// weights_load for checkpoints (read_saved_file sets it for its call).
+thread_local const char* g_kind = error_kind::kInputLoad;
+
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw load_error(error_kind::kInputLoad, formats::printable(path + ": " + what));
+  throw load_error(g_kind, formats::printable(path + ": " + what));
 }
+
+struct KindScope {
+  const char* saved;
+  explicit KindScope(const char* k) : saved(g_kind) { g_kind = k; }
+  ~KindScope() { g_kind = saved; }
+};
 
 const char* const kExpected =
     "expected a tensor, or a tuple, list or dict of tensors saved with torch.save, or a .safetensors file";
@@ -87,14 +97,17 @@ class ZipBatch {
  public:
   ZipBatch(std::string path, File& file) : path_(std::move(path)), file_(file) {}
 
-  BatchFile read() {
+  BatchFile read() { return to_batch(open(kExpected)); }
+
+  /// Checks the archive and runs its data.pkl; `expected` ends messages about
+  /// files that are not torch.save archives.
+  PickleValue open(const std::string& expected) {
     const auto entries = formats::read_zip_index(
         [this](uint64_t off, void* out, std::size_t n) { return file_.read_at(off, out, n); },
         file_.size(), path_);
-    find_prefix(entries);
+    find_prefix(entries, expected);
     if (!has("version") && !has(".data/version")) {
-      fail(path_, "is a zip archive without a version record: not a torch.save file (" +
-                      std::string(kExpected) + ")");
+      fail(path_, "is a zip archive without a version record: not a torch.save file (" + expected + ")");
     }
 
     try {
@@ -110,13 +123,13 @@ class ZipBatch {
       }
     }
     auto [pkl, pkl_size] = record("data.pkl");
-    const PickleValue root = formats::parse_torch_pickle(static_cast<const uint8_t*>(pkl.get()),
-                                                         pkl_size, path_ + " (data.pkl)");
-    return to_batch(root);
+    return formats::parse_torch_pickle(static_cast<const uint8_t*>(pkl.get()), pkl_size, path_ + " (data.pkl)");
   }
 
+  at::Tensor tensor(const TensorRef& ref, const std::string& where) { return materialize(ref, where); }
+
  private:
-  void find_prefix(const std::vector<formats::ZipEntry>& entries) {
+  void find_prefix(const std::vector<formats::ZipEntry>& entries, const std::string& expected) {
     // torch.save names every record "<archive>/<record>"; the archive name is
     // "archive" or the file stem depending on the PyTorch version.
     for (const auto& e : entries) {
@@ -125,14 +138,16 @@ class ZipBatch {
       const std::string prefix = e.name.substr(0, slash + 1);
       const std::string rest = e.name.substr(slash + 1);
       if (rest == "constants.pkl" || rest.rfind("code/", 0) == 0) {
+        if (g_kind == error_kind::kWeightsLoad)
+          fail(path_, "is a TorchScript model (torch.jit.save), not a checkpoint: give it as the model, or save "
+                      "the weights with torch.save(model.state_dict(), ...)");
         fail(path_, "is a TorchScript model (torch.jit.save), not a batch of inputs: give it as the "
                     "model and save the inputs with torch.save(...)");
       }
       if (rest == "data.pkl" && prefix_.empty()) prefix_ = prefix;
     }
     if (prefix_.empty()) {
-      fail(path_, "is a zip archive without a data.pkl record: not a torch.save file (" +
-                      std::string(kExpected) + ")");
+      fail(path_, "is a zip archive without a data.pkl record: not a torch.save file (" + expected + ")");
     }
     for (const auto& e : entries) {
       if (e.name.rfind(prefix_, 0) == 0) sizes_[e.name.substr(prefix_.size())] = e.uncompressed_size;
@@ -316,16 +331,23 @@ std::optional<at::ScalarType> scalar_type_of(formats::DType t) {
   }
 }
 
-BatchFile read_batch_file(const std::string& path) {
+namespace {
+
+// Reads one file of either format: torch.save archives go to on_zip, safetensors to
+// on_safetensors. `expected` ends the messages about other files; `what`
+// names the file's role in the "plain pickle" message ("the batch").
+template <class R, class Zip, class Safe>
+R read_either(const std::string& path, const std::string& expected, const std::string& what, Zip on_zip,
+              Safe on_safetensors) {
   File file(path);
-  if (file.size() == 0) fail(path, std::string("is empty (0 bytes); ") + kExpected);
+  if (file.size() == 0) fail(path, std::string("is empty (0 bytes); ") + expected);
   std::array<uint8_t, 32> head{};
   const std::size_t got = file.read_at(0, head.data(), head.size());
 
   if (got >= 4 && head[0] == 'P' && head[1] == 'K' &&
       ((head[2] == 3 && head[3] == 4) || (head[2] == 5 && head[3] == 6))) {
     try {
-      return ZipBatch(path, file).read();
+      return on_zip(file);
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {  // c10::Error and friends from LibTorch
@@ -337,21 +359,59 @@ BatchFile read_batch_file(const std::string& path) {
       fail(path, "was saved with _use_new_zipfile_serialization=False (the legacy format); re-save it "
                  "with torch.save in PyTorch >= 1.6");
     }
-    fail(path, "is a plain Python pickle, not a torch.save archive; save the batch with torch.save(...)");
+    fail(path, "is a plain Python pickle, not a torch.save archive; save " + what + " with torch.save(...)");
   }
   if (got >= 6 && std::memcmp(head.data(), "\x93NUMPY", 6) == 0) {
     fail(path, "is a numpy .npy file; convert it with torch.from_numpy() and save it with torch.save(...)");
   }
   if (formats::looks_like_safetensors(head.data(), got, file.size()) || has_suffix(path, ".safetensors")) {
     try {
-      return read_safetensors(path, file);
+      return on_safetensors(file);
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
       fail(path, "cannot be read as a safetensors file: " + first_line(e.what()));
     }
   }
-  fail(path, std::string("is neither a torch.save archive (zip) nor a .safetensors file; ") + kExpected);
+  fail(path, std::string("is neither a torch.save archive (zip) nor a .safetensors file; ") + expected);
+}
+
+}  // namespace
+
+BatchFile read_batch_file(const std::string& path) {
+  KindScope kind(error_kind::kInputLoad);
+  return read_either<BatchFile>(
+      path, kExpected, "the batch", [&](File& f) { return ZipBatch(path, f).read(); },
+      [&](File& f) { return read_safetensors(path, f); });
+}
+
+SavedFile read_saved_file(const std::string& path, const char* kind_of_error, const std::string& expected) {
+  const char* error_kind = kind_of_error;
+  KindScope kind(error_kind);
+  return read_either<SavedFile>(
+      path, expected, "it",
+      [&](File& f) {
+        auto zip = std::make_shared<ZipBatch>(path, f);
+        SavedFile out;
+        out.path = path;
+        out.format = "torch.save";
+        out.root = zip->open(expected);
+        // After open() the archive reads through its own PyTorchStreamReader
+        // (opened by path), not through `f`, which goes out of scope here.
+        out.tensor = [zip, error_kind](const formats::TensorRef& ref, const std::string& where) {
+          KindScope k(error_kind);
+          return zip->tensor(ref, where);
+        };
+        return out;
+      },
+      [&](File& f) {
+        SavedFile out;
+        out.path = path;
+        out.format = "safetensors";
+        BatchFile b = read_safetensors(path, f);
+        out.named = std::move(b.keyword);
+        return out;
+      });
 }
 
 }  // namespace nd

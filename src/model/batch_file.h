@@ -3,6 +3,7 @@
 // rejects) and .safetensors files.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -11,6 +12,7 @@
 #include <ATen/ATen.h>
 
 #include "formats/dtype.h"
+#include "formats/pickle.h"
 
 namespace nd {
 
@@ -34,6 +36,23 @@ struct BatchFile {
 /// Python class it met), a container holding something else than tensors, or
 /// a TorchScript model given as a batch.
 BatchFile read_batch_file(const std::string& path);
+
+/// A torch.save archive or a .safetensors file, opened but not interpreted
+/// (for checkpoints: src/model/weights.h decides what the value tree means).
+struct SavedFile {
+  std::string path;
+  std::string format;        ///< "torch.save" | "safetensors"
+  formats::PickleValue root;  ///< torch.save: the unpickled data.pkl
+  /// torch.save: materializes a TensorRef of `root` (a CPU tensor viewing a
+  /// copy of its storage); `where` names it in errors.
+  std::function<at::Tensor(const formats::TensorRef&, const std::string& where)> tensor;
+  /// safetensors: every tensor, in the header's order.
+  std::vector<std::pair<std::string, at::Tensor>> named;
+};
+
+/// Reads a file as read_batch_file does (format by content), with errors of
+/// kind `error_kind` (exit 3) ending in `expected` for files of another kind.
+SavedFile read_saved_file(const std::string& path, const char* error_kind, const std::string& expected);
 
 /// LibTorch's type for a file's element type; empty for the types this
 /// LibTorch cannot hold (uint16/32/64 and float8 are newer than 1.13).

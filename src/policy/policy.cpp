@@ -10,9 +10,11 @@ const std::vector<ProbeInfo>& known_probes() {
   // the parts of them that rules name separately.
   static const std::vector<ProbeInfo> kProbes = {
       {"inputs", false, "", ""},
+      {"timeline", true, "runs with two or more --weights checkpoints", ""},
+      {"gain_convention", true, "runs only with --weights", ""},
       {"forward_backward", false, "", ""},
       {"gradients", true, "the backward pass did not run", "forward_backward"},
-      {"update", true, "runs only with --lr", ""},
+      {"update", true, "runs only with --lr or --optimizer-state", ""},
       {"normalization", false, "", ""},
       {"batch_dependence", false, "", "normalization"},
       {"fast_path", false, "", ""},

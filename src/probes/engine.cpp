@@ -411,10 +411,10 @@ MetricsDoc run_check_stages(const CheckOptions& opt, const ProgressFn& progress)
   if (opt.threads > 0) at::set_num_threads(opt.threads);
   if (opt.lr && !(std::isfinite(*opt.lr) && *opt.lr > 0))
     throw usage_error("--lr must be a positive finite number, got " + std::to_string(*opt.lr));
-  if (opt.optimizer != "sgd" && opt.optimizer != "adam")
-    throw usage_error("--optimizer must be sgd or adam, got '" + opt.optimizer + "'");
+  if (opt.optimizer != "sgd" && opt.optimizer != "adam" && opt.optimizer != "adamw")
+    throw usage_error("--optimizer must be sgd, adam or adamw, got '" + opt.optimizer + "'");
   if (opt.steps < 0) throw usage_error("--steps must be >= 0, got " + std::to_string(opt.steps));
-  if (opt.steps > 0 && !opt.lr)
+  if (opt.steps > 0 && !opt.lr && opt.optimizer_state.empty())
     throw usage_error("--steps " + std::to_string(opt.steps) + " needs --lr: the replay takes optimizer steps at that learning rate");
   Session s(opt, progress);
   if (progress) progress("load", "model");
@@ -429,6 +429,8 @@ MetricsDoc run_check_stages(const CheckOptions& opt, const ProgressFn& progress)
   nlohmann::json fargs = nlohmann::json::array();
   for (const auto& a : s.model.args) fargs.push_back({{"name", a.name}, {"type", a.type}, {"has_default", a.has_default}});
   s.doc.model["forward_args"] = fargs;
+  load_checkpoints(s);  // --weights: the last checkpoint, before anything reads the module's tensors
+  load_optimizer_state(s);  // --optimizer-state, mapped onto the (loaded) parameters
   s.doc.model_metrics["run.precision"] = opt.precision;
 
   if (progress) progress("load", "inputs");
@@ -467,9 +469,13 @@ MetricsDoc run_check_stages(const CheckOptions& opt, const ProgressFn& progress)
   build_inventory(s);
   // Each probe isolated: one that raises is recorded (probes.<name>.status
   // "error") and the others still run; a model none of whose passes ran
-  // cannot run at all (exit 3, the first error).
+  // cannot run at all (exit 3, the first error). The timeline measures every
+  // checkpoint of 2+ --weights and leaves the last one loaded, whatever
+  // happens (every later probe measures the last checkpoint).
+  if (s.checkpoints.size() >= 2) s.run_probe("timeline", [&] { probe_timeline(s); });
+  if (!s.checkpoints.empty()) s.run_probe("gain_convention", [&] { probe_gain_convention(s); });  // loaded gains vs the formula
   s.run_probe("forward_backward", [&] { probe_forward_backward(s); });
-  if (opt.lr) s.run_probe("update", [&] { probe_update_ratio(s); });
+  if (opt.lr || s.optimizer) s.run_probe("update", [&] { probe_update_ratio(s); });
   s.run_probe("normalization", [&] { probe_normalization(s); });
   s.run_probe("fast_path", [&] { probe_fast_path(s); });
   s.run_probe("architecture", [&] { probe_architecture(s); });
@@ -479,7 +485,7 @@ MetricsDoc run_check_stages(const CheckOptions& opt, const ProgressFn& progress)
   // comparisons: read by BN004, BN005, SEQ001, SEQ002.
   s.run_probe("noise_floors", [&] { apply_noise_floors(s); });
   s.run_probe("precision", [&] { probe_precision(s); });
-  if (opt.steps > 0 && opt.lr) s.run_probe("replay", [&] { probe_replay(s); });
+  if (opt.steps > 0 && (opt.lr || s.optimizer)) s.run_probe("replay", [&] { probe_replay(s); });
   if (s.passes_ok == 0 && s.first_error) throw *s.first_error;
 
   const auto used = fallbacks_called();

@@ -33,6 +33,9 @@ struct CheckOptions {
   std::optional<double> lr;               ///< --lr: learning rate for the update-ratio probe and the replay
   std::string optimizer = "sgd";          ///< --optimizer sgd|adam (plain SGD; Adam with betas 0.9/0.999, eps 1e-8)
   int64_t steps = 0;                      ///< --steps: optimizer steps the replay takes (0 = no replay; needs lr)
+  std::vector<std::string> weights;       ///< --weights, repeatable, globs expanded by the engine (2+: a timeline)
+  bool weights_partial = false;           ///< --weights-partial: load what matches, list the rest
+  std::string optimizer_state;            ///< --optimizer-state: torch.save(optimizer.state_dict())
 };
 
 /// Progress callback: (probe name, pass name). Called on the engine's thread.

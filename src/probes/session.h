@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <map>
 #include <optional>
@@ -21,6 +22,29 @@
 namespace nd {
 
 struct FeatureStats;  // src/probes/features.cpp
+/// One trainable parameter's saved optimizer state (--optimizer-state),
+/// with its param_groups hyperparameters.
+struct SavedParamState {
+  std::string path;         ///< "h.0.attn.q.weight"
+  int64_t index = 0;        ///< position in model.parameters() order (the optimizer's index)
+  at::Tensor exp_avg, exp_avg_sq, momentum_buffer;  ///< undefined when absent
+  double step = 0;          ///< steps taken (Adam)
+  double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0, momentum = 0, dampening = 0;
+  bool nesterov = false;
+};
+
+/// --optimizer-state mapped onto the module (src/probes/optimizer_state.cpp).
+struct SavedOptimizer {
+  std::string path;
+  std::string kind;         ///< "adam" | "sgd_momentum" | "stateless" (formats::OptimizerStateDict::kind)
+  bool decoupled = false;   ///< AdamW (param_groups' decoupled_weight_decay, or --optimizer adamw)
+  std::map<const void*, SavedParamState> by_param;  ///< TensorImpl of the parameter -> state
+  /// The state of parameter `p`, or nullptr (a parameter the optimizer has no state for).
+  const SavedParamState* find(const at::Tensor& p) const {
+    auto it = by_param.find(p.unsafeGetTensorImpl());
+    return it == by_param.end() ? nullptr : &it->second;
+  }
+};
 
 /// One forward argument, after loading or synthesis.
 struct ArgValue {
@@ -121,6 +145,8 @@ class Session {
   bool run_probe(const std::string& name, const std::function<void()>& body);
   /// Marks probes.<name> skipped (status "skipped", reason in words).
   void skip_probe(const std::string& name, const std::string& reason);
+  std::vector<std::string> checkpoints;  ///< --weights expanded, in step order (the last one is measured)
+  std::optional<SavedOptimizer> optimizer;  ///< --optimizer-state, after load_optimizer_state
 
   /// Runs one pass. Buffers (BatchNorm running statistics) are restored after
   /// train-mode passes and the module's saved mode is restored. Throws
@@ -279,6 +305,49 @@ void probe_update_ratio(Session& s);
 /// gradient norm, update ratio, activation scale per module, norm gains, and
 /// the first step and module where a value became non-finite.
 void probe_replay(Session& s);
+
+/// --weights (src/probes/timeline.cpp): expands the globs, orders the
+/// checkpoints by the step in their names, loads the last one into the module
+/// (strict unless --weights-partial) and records what was loaded
+/// (model.weights, probes.weights, assumptions). Run before the inventory.
+/// Throws nd::Error (weights_load, exit 3).
+void load_checkpoints(Session& s);
+
+/// --optimizer-state (src/probes/optimizer_state.cpp): reads it, maps its
+/// parameter indices onto the module's parameters in model.parameters()
+/// order (named_modules order, direct parameters, a tied tensor once) and
+/// checks every state tensor's shape. Throws nd::Error (weights_load, exit 3)
+/// listing the mismatches. Run after load_checkpoints.
+void load_optimizer_state(Session& s);
+
+/// Adam's next step for one parameter from its saved state and gradient g
+/// (PyTorch's torch.optim.Adam/AdamW, non-amsgrad): m = b1 m + (1-b1) g,
+/// v = b2 v + (1-b2) g^2, t = step + 1, update = lr (m / (1-b1^t)) /
+/// (sqrt(v / (1-b2^t)) + eps), plus lr wd w (AdamW) or with g += wd w (Adam).
+/// rms_ratio = sqrt(mean(g^2 / v_hat)) with the updated v_hat: the quantity
+/// StableAdamW clips the learning rate by (Wortsman et al. 2023);
+/// eps_fraction = fraction of elements where eps > sqrt(v_hat).
+struct AdamStep {
+  at::Tensor update;  ///< the step to subtract from w
+  at::Tensor m, v;    ///< the moments after the step
+  double rms_ratio = 0;
+  double eps_fraction = 0;
+};
+AdamStep adam_step(const SavedParamState& st, const at::Tensor& m, const at::Tensor& v, double step,
+                   const at::Tensor& w, const at::Tensor& g, double lr, bool decoupled);
+
+/// Norm-gain convention (src/probes/gain_convention.cpp; --weights only):
+/// per LayerNorm/RMSNorm module, whether it multiplies by weight or by
+/// 1 + weight (found by running it alone at weight 0 and 1), and the loaded
+/// gains' mean, spread and sign mix (norm.gain_formula, norm.gain_loaded_*).
+void probe_gain_convention(Session& s);
+
+/// Timeline over 2+ checkpoints (src/probes/timeline.cpp, docs/metrics.md
+/// "Timeline"): per checkpoint the forward_backward probe's train pass on the
+/// same batch, per layer the series of probes.timeline, the first non-finite
+/// checkpoint and module, and the first mover (the criterion is in the file
+/// comment). Leaves the last checkpoint loaded. Run after build_inventory.
+void probe_timeline(Session& s);
 
 /// True for an allocation failure: std::bad_alloc, c10::OutOfMemoryError, or
 /// LibTorch's "DefaultCPUAllocator: can't allocate memory" c10::Error.

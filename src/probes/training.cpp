@@ -71,15 +71,90 @@ void clear_grads(const std::vector<Param>& ps) {
     if (p.value.grad().defined()) p.value.mutable_grad() = at::Tensor();
 }
 
+/// Per layer, the adam-second-moment-lag metrics of its parameters of 2+
+/// dims (docs/metrics.md "Optimizer state"; biases and gains are left out as
+/// in the update ratio).
+struct AdamLag {
+  struct Best {
+    double rms = -1, eps = -1, step = 0;
+    std::string rms_param, eps_param;
+  };
+  std::map<std::string, Best> per_module;
+  Best model;
+  void add(const std::string& module, const std::string& param, const AdamStep& a, double step) {
+    for (Best* b : {&per_module[module], &model}) {
+      if (std::isfinite(a.rms_ratio) && a.rms_ratio > b->rms) {
+        b->rms = a.rms_ratio;
+        b->rms_param = param;
+        b->step = step;
+      }
+      if (a.eps_fraction > b->eps) {
+        b->eps = a.eps_fraction;
+        b->eps_param = param;
+      }
+    }
+  }
+  void write(Session& s) const {
+    for (const auto& [path, b] : per_module) {
+      LayerMetrics* lm = s.doc.find_layer(path);
+      if (!lm || b.rms < 0) continue;
+      lm->metrics["adam.rms_ratio_max"] = b.rms;
+      lm->metrics["adam.rms_ratio_param"] = b.rms_param;
+      lm->metrics["adam.step"] = b.step;
+      lm->metrics["adam.eps_fraction_max"] = b.eps;
+      lm->metrics["adam.eps_fraction_param"] = b.eps_param;
+    }
+    MetricMap& mm = s.doc.model_metrics;
+    if (model.rms >= 0) {
+      mm["adam.rms_ratio_model_max"] = model.rms;
+      mm["adam.rms_ratio_model_param"] = model.rms_param;
+    }
+    // g / sqrt(v_hat) compares this batch's gradient with the optimizer's
+    // history of training-loss gradients: only meaningful for that loss.
+    const std::string desc = s.doc.probes.contains("loss") ? s.doc.probes["loss"].value("description", "") : "";
+    const bool training_loss = !s.opt.target_file.empty() || desc.find("(used as the loss)") != std::string::npos;
+    mm["adam.loss_is_training_loss"] = training_loss;
+    if (!training_loss)
+      s.doc.assumptions.push_back("the Adam state's g / sqrt(v_hat) was not judged: the loss (" + desc +
+                                  ") is not the training loss the optimizer saw; give --target, or a model that "
+                                  "returns its loss");
+  }
+};
+
 }  // namespace
 
+/// The learning rate of the update ratio and the replay: --lr, else the
+/// saved optimizer's param group of parameter 0 (0 when neither); each
+/// parameter with saved state uses its own group's lr when --lr is absent.
+static double effective_lr(const Session& s) {
+  if (s.opt.lr) return *s.opt.lr;
+  double lr = 0;
+  int64_t first = -1;
+  if (s.optimizer)
+    for (const auto& [k, st] : s.optimizer->by_param)
+      if (first < 0 || st.index < first) {
+        first = st.index;
+        lr = st.lr;
+      }
+  return lr;
+}
+
+/// The optimizer the update ratio and replay follow: the saved state's kind
+/// when given ("adam"/"adamw", "sgd"), else --optimizer.
+static std::string effective_optimizer(const Session& s) {
+  if (s.optimizer && s.optimizer->kind == "adam") return s.optimizer->decoupled ? "adamw" : "adam";
+  if (s.optimizer && s.optimizer->kind == "sgd_momentum") return "sgd";
+  return s.opt.optimizer;
+}
+
 void probe_update_ratio(Session& s) {
-  if (!s.opt.lr) return;
-  const double lr = *s.opt.lr;
+  if (!s.opt.lr && !s.optimizer) return;
+  const double lr = effective_lr(s);
+  const std::string optimizer = effective_optimizer(s);
   s.doc.model_metrics["update.lr"] = lr;
-  s.doc.model_metrics["update.optimizer"] = s.opt.optimizer;
+  s.doc.model_metrics["update.optimizer"] = optimizer;
   if (!s.train_pass_error.empty() || !s.backward_skipped.empty()) {
-    s.doc.probes["update"] = {{"lr", lr}, {"optimizer", s.opt.optimizer}};
+    s.doc.probes["update"] = {{"lr", lr}, {"optimizer", optimizer}};
     s.skip_probe("update", "needs the train pass's gradients: " +
                                (s.train_pass_error.empty() ? s.backward_skipped : s.train_pass_error));
     return;
@@ -89,6 +164,7 @@ void probe_update_ratio(Session& s) {
   std::string global_param;
   std::map<std::string, std::pair<double, std::string>> per_module;  // path -> (max ratio, param)
   std::map<std::string, std::pair<double, double>> per_module_norms; // path -> (|update|, |weight|) of that param
+  AdamLag lag;
   for (const auto& p : trainable_params(s)) {
     const at::Tensor g = p.value.grad();
     const std::string full = param_path(p.module, p.name);
@@ -102,7 +178,28 @@ void probe_update_ratio(Session& s) {
       rows.push_back(row);
       continue;
     }
-    const double gn = norm_of(g), un = first_update_norm(g, lr, s.opt.optimizer);
+    const double gn = norm_of(g);
+    const SavedParamState* st = s.optimizer ? s.optimizer->find(p.value) : nullptr;
+    double un;
+    if (st && s.optimizer->kind == "adam") {
+      // The step Adam takes from its saved moments on this batch's gradient.
+      const double plr = s.opt.lr ? *s.opt.lr : st->lr;  // the parameter's own group's lr
+      const AdamStep a = adam_step(*st, st->exp_avg, st->exp_avg_sq, st->step, p.value, g, plr, s.optimizer->decoupled);
+      un = norm_of(a.update);
+      row["from_saved_state"] = true;
+      row["adam_step"] = st->step;
+      row["adam_rms_ratio"] = num(a.rms_ratio);
+      row["adam_eps_fraction"] = a.eps_fraction;
+      if (p.value.dim() >= 2) lag.add(p.module, full, a, st->step);
+    } else if (st && s.optimizer->kind == "sgd_momentum" && st->momentum_buffer.defined()) {
+      const at::Tensor gd = g.detach().to(at::kFloat);
+      const at::Tensor buf = st->momentum_buffer * st->momentum + gd * (1 - st->dampening);
+      const double plr = s.opt.lr ? *s.opt.lr : st->lr;
+      un = plr * (st->nesterov ? gd + st->momentum * buf : buf).to(at::kDouble).norm().item<double>();
+      row["from_saved_state"] = true;
+    } else {
+      un = first_update_norm(g, lr, optimizer == "sgd" ? "sgd" : "adam");
+    }
     row["grad_norm"] = num(gn);
     row["update_norm"] = num(un);
     if (w > 0 && std::isfinite(w) && std::isfinite(un)) {
@@ -145,17 +242,23 @@ void probe_update_ratio(Session& s) {
   }
   s.doc.probes["update"] = {
       {"lr", lr},
-      {"optimizer", s.opt.optimizer},
-      {"formula", s.opt.optimizer == "adam" ? "|lr * g / (|g| + 1e-8)| / |w| (Adam's first step, elementwise)"
-                                            : "lr * |g| / |w| (SGD step)"},
+      {"optimizer", optimizer},
+      {"formula", s.optimizer && s.optimizer->kind != "stateless"
+                      ? "|the step the saved optimizer state takes on this batch's gradient| / |w| (--optimizer-state)"
+                  : optimizer != "sgd" ? "|lr * g / (|g| + 1e-8)| / |w| (Adam's first step, elementwise)"
+                                       : "lr * |g| / |w| (SGD step)"},
       {"params", rows}};
+  if (s.optimizer && s.optimizer->kind == "adam") lag.write(s);
 }
 
 void probe_replay(Session& s) {
-  if (s.opt.steps <= 0 || !s.opt.lr) return;
-  const double lr = *s.opt.lr;
-  const bool adam = s.opt.optimizer == "adam";
-  nlohmann::json probe = {{"lr", lr}, {"optimizer", s.opt.optimizer}, {"steps_requested", s.opt.steps}};
+  if (s.opt.steps <= 0 || (!s.opt.lr && !s.optimizer)) return;
+  const double lr = effective_lr(s);
+  const std::string optimizer = effective_optimizer(s);
+  const bool adam = optimizer != "sgd";
+  const bool decoupled = optimizer == "adamw";
+  nlohmann::json probe = {{"lr", lr}, {"optimizer", optimizer}, {"steps_requested", s.opt.steps}};
+  if (s.optimizer) probe["start"] = "the saved optimizer state " + s.optimizer->path;
   if (!s.train_pass_error.empty() || !s.backward_skipped.empty()) {
     const std::string why = s.train_pass_error.empty() ? s.backward_skipped : s.train_pass_error;
     s.doc.probes["replay"] = probe;
@@ -199,12 +302,27 @@ void probe_replay(Session& s) {
   // the per-step ratio leaves them out, as LR001 does.
   std::vector<bool> zero_init;
   for (const auto& p : params) zero_init.push_back(norm_of(p.value) == 0);
-  std::vector<at::Tensor> m1, m2;  // Adam moments
-  if (adam)
-    for (const auto& p : params) {
-      m1.push_back(at::zeros_like(p.value.detach()));
-      m2.push_back(at::zeros_like(p.value.detach()));
+  // Adam moments (or SGD momentum buffers in m1), from --optimizer-state
+  // when given, else zero; hyperparameters per parameter.
+  std::vector<at::Tensor> m1, m2;
+  std::vector<SavedParamState> hyper;
+  for (const auto& p : params) {
+    const SavedParamState* st = s.optimizer ? s.optimizer->find(p.value) : nullptr;
+    SavedParamState h;
+    if (st) {
+      h = *st;
+    } else {
+      h.beta1 = kAdamBeta1;
+      h.beta2 = kAdamBeta2;
+      h.eps = kAdamEps;
+      h.weight_decay = decoupled ? 0.01 : 0.0;  // torch.optim.AdamW's default
     }
+    hyper.push_back(h);
+    m1.push_back(st && adam && st->exp_avg.defined()            ? st->exp_avg.clone()
+                 : st && !adam && st->momentum_buffer.defined() ? st->momentum_buffer.clone()
+                                                                : at::Tensor());
+    m2.push_back(st && adam && st->exp_avg_sq.defined() ? st->exp_avg_sq.clone() : at::Tensor());
+  }
 
   const auto t_start = std::chrono::steady_clock::now();
   const auto& taps = s.inst->taps();
@@ -317,12 +435,15 @@ void probe_replay(Session& s) {
       gsq += gs.sumsq;
       at::Tensor upd;
       if (adam) {
-        const double t = static_cast<double>(step + 1);
-        m1[i].mul_(kAdamBeta1).add_(g.detach(), 1 - kAdamBeta1);
-        m2[i].mul_(kAdamBeta2).addcmul_(g.detach(), g.detach(), 1 - kAdamBeta2);
-        const at::Tensor mh = m1[i] / (1 - std::pow(kAdamBeta1, t));
-        const at::Tensor vh = m2[i] / (1 - std::pow(kAdamBeta2, t));
-        upd = lr * mh / (vh.sqrt() + kAdamEps);
+        const AdamStep a = adam_step(hyper[i], m1[i], m2[i], hyper[i].step + static_cast<double>(step), w, g,
+                                     s.opt.lr ? lr : (hyper[i].lr > 0 ? hyper[i].lr : lr), decoupled);
+        m1[i] = a.m;
+        m2[i] = a.v;
+        upd = a.update;
+      } else if (hyper[i].momentum > 0) {
+        const at::Tensor gd = g.detach().to(at::kFloat);
+        m1[i] = m1[i].defined() ? m1[i] * hyper[i].momentum + gd * (1 - hyper[i].dampening) : gd.clone();
+        upd = lr * (hyper[i].nesterov ? gd + hyper[i].momentum * m1[i] : m1[i]);
       } else {
         upd = lr * g.detach();
       }
@@ -356,7 +477,7 @@ void probe_replay(Session& s) {
 
   MetricMap& mm = s.doc.model_metrics;
   mm["replay.lr"] = lr;
-  mm["replay.optimizer"] = s.opt.optimizer;
+  mm["replay.optimizer"] = optimizer;
   mm["replay.steps_run"] = static_cast<int64_t>(steps.size());
   mm["replay.loss_first"] = num(loss_first);
   mm["replay.loss_max"] = num(std::isfinite(loss_max) ? loss_max : std::numeric_limits<double>::quiet_NaN());

@@ -47,4 +47,9 @@ std::string counts_text(const SeverityCounts& c);
 std::string render_sarif_runs(const std::vector<ReportRun>& runs);
 std::string render_junit_runs(const std::vector<ReportRun>& runs);
 
+/// The text report's timeline table (report_timeline.cpp): layers x
+/// checkpoints of the first mover's statistic (or act.rms), the loss row and
+/// the first non-finite checkpoint; "" without probes.timeline.
+std::string render_timeline_text(const MetricsDoc& doc, std::size_t max_layers = 40);
+
 }  // namespace nd::report_detail

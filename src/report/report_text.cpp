@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "report/report.h"
+#include "report/report_common.h"
 
 namespace nd {
 
@@ -617,6 +618,7 @@ std::string render_text(const MetricsDoc& doc, const std::vector<Finding>& findi
   render_probes_down(out, ctx, paint);
   if (opt.verbose >= 2) render_verbose(out, doc, findings, paint);
   render_replay(out, doc, paint);
+  out << report_detail::render_timeline_text(doc);
 
   const SeverityCounts c = count_findings(findings);
   std::string also;

@@ -116,6 +116,40 @@ std::vector<ErrorCase> error_cases() {
                fixed({model("growth20.pt"), "--input", model("growth20.input.pt"), "--input", model("nan_grad.input.pt")}),
                3, "input_mismatch", {model("nan_grad.input.pt") + ": argument 'x' is [8, 16] Float", "[8, 32] Float"}});
 
+  // ---- bad checkpoints (--weights, --optimizer-state): weights_load, naming the file
+  // (fixtures/checkpoints/, written by fixtures/make_checkpoints.py)
+  const auto ckpt = [](const std::string& f) { return source_dir() + "/fixtures/checkpoints/" + f; };
+  const auto mlp_with = [ckpt](std::vector<std::string> extra) {
+    std::vector<std::string> a{ckpt("wrappers/mlp.pt"), "--input", ckpt("wrappers/mlp.input.pt")};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  v.push_back({"weights_missing_key", fixed(mlp_with({"--weights", ckpt("wrappers/missing_key.pt")})), 3, "weights_load",
+               {ckpt("wrappers/missing_key.pt") + ": error(s) in loading state_dict into",
+                "missing key(s) in state_dict: \"fc2.bias\"", "--weights-partial"}});
+  v.push_back({"weights_unexpected_key", fixed(mlp_with({"--weights", ckpt("wrappers/unexpected_key.pt")})), 3,
+               "weights_load", {"unexpected key(s) in state_dict: \"head.weight\""}});
+  v.push_back({"weights_wrong_shape", fixed(mlp_with({"--weights", ckpt("wrappers/wrong_shape.pt")})), 3, "weights_load",
+               {"size mismatch for fc2.weight: copying a param with shape [4, 12] from checkpoint, the shape in current "
+                "model is [4, 16]"}});
+  v.push_back({"weights_not_a_state_dict", fixed(mlp_with({"--weights", ckpt("wrappers/not_a_state_dict.pt")})), 3,
+               "weights_load", {"not_a_state_dict.pt: holds no state_dict: a dict with keys 'epoch', 'lr', 'notes'"}});
+  v.push_back({"weights_list", fixed(mlp_with({"--weights", ckpt("wrappers/list_of_tensors.pt")})), 3, "weights_load",
+               {"list_of_tensors.pt: holds a list, not a state_dict"}});
+  v.push_back({"weights_pickled_object", fixed(mlp_with({"--weights", ckpt("wrappers/pickled_object.ckpt")})), 3,
+               "weights_load", {"pickled_object.ckpt", "contains a pickled Python object of class 'argparse.Namespace'"}});
+  v.push_back({"weights_optimizer_state", fixed(mlp_with({"--weights", ckpt("lm/adamw/optim.pt")})), 3, "weights_load",
+               {"is an optimizer state_dict ('state' and 'param_groups'), not model weights", "--optimizer-state"}});
+  v.push_back({"weights_torchscript", fixed(mlp_with({"--weights", ckpt("wrappers/mlp.pt")})), 3, "weights_load",
+               {"mlp.pt: is a TorchScript model (torch.jit.save), not a checkpoint"}});
+  v.push_back({"weights_no_match", fixed(mlp_with({"--weights", ckpt("wrappers/step_*.pt")})), 3, "weights_load",
+               {"wrappers/step_*.pt': no file matches the pattern"}});
+  v.push_back({"weights_missing_file", fixed(mlp_with({"--weights", ckpt("wrappers/nothing.pt")})), 3, "weights_load",
+               {"nothing.pt: no such file"}});
+  v.push_back({"optimizer_state_mismatch",
+               fixed(mlp_with({"--optimizer-state", ckpt("lm/adamw/optim.pt")})), 3, "weights_load",
+               {"optim.pt: the optimizer state does not match", "its param_groups hold 37 parameters, the model 6"}});
+
   // ---- bad batch files: input_load, naming the file (fixtures/batches/README.md)
   const std::vector<std::pair<std::string, std::string>> bad_batches = {
       {"bad_json.safetensors", "safetensors header is not valid JSON"},

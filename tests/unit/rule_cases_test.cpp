@@ -38,7 +38,8 @@ const std::set<std::string> kCovered = {"IN001",   "IN002",   "ACT001",  "ACT002
                                         "AXIS003", "AXIS004", "AXIS005", "ARCH001", "ARCH002", "ARCH003", "ARCH004",
                                         "PREC001", "PREC002", "PREC003", "PREC004", "ATTN001", "ATTN002", "LR001",
                                         "REPLAY001", "REPLAY002", "BN008",  "BN009",   "MODE005", "NORM002",
-                                        "ACT006",  "ACT007",  "ACT008",
+                                        "ACT006",  "ACT007",  "ACT008",  "TL001",   "TL002",   "TL003",   "TL004",
+                                        "TL005",   "TL006",   "TL007",   "ADAM001", "ADAM002", "CKPT001", "CKPT002",
                                         // cases in rule_cases_recog_test.cpp
                                         "SEQ003", "PREC005", "PREC006"};
 
@@ -1647,4 +1648,168 @@ TEST(ACT008, CatchesNot) {
   // Activations grew 7e4x through depth before the head (growth20): the
   // logits are large because everything is; ACT002 names that cause.
   EXPECT_TRUE(run("ACT008", act008_doc(1.6e5, 7.2e4)).empty());
+}
+
+// ---- TL001 / TL002 the first non-finite checkpoint (timeline) ----------------
+
+nd::MetricsDoc tl_nonfinite_doc(bool forward, bool fires) {
+  nd::MetricsDoc doc;
+  nd::MetricMap m;
+  if (fires) {
+    m[forward ? "timeline.first_nonfinite_forward" : "timeline.first_nonfinite_gradient"] = true;
+    m["timeline.nonfinite_checkpoint"] = "ckpts/step_0100.pt (step 100)";
+    m["timeline.last_finite_checkpoint"] = "ckpts/step_0095.pt (step 95)";
+    m["timeline.nonfinite_loss"] = "nan";
+    m["timeline.last_finite_loss"] = 5.6e12;
+    if (!forward) m["timeline.nonfinite_from"] = "lm_head";
+  }
+  doc.layers.push_back(layer("wte", "Embedding", 0, true, m));
+  doc.layers.push_back(layer("lm_head", "Linear", 9, true, {}));
+  return doc;
+}
+
+TEST(TL001, Catches) {
+  const auto f = run("TL001", tl_nonfinite_doc(true, true));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "nonfinite-forward");
+  EXPECT_EQ(f[0].severity, nd::Severity::kError);
+  EXPECT_EQ(f[0].layer, "wte");
+  EXPECT_EQ(f[0].evidence["timeline.nonfinite_checkpoint"], "ckpts/step_0100.pt (step 100)");
+  EXPECT_EQ(f[0].message,
+            "wte is the first module to output non-finite values in checkpoint ckpts/step_0100.pt (step 100); the "
+            "checkpoint before it, ckpts/step_0095.pt (step 95), ran finite (loss 5.6e+12)");
+}
+
+TEST(TL001, CatchesNot) {
+  EXPECT_TRUE(run("TL001", tl_nonfinite_doc(true, false)).empty());
+  EXPECT_TRUE(run("TL001", tl_nonfinite_doc(false, true)).empty());
+}
+
+TEST(TL002, Catches) {
+  const auto f = run("TL002", tl_nonfinite_doc(false, true));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "nonfinite-gradient");
+  EXPECT_EQ(f[0].layer, "wte");
+  EXPECT_EQ(f[0].evidence["timeline.nonfinite_from"], "lm_head");
+}
+
+TEST(TL002, CatchesNot) { EXPECT_TRUE(run("TL002", tl_nonfinite_doc(false, false)).empty()); }
+
+// ---- TL003-TL007 the first mover (timeline) ---------------------------------
+
+nd::MetricsDoc tl_mover_doc(const std::string& metric, const std::string& family) {
+  nd::MetricsDoc doc;
+  nd::MetricMap m;
+  if (!metric.empty()) {
+    m = {{"timeline.first_mover", true},
+         {"timeline.mover_metric", metric},
+         {"timeline.mover_family", family},
+         {"timeline.mover_checkpoint", "ckpts/step_0030.pt (step 30)"},
+         {"timeline.mover_ratio", 41.5},
+         {"timeline.mover_z", 11.2},
+         {"timeline.mover_early_median", 1.02},
+         {"timeline.mover_trajectory", "0.98 1.02 1.1 2.3 41.5"}};
+  }
+  doc.layers.push_back(layer("h.0.attn", "CausalSelfAttention", 2, false, m));
+  return doc;
+}
+
+TEST(TL003, Catches) {
+  const auto f = run("TL003", tl_mover_doc("act.rms", "activations"));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "activation-growth");
+  EXPECT_EQ(f[0].layer, "h.0.attn");
+  EXPECT_EQ(f[0].evidence["timeline.mover_trajectory"], "0.98 1.02 1.1 2.3 41.5");
+  EXPECT_EQ(f[0].message,
+            "h.0.attn is the first mover: its act.rms left its early range at ckpts/step_0030.pt (step 30), 41.5x the "
+            "median of its first 3 checkpoints (robust z 11.2); trajectory 0.98 1.02 1.1 2.3 41.5");
+}
+
+TEST(TL003, CatchesNot) {
+  EXPECT_TRUE(run("TL003", tl_mover_doc("", "")).empty());
+  EXPECT_TRUE(run("TL003", tl_mover_doc("grad.out_norm", "gradients")).empty());
+}
+
+TEST(TL004, Catches) { EXPECT_EQ(run("TL004", tl_mover_doc("grad.param_norm", "gradients")).at(0).failure_mode, "exploding-gradients"); }
+TEST(TL004, CatchesNot) { EXPECT_TRUE(run("TL004", tl_mover_doc("act.rms", "activations")).empty()); }
+TEST(TL005, Catches) { EXPECT_EQ(run("TL005", tl_mover_doc("norm.gain_absmax", "norm gains")).at(0).failure_mode, "norm-gain-growth"); }
+TEST(TL005, CatchesNot) { EXPECT_TRUE(run("TL005", tl_mover_doc("", "")).empty()); }
+TEST(TL006, Catches) {
+  EXPECT_EQ(run("TL006", tl_mover_doc("attn.logit_absmax", "attention logits")).at(0).failure_mode, "attention-logit-growth");
+}
+TEST(TL006, CatchesNot) { EXPECT_TRUE(run("TL006", tl_mover_doc("norm.gain_absmax", "norm gains")).empty()); }
+TEST(TL007, Catches) { EXPECT_EQ(run("TL007", tl_mover_doc("weight.rel_change", "update sizes")).at(0).failure_mode, "update-ratio"); }
+TEST(TL007, CatchesNot) { EXPECT_TRUE(run("TL007", tl_mover_doc("", "")).empty()); }
+
+// ---- ADAM001 / ADAM002 adam-second-moment-lag ---------------------------------
+
+nd::MetricsDoc adam_doc(double rms, double eps_fraction, bool training_loss) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("h.0.mlp.fc", "Linear", 5, true,
+                             {{"adam.rms_ratio_max", rms}, {"adam.rms_ratio_param", "h.0.mlp.fc.weight"},
+                              {"adam.step", 5001.0}, {"adam.eps_fraction_max", eps_fraction},
+                              {"adam.eps_fraction_param", "h.0.mlp.fc.weight"}}));
+  doc.model_metrics["adam.loss_is_training_loss"] = training_loss;
+  return doc;
+}
+
+TEST(ADAM001, Catches) {
+  const auto f = run("ADAM001", adam_doc(31.4, 0.0, true));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "adam-second-moment-lag");
+  EXPECT_EQ(f[0].layer, "h.0.mlp.fc");
+  EXPECT_EQ(f[0].message,
+            "the gradient of h.0.mlp.fc.weight on this batch is 31.4x the size Adam's second moment expects (RMS of g "
+            "/ sqrt(v_hat) after step 5001); the next step is that much larger than the recent ones");
+}
+
+TEST(ADAM001, CatchesNot) {
+  EXPECT_TRUE(run("ADAM001", adam_doc(1.1, 0.0, true)).empty());
+  EXPECT_TRUE(run("ADAM001", adam_doc(31.4, 0.0, false)).empty()) << "not judged without the training loss";
+}
+
+TEST(ADAM002, Catches) {
+  const auto f = run("ADAM002", adam_doc(1.0, 0.93, true));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].evidence["adam.eps_fraction_max"], 0.93);
+}
+
+TEST(ADAM002, CatchesNot) { EXPECT_TRUE(run("ADAM002", adam_doc(1.0, 0.01, true)).empty()); }
+
+// ---- CKPT001 / CKPT002 norm-gain-convention -----------------------------------
+
+nd::MetricsDoc gain_doc(const std::string& formula, double mean, double absmean, double stdev, double negative) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("norm", "LlamaRMSNorm", 1, true,
+                             {{"norm.gain_formula", formula}, {"norm.gain_loaded_mean", mean},
+                              {"norm.gain_loaded_absmean", absmean}, {"norm.gain_loaded_std", stdev},
+                              {"norm.gain_negative_fraction", negative},
+                              {"norm.gain_effective_mean", formula == "weight" ? mean : mean + 1}}));
+  return doc;
+}
+
+TEST(CKPT001, Catches) {
+  const auto f = run("CKPT001", gain_doc("weight", 0.012, 0.081, 0.1, 0.44));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].failure_mode, "norm-gain-convention");
+  EXPECT_EQ(f[0].layer, "norm");
+  EXPECT_EQ(f[0].evidence["norm.gain_effective_mean"], 0.012);
+}
+
+TEST(CKPT001, CatchesNot) {
+  EXPECT_TRUE(run("CKPT001", gain_doc("weight", 1.01, 1.01, 0.1, 0.0)).empty());
+  // Small but positive trained gains (early Llama-2 input norms): not this.
+  EXPECT_TRUE(run("CKPT001", gain_doc("weight", 0.08, 0.08, 0.03, 0.0)).empty());
+  EXPECT_TRUE(run("CKPT001", gain_doc("1 + weight", 0.012, 0.081, 0.1, 0.44)).empty());
+}
+
+TEST(CKPT002, Catches) {
+  const auto f = run("CKPT002", gain_doc("1 + weight", 1.01, 1.01, 0.1, 0.0));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].severity, nd::Severity::kInfo);
+}
+
+TEST(CKPT002, CatchesNot) {
+  EXPECT_TRUE(run("CKPT002", gain_doc("1 + weight", 0.012, 0.081, 0.1, 0.44)).empty());
+  EXPECT_TRUE(run("CKPT002", gain_doc("weight", 1.01, 1.01, 0.1, 0.0)).empty());
 }

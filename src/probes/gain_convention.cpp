@@ -1,0 +1,88 @@
+// Norm-gain convention (--weights): does a LayerNorm/RMSNorm module multiply
+// its normalized output by `weight` (PyTorch, Llama) or by `1 + weight`
+// (Gemma, some T5/Mamba ports), and do the gains loaded from the checkpoint
+// look stored for the other formula?
+//
+// The formula is found by what the module computes, not by its class name:
+// run it alone on a seeded input with weight = 0 and with weight = 1 (bias,
+// if any, = 0). Output 0 at weight 0: it multiplies by weight. Output at
+// weight 1 twice the output at weight 0: it multiplies by 1 + weight.
+// Anything else: not judged. The module's tensors are restored afterwards.
+//
+// Judged facts (docs/metrics.md "Norm-gain convention"), for rules CKPT001
+// and CKPT002: gains stored for 1 + weight are centred near 0 with both signs
+// (Gemma's initialization is zeros); trained gains for `weight` are centred
+// near 1 and almost never negative (a negative gain flips a feature), though
+// some trained layers do have small positive gains (early input norms of
+// Llama-2), which is why the sign mix is part of the evidence.
+#include <cmath>
+
+#include "core/error.h"
+#include "probes/session.h"
+
+namespace nd {
+
+namespace {
+
+bool normalizes_last_dim(const std::string& kind) {
+  return kind.find("LayerNorm") != std::string::npos || kind.find("RMSNorm") != std::string::npos ||
+         kind.find("RmsNorm") != std::string::npos;
+}
+
+}  // namespace
+
+void probe_gain_convention(Session& s) {
+  if (s.opt.weights.empty()) return;
+  at::NoGradGuard ng;
+  for (const auto& mi : s.model.modules) {
+    if (!normalizes_last_dim(mi.kind) || !mi.module.hasattr("weight")) continue;
+    const c10::IValue wv = mi.module.attr("weight");
+    if (!wv.isTensor() || !wv.toTensor().defined() || wv.toTensor().dim() != 1 || wv.toTensor().numel() < 2) continue;
+    at::Tensor w = wv.toTensor();
+    at::Tensor b;
+    if (mi.module.hasattr("bias")) {
+      const c10::IValue bv = mi.module.attr("bias");
+      if (bv.isTensor() && bv.toTensor().defined() && bv.toTensor().sizes() == w.sizes()) b = bv.toTensor();
+    }
+    const at::Tensor w_saved = w.detach().clone();
+    const at::Tensor b_saved = b.defined() ? b.detach().clone() : at::Tensor();
+    std::string formula;
+    torch::jit::Module m = mi.module;
+    const bool sub_mode = m.is_training();
+    try {
+      at::Generator gen = at::detail::createCPUGenerator(s.opt.seed + 11);
+      const at::Tensor x = at::randn({4, w.numel()}, gen, at::TensorOptions().dtype(at::kFloat)).to(w.dtype()).to(w.device());
+      m.eval();
+      if (b.defined()) b.detach().zero_();
+      w.detach().fill_(0);
+      const c10::IValue y0v = m.forward({x});
+      w.detach().fill_(1);
+      const c10::IValue y1v = m.forward({x});
+      if (y0v.isTensor() && y1v.isTensor() && y0v.toTensor().sizes() == x.sizes()) {
+        const at::Tensor y0 = y0v.toTensor().to(at::kDouble), y1 = y1v.toTensor().to(at::kDouble);
+        const double n0 = y0.norm().item<double>(), n1 = y1.norm().item<double>();
+        if (n1 > 0 && std::isfinite(n1) && n0 <= 1e-6 * n1) formula = "weight";
+        else if (n1 > 0 && std::isfinite(n1) && (y1 - 2 * y0).norm().item<double>() <= 1e-4 * n1) formula = "1 + weight";
+      }
+    } catch (const std::exception&) {
+      formula.clear();  // a module that does not run alone on [4, C]: not judged
+    }
+    m.train(sub_mode);
+    w.detach().copy_(w_saved);
+    if (b.defined()) b.detach().copy_(b_saved);
+    if (formula.empty()) continue;
+    LayerMetrics* lm = s.doc.find_layer(mi.path);
+    if (!lm) continue;
+    const at::Tensor g = w_saved.to(at::kDouble);
+    if (!at::isfinite(g).all().item<bool>()) continue;  // a diverged checkpoint: nothing to judge
+    auto& mm = lm->metrics;
+    mm["norm.gain_formula"] = formula;
+    mm["norm.gain_loaded_mean"] = g.mean().item<double>();
+    mm["norm.gain_loaded_std"] = g.std().item<double>();
+    mm["norm.gain_loaded_absmean"] = g.abs().mean().item<double>();
+    mm["norm.gain_negative_fraction"] = (g < 0).to(at::kDouble).mean().item<double>();
+    mm["norm.gain_effective_mean"] = (formula == "weight" ? g : g + 1).mean().item<double>();
+  }
+}
+
+}  // namespace nd

@@ -1,0 +1,144 @@
+// --optimizer-state: the optimizer's saved state mapped onto the module, and
+// Adam's next step from it (session.h documents both). The update ratio and
+// the replay (training.cpp) use them; the Adam probe here writes the
+// adam-second-moment-lag metrics (docs/metrics.md "Optimizer state").
+#include <cmath>
+#include <set>
+
+#include "core/error.h"
+#include "model/weights.h"
+#include "probes/session.h"
+
+namespace nd {
+
+namespace {
+
+std::string shape_str(at::IntArrayRef s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+void load_optimizer_state(Session& s) {
+  if (s.opt.optimizer_state.empty()) return;
+  if (s.progress) s.progress("load", "optimizer state");
+  OptimizerState os = read_optimizer_state(s.opt.optimizer_state);
+  const std::string& path = s.opt.optimizer_state;
+
+  // model.parameters() order: named_modules() pre-order, each module's own
+  // parameters, a tensor shared by two modules once (PyTorch removes duplicates).
+  std::vector<std::pair<std::string, at::Tensor>> params;
+  std::set<const void*> seen;
+  for (const auto& mi : s.model.modules)
+    for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
+      if (seen.insert(p.value.unsafeGetTensorImpl()).second)
+        params.push_back({mi.path.empty() ? p.name : mi.path + "." + p.name, p.value});
+
+  std::vector<std::string> problems;
+  std::map<int64_t, size_t> group_of;
+  size_t n_indices = 0;
+  for (size_t gi = 0; gi < os.dict.groups.size(); ++gi)
+    for (int64_t idx : os.dict.groups[gi].params) {
+      group_of[idx] = gi;
+      ++n_indices;
+    }
+  if (n_indices != params.size())
+    problems.push_back("its param_groups hold " + std::to_string(n_indices) + " parameters, the model " +
+                       std::to_string(params.size()) + " (model.parameters() order)");
+  SavedOptimizer so;
+  so.path = path;
+  so.kind = os.dict.kind;
+  so.decoupled = s.opt.optimizer == "adamw";
+  for (const auto& g : os.dict.groups)
+    if (auto it = g.flags.find("decoupled_weight_decay"); it != g.flags.end() && it->second) so.decoupled = true;
+  if (os.dict.kind == "unknown")
+    problems.push_back("its per-parameter state is neither Adam's (exp_avg, exp_avg_sq) nor SGD's momentum_buffer");
+  for (const auto& [idx, gi] : group_of) {
+    if (idx < 0 || static_cast<size_t>(idx) >= params.size()) {
+      problems.push_back("param_groups[" + std::to_string(gi) + "] names parameter " + std::to_string(idx) +
+                         ", past the model's " + std::to_string(params.size()));
+      continue;
+    }
+    const auto& [pname, p] = params[static_cast<size_t>(idx)];
+    const formats::OptimizerGroup& g = os.dict.groups[gi];
+    SavedParamState st;
+    st.path = pname;
+    st.index = idx;
+    auto num = [&](const char* k, double def) {
+      auto it = g.numbers.find(k);
+      return it == g.numbers.end() ? def : it->second;
+    };
+    st.lr = num("lr", 0);
+    st.eps = num("eps", 1e-8);
+    st.weight_decay = num("weight_decay", 0);
+    st.momentum = num("momentum", 0);
+    st.dampening = num("dampening", 0);
+    if (auto it = g.flags.find("nesterov"); it != g.flags.end()) st.nesterov = it->second;
+    if (g.beta1) st.beta1 = *g.beta1;
+    if (g.beta2) st.beta2 = *g.beta2;
+    if (auto it = os.step.find(idx); it != os.step.end()) st.step = it->second;
+    if (auto it = os.tensors.find(idx); it != os.tensors.end()) {
+      for (const auto& [name, t] : it->second) {
+        if (name != "exp_avg" && name != "exp_avg_sq" && name != "momentum_buffer") continue;
+        if (t.sizes() != p.sizes()) {
+          problems.push_back("state[" + std::to_string(idx) + "]['" + name + "'] has shape " + shape_str(t.sizes()) +
+                             ", parameter " + std::to_string(idx) + " (" + pname + ") is " + shape_str(p.sizes()));
+          continue;
+        }
+        at::Tensor v = t.to(at::kFloat).to(p.device());
+        if (name == "exp_avg") st.exp_avg = v;
+        else if (name == "exp_avg_sq") st.exp_avg_sq = v;
+        else st.momentum_buffer = v;
+      }
+    }
+    so.by_param[p.unsafeGetTensorImpl()] = std::move(st);
+  }
+  if (!problems.empty()) {
+    std::string msg = "the optimizer state does not match " + s.model.path + ":";
+    for (size_t i = 0; i < problems.size() && i < 20; ++i) msg += "\n  " + problems[i];
+    if (problems.size() > 20) msg += "\n  ... (" + std::to_string(problems.size()) + " problems in all)";
+    msg += "\n  (indices are matched to model.parameters() in order; an optimizer built from filtered or reordered "
+           "parameter lists cannot be mapped)";
+    throw load_error(error_kind::kWeightsLoad, path + ": " + msg);
+  }
+  nlohmann::json groups = nlohmann::json::array();
+  for (const auto& g : os.dict.groups) {
+    nlohmann::json jg = {{"params", g.params.size()}};
+    for (const auto& [k, v] : g.numbers) jg[k] = v;
+    if (g.beta1) jg["betas"] = {*g.beta1, *g.beta2};
+    groups.push_back(jg);
+  }
+  s.doc.probes["optimizer_state"] = {{"path", path},           {"container", os.dict.container},
+                                     {"kind", so.kind},        {"decoupled_weight_decay", so.decoupled},
+                                     {"param_groups", groups}, {"params_with_state", os.dict.state.size()},
+                                     {"model_params", params.size()}};
+  s.optimizer = std::move(so);
+}
+
+AdamStep adam_step(const SavedParamState& st, const at::Tensor& m0, const at::Tensor& v0, double step,
+                   const at::Tensor& w, const at::Tensor& g0, double lr, bool decoupled) {
+  at::NoGradGuard ng;
+  const at::Tensor wd = w.detach().to(at::kFloat);
+  at::Tensor g = g0.detach().to(at::kFloat);
+  if (!decoupled && st.weight_decay != 0) g = g + st.weight_decay * wd;
+  AdamStep r;
+  const at::Tensor m = m0.defined() ? m0 : at::zeros_like(g);
+  const at::Tensor v = v0.defined() ? v0 : at::zeros_like(g);
+  r.m = m * st.beta1 + g * (1 - st.beta1);
+  r.v = v * st.beta2 + g * g * (1 - st.beta2);
+  const double t = step + 1;
+  const at::Tensor mh = r.m / (1 - std::pow(st.beta1, t));
+  const at::Tensor vh = r.v / (1 - std::pow(st.beta2, t));
+  const at::Tensor denom = vh.sqrt();
+  r.update = lr * mh / (denom + st.eps);
+  if (decoupled && st.weight_decay != 0) r.update = r.update + lr * st.weight_decay * wd;
+  const at::Tensor ok = vh > 0;
+  const int64_t n = ok.sum().item<int64_t>();
+  r.rms_ratio = n > 0 ? std::sqrt((g * g / vh).masked_select(ok).to(at::kDouble).mean().item<double>()) : 0.0;
+  r.eps_fraction = g.numel() > 0 ? (denom < st.eps).to(at::kDouble).mean().item<double>() : 0.0;
+  return r;
+}
+
+}  // namespace nd

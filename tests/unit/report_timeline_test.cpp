@@ -1,0 +1,50 @@
+// The text report's timeline table (src/report/report_timeline.cpp) on a
+// hand-made probes.timeline (docs/report.md "Checkpoints and the timeline").
+#include <gtest/gtest.h>
+
+#include "metrics/metrics.h"
+#include "report/report_common.h"
+
+namespace {
+
+nd::MetricsDoc timeline_doc(bool mover) {
+  nd::MetricsDoc doc;
+  for (const char* p : {"wte", "h.0.mlp", "lm_head"}) {
+    nd::LayerMetrics l;
+    l.path = p;
+    doc.layers.push_back(l);
+  }
+  nlohmann::json tl = {
+      {"checkpoints", {{{"path", "c/step_0.pt"}, {"step", 0}}, {{"path", "c/step_5.pt"}, {"step", 5}},
+                       {{"path", "c/step_10.pt"}, {"step", 10}}, {{"path", "c/step_15.pt"}, {"step", 15}}}},
+      {"loss", {3.46, 1.65, 0.73, "nan"}},
+      {"layers",
+       {{"wte", {{"act.rms", {1.0, 1.01, 1.02, "inf"}}}},
+        {"h.0.mlp", {{"act.rms", {0.5, 0.52, 0.55, 9.1}}, {"grad.out_norm", {0.1, 0.1, 0.2, nullptr}}}},
+        {"lm_head", {{"act.rms", {2.0, 2.1, 2.2, "nan"}}}}}}};
+  if (mover) tl["first_mover"] = {{"layer", "h.0.mlp"}, {"metric", "act.rms"}};
+  tl["first_nonfinite"] = {{"checkpoint", "c/step_15.pt"}, {"what", "forward"}, {"layer", "wte"}};
+  doc.probes["timeline"] = tl;
+  return doc;
+}
+
+}  // namespace
+
+TEST(TimelineText, TableOfTheMovingMetric) {
+  const std::string t = nd::report_detail::render_timeline_text(timeline_doc(true));
+  EXPECT_NE(t.find("timeline (4 checkpoints, act.rms of every layer; first mover h.0.mlp marked *)"), std::string::npos) << t;
+  EXPECT_NE(t.find("* h.0.mlp"), std::string::npos) << t;
+  EXPECT_NE(t.find("9.1"), std::string::npos) << t;
+  EXPECT_NE(t.find("first non-finite: forward of c/step_15.pt at wte"), std::string::npos) << t;
+  // The header row carries the steps; the loss row comes first.
+  EXPECT_LT(t.find("loss"), t.find("wte")) << t;
+  EXPECT_NE(t.find("15   (step)"), std::string::npos) << t;
+}
+
+TEST(TimelineText, NoMover) {
+  const std::string t = nd::report_detail::render_timeline_text(timeline_doc(false));
+  EXPECT_NE(t.find("no layer left its early range"), std::string::npos) << t;
+  EXPECT_EQ(t.find("* "), std::string::npos) << t;
+}
+
+TEST(TimelineText, AbsentWithoutTimeline) { EXPECT_EQ(nd::report_detail::render_timeline_text(nd::MetricsDoc{}), ""); }
