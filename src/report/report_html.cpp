@@ -211,10 +211,30 @@ std::string log_plot(const std::string& title, const std::vector<Series>& series
 /// "layers.3 act.absmax", "values": [v0, v1, ...]}, ...]} (or "series" as an
 /// object name -> values); every series is drawn as a line over the steps on
 /// a log axis. Nothing when the document has no such entry.
+/// The timeline probe's own document (src/probes/timeline.cpp: checkpoints,
+/// layers PATH -> metric -> values, loss, first_mover) in that shape: the
+/// loss, and every series of the first mover's layer.
+json timeline_series(const json& t) {
+  json out = {{"steps", json::array()}, {"series", json::array()}};
+  if (t.contains("checkpoints") && t["checkpoints"].is_array())
+    for (const auto& c : t["checkpoints"])
+      out["steps"].push_back(c.is_object() && c.contains("step") && !c["step"].is_null() ? c["step"] : json(out["steps"].size()));
+  if (t.contains("loss") && t["loss"].is_array()) out["series"].push_back({{"name", "loss"}, {"values", t["loss"]}});
+  if (t.contains("first_mover") && t["first_mover"].is_object() && t.contains("layers") && t["layers"].is_object()) {
+    const std::string layer = t["first_mover"].value("layer", std::string());
+    if (t["layers"].contains(layer) && t["layers"][layer].is_object())
+      for (const auto& [metric, values] : t["layers"][layer].items())
+        out["series"].push_back({{"name", layer + " " + metric}, {"values", values}});
+  }
+  return out;
+}
+
 std::string render_timeline(const MetricsDoc& doc) {
   if (!doc.probes.is_object() || !doc.probes.contains("timeline")) return {};
-  const json& t = doc.probes["timeline"];
-  if (!t.is_object() || !t.contains("series")) return {};
+  const json& t0 = doc.probes["timeline"];
+  if (!t0.is_object()) return {};
+  const json t = t0.contains("series") ? t0 : timeline_series(t0);
+  if (!t.contains("series") || t["series"].empty()) return {};
   std::vector<Series> series;
   auto add = [&](const std::string& name, const json& values) {
     if (!values.is_array()) return;

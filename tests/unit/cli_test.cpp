@@ -615,6 +615,26 @@ TEST(CliHtml, TimelineHookDrawsLinesOverSteps) {
   EXPECT_EQ(nd::render_html({run}).find("Checkpoint timeline"), std::string::npos);
 }
 
+// The timeline probe's own document (src/probes/timeline.cpp): the loss and
+// the first mover's series are drawn over the checkpoints' steps.
+TEST(CliHtml, TimelineProbeDocumentDrawsLossAndFirstMover) {
+  nd::MetricsDoc doc = fake_doc("m.pt");
+  doc.probes["timeline"] = {
+      {"checkpoints", json::array({{{"path", "s0.pt"}, {"step", 0}}, {{"path", "s5.pt"}, {"step", 5}}})},
+      {"loss", {3.4, "nan"}},
+      {"first_mover", {{"layer", "h.0.attn.q"}, {"metric", "grad.param_norm"}}},
+      {"layers", {{"h.0.attn.q", {{"grad.param_norm", {0.02, 0.6}}}}, {"lm_head", {{"act.rms", {1.0, 1.1}}}}}}};
+  nd::ReportRun run;
+  run.doc = &doc;
+  run.ctx.tool_version = "0.1.0";
+  const std::string html = nd::render_html({run});
+  EXPECT_NE(html.find("Checkpoint timeline"), std::string::npos);
+  EXPECT_NE(html.find("steps: 0, 5"), std::string::npos);
+  EXPECT_NE(html.find("step 5: h.0.attn.q grad.param_norm = 0.6"), std::string::npos);
+  EXPECT_NE(html.find("step 0: loss = 3.4"), std::string::npos);
+  EXPECT_EQ(html.find("lm_head act.rms"), std::string::npos);  // only the first mover's layer
+}
+
 namespace {
 
 /// Runs a shell command, returning its stdout (stderr to `err_file` when given).
