@@ -186,12 +186,16 @@ LoadedModel load_model(const std::string& path) {
     lm.kind_reason = "forward has no control flow, calls no compiled function and never reads a training flag (a traced graph)";
   }
 
+  describe_forward_and_modules(lm);
+  return lm;
+}
+
+void describe_forward_and_modules(LoadedModel& lm) {
   const auto& schema = lm.module.get_method("forward").function().getSchema();
   for (size_t i = 1; i < schema.arguments().size(); ++i) {
     const auto& a = schema.arguments()[i];
     lm.args.push_back({a.name(), a.type()->annotation_str(), a.default_value().has_value()});
   }
-
   for (const auto& nm : lm.module.named_modules()) {
     ModuleInfo mi;
     mi.path = nm.name;
@@ -204,7 +208,6 @@ LoadedModel load_model(const std::string& path) {
     lm.parameters += mi.parameters;
     lm.modules.push_back(std::move(mi));
   }
-  return lm;
 }
 
 nlohmann::json module_facts(const ModuleInfo& m) {

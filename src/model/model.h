@@ -66,6 +66,11 @@ std::string sha256_file(const std::string& path);
 /// missing_operator) when the model calls an operator this LibTorch lacks.
 LoadedModel load_model(const std::string& path);
 
+/// Fills lm.args (forward's schema after self) and lm.modules / lm.parameters
+/// (named_modules() order, direct parameter elements) from lm.module, which
+/// must have a forward method. Shared by TorchScript and .pt2 loading.
+void describe_forward_and_modules(LoadedModel& lm);
+
 /// Unqualified class name without TorchScript's ___torch_mangle_N prefix:
 /// "__torch__.torch.nn.modules.batchnorm.___torch_mangle_3.BatchNorm2d" -> "BatchNorm2d".
 std::string short_class_name(const std::string& qualified);

@@ -1045,23 +1045,7 @@ LoadedModel load_pt2_model(const std::string& path) {
     fail(path, "the exported program could not be translated: " + what.substr(0, what.find('\n')));
   }
   lm.sha256 = sha256_file(path);
-  const auto& schema = lm.module.get_method("forward").function().getSchema();
-  for (size_t i = 1; i < schema.arguments().size(); ++i) {
-    const auto& arg = schema.arguments()[i];
-    lm.args.push_back({arg.name(), arg.type()->annotation_str(), arg.default_value().has_value()});
-  }
-  for (const auto& nm : lm.module.named_modules()) {
-    ModuleInfo mi;
-    mi.path = nm.name;
-    mi.module = nm.value;
-    mi.qualified = nm.value.type()->name() ? nm.value.type()->name()->qualifiedName() : "";
-    mi.kind = short_class_name(mi.qualified);
-    mi.training = nm.value.is_training();
-    for (const auto& p : nm.value.named_parameters(/*recurse=*/false)) mi.parameters += p.value.numel();
-    mi.leaf = nm.value.children().size() == 0;
-    lm.parameters += mi.parameters;
-    lm.modules.push_back(std::move(mi));
-  }
+  describe_forward_and_modules(lm);
   b.read_sample_inputs(lm);
   return lm;
 }
