@@ -11,44 +11,13 @@
 
 #include "core/error.h"
 #include "formats/pt2_archive.h"
+#include "zip_builder.h"
 
 namespace {
 
 using nd::formats::Pt2Archive;
 
-void put(std::string& s, uint64_t v, int n) {
-  for (int k = 0; k < n; ++k) s.push_back(static_cast<char>(v >> (8 * k)));
-}
-
-// A zip of stored entries, as torch.export.save writes it (without alignment).
-std::string make_zip(const std::vector<std::pair<std::string, std::string>>& files) {
-  std::string out, cd;
-  for (const auto& [name, data] : files) {
-    const uint64_t offset = out.size();
-    put(out, 0x04034b50, 4);
-    put(out, 20, 2); put(out, 0, 2); put(out, 0, 2);
-    put(out, 0, 4); put(out, 0, 4);
-    put(out, data.size(), 4); put(out, data.size(), 4);
-    put(out, name.size(), 2); put(out, 0, 2);
-    out += name + data;
-    put(cd, 0x02014b50, 4);
-    put(cd, 20, 2); put(cd, 20, 2); put(cd, 0, 2); put(cd, 0, 2);
-    put(cd, 0, 4); put(cd, 0, 4);
-    put(cd, data.size(), 4); put(cd, data.size(), 4);
-    put(cd, name.size(), 2); put(cd, 0, 2); put(cd, 0, 2);
-    put(cd, 0, 2); put(cd, 0, 2); put(cd, 0, 4);
-    put(cd, offset, 4);
-    cd += name;
-  }
-  const uint64_t cd_offset = out.size();
-  out += cd;
-  put(out, 0x06054b50, 4);
-  put(out, 0, 2); put(out, 0, 2);
-  put(out, files.size(), 2); put(out, files.size(), 2);
-  put(out, cd.size(), 4); put(out, cd_offset, 4);
-  put(out, 0, 2);
-  return out;
-}
+using ndtest::make_zip;
 
 const char* kProgram = R"({"graph_module": {"graph": {"inputs": [{"as_tensor": {"name": "p_w"}}, {"as_tensor": {"name": "x"}}],
   "outputs": [{"as_tensor": {"name": "y"}}], "nodes": [], "tensor_values": {}},

@@ -8,44 +8,11 @@
 
 #include "core/error.h"
 #include "formats/zip_index.h"
+#include "zip_builder.h"
 
 namespace {
 
-void put(std::string& s, uint64_t v, int n) {
-  for (int k = 0; k < n; ++k) s.push_back(static_cast<char>(v >> (8 * k)));
-}
-
-// A zip of stored entries, as torch.save writes it (without data alignment).
-std::string make_zip(const std::vector<std::pair<std::string, std::string>>& files) {
-  std::string out;
-  std::string cd;
-  for (const auto& [name, data] : files) {
-    const uint64_t offset = out.size();
-    put(out, 0x04034b50, 4);
-    put(out, 20, 2); put(out, 0, 2); put(out, 0, 2);  // version, flags, method stored
-    put(out, 0, 4);                                     // time, date
-    put(out, 0, 4);                                     // crc (not checked here)
-    put(out, data.size(), 4); put(out, data.size(), 4);
-    put(out, name.size(), 2); put(out, 0, 2);
-    out += name + data;
-    put(cd, 0x02014b50, 4);
-    put(cd, 20, 2); put(cd, 20, 2); put(cd, 0, 2); put(cd, 0, 2);
-    put(cd, 0, 4); put(cd, 0, 4);
-    put(cd, data.size(), 4); put(cd, data.size(), 4);
-    put(cd, name.size(), 2); put(cd, 0, 2); put(cd, 0, 2);
-    put(cd, 0, 2); put(cd, 0, 2); put(cd, 0, 4);
-    put(cd, offset, 4);
-    cd += name;
-  }
-  const uint64_t cd_offset = out.size();
-  out += cd;
-  put(out, 0x06054b50, 4);
-  put(out, 0, 2); put(out, 0, 2);
-  put(out, files.size(), 2); put(out, files.size(), 2);
-  put(out, cd.size(), 4); put(out, cd_offset, 4);
-  put(out, 0, 2);
-  return out;
-}
+using ndtest::make_zip;
 
 std::vector<nd::formats::ZipEntry> index(const std::string& zip) {
   return nd::formats::read_zip_index(reinterpret_cast<const uint8_t*>(zip.data()), zip.size(), "batch.pt");
