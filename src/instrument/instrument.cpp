@@ -612,6 +612,12 @@ const std::vector<std::string>& ScopeResolver::chain(const Node* node) {
     if (hit != cache_.end()) return hit->second;
     return cache_.emplace(node, node->ss(kScope)).first->second;
   }
+  // ModuleList and ModuleDict have no forward: Python never calls them, so
+  // they are never a scope a node runs in (their children are).
+  auto runs_forward = [&](const std::string& path) {
+    auto it = index_.find(path);
+    return it != index_.end() && model_.modules[it->second].module.find_method("forward").has_value();
+  };
   auto cs = node->callstack();
   if (!cs) {
     // LibTorch gives no call stack to prim::If/prim::Loop nodes (and to the
@@ -631,7 +637,7 @@ const std::vector<std::string>& ScopeResolver::chain(const Node* node) {
       if (!path || path->empty()) continue;
       size_t pos = 0;
       while ((pos = path->find('.', pos)) != std::string::npos) {
-        if (index_.count(path->substr(0, pos))) result.push_back(path->substr(0, pos));
+        if (runs_forward(path->substr(0, pos))) result.push_back(path->substr(0, pos));
         ++pos;
       }
       result.push_back(*path);
@@ -707,12 +713,13 @@ const std::vector<std::string>& ScopeResolver::chain(const Node* node) {
       }
     }
     if (!found.empty()) {
-      // A container missing from the call stack is still a scope the node
-      // lies in: add every path between `cur` and `found`.
+      // A container with a forward (Sequential) missing from the call stack
+      // is still a scope the node lies in: add every such path between `cur`
+      // and `found`. ModuleList/ModuleDict are not (no forward to call).
       size_t pos = cur.empty() ? 0 : cur.size() + 1;
       while ((pos = found.find('.', pos)) != std::string::npos) {
         const std::string mid = found.substr(0, pos);
-        if (index_.count(mid) && (out.empty() || out.back() != mid)) out.push_back(mid);
+        if (runs_forward(mid) && (out.empty() || out.back() != mid)) out.push_back(mid);
         ++pos;
       }
       cur = found;

@@ -133,6 +133,45 @@ bool graph_reads_training(const torch::jit::Block* b, bool& has_control_flow) {
   return reads;
 }
 
+/// Evidence of how a TorchScript module was made, from its module types.
+/// torch.jit.script compiles a class's constants (`__constants__`, Final
+/// attributes such as nn.Linear's in_features) and its helper methods
+/// (Sequential.__len__, Conv2d._conv_forward) into the module type;
+/// torch.jit.trace records only forward, with no constants, and names the
+/// arguments of submodule forwards it cannot name from a Python variable
+/// `argument_1`, `argument_2`, ... (torch/csrc/jit/frontend/tracer.cpp).
+struct KindEvidence {
+  std::string scripted;  ///< the first scripted sign found, "" if none
+  std::string traced;    ///< the first traced sign found, "" if none
+};
+
+KindEvidence module_type_evidence(const torch::jit::Module& root) {
+  KindEvidence ev;
+  static const std::regex traced_arg("^argument_[0-9]+$");
+  for (const auto& nm : root.named_modules()) {
+    const auto t = nm.value.type();
+    const std::string where = nm.name.empty() ? std::string("the root module") : "module '" + nm.name + "'";
+    if (ev.scripted.empty() && t->numConstants() > 0)
+      ev.scripted = where + " has compiled constants (" + t->getConstantName(0) + ")";
+    if (ev.scripted.empty())
+      for (const auto* f : t->methods())
+        if (f->name() != "forward") {
+          ev.scripted = where + " has a compiled method besides forward (" + f->name() + ")";
+          break;
+        }
+    if (ev.traced.empty())
+      if (auto fwd = nm.value.find_method("forward")) {
+        const auto& args = fwd->function().getSchema().arguments();
+        for (size_t i = 1; i < args.size(); ++i)
+          if (std::regex_match(args[i].name(), traced_arg)) {
+            ev.traced = where + "'s forward takes '" + args[i].name() + "' (an argument named by the tracer)";
+            break;
+          }
+      }
+  }
+  return ev;
+}
+
 int64_t direct_parameter_elements(const torch::jit::Module& m) {
   int64_t n = 0;
   for (const auto& p : m.named_parameters(/*recurse=*/false)) n += p.value.numel();
@@ -177,10 +216,25 @@ LoadedModel load_model(const std::string& path) {
   torch::jit::Inline(*graph);
   bool control_flow = false;
   const bool reads_training = graph_reads_training(graph->block(), control_flow);
-  if (reads_training || control_flow) {
+  const KindEvidence ev = module_type_evidence(lm.module);
+  if (!ev.traced.empty()) {
+    // A traced model may call scripted submodules (their flags stay live);
+    // its own ops have their training flags baked in.
+    lm.kind = "traced";
+    lm.kind_reason = ev.traced;
+    if (reads_training || control_flow || !ev.scripted.empty())
+      lm.kind_reason += "; some submodules were scripted (" +
+                        (!ev.scripted.empty() ? ev.scripted
+                                              : std::string(reads_training ? "training flags are read"
+                                                                           : "control flow or compiled functions")) +
+                        ")";
+  } else if (reads_training || control_flow) {
     lm.kind = "scripted";
     lm.kind_reason = reads_training ? "forward reads module training flags"
                                     : "forward has control flow or calls compiled Python functions";
+  } else if (!ev.scripted.empty()) {
+    lm.kind = "scripted";
+    lm.kind_reason = ev.scripted + " (a trace records only forward, without constants)";
   } else {
     lm.kind = "traced";
     lm.kind_reason = "forward has no control flow, calls no compiled function and never reads a training flag (a traced graph)";
