@@ -425,6 +425,10 @@ void probe_forward_backward(Session& s) {
       m["grad.params_without_grad"] = pg.without;
       m["grad.params_zero_grad"] = pg.zero;
       m["grad.params_no_signal"] = pg.without + pg.zero - pg.silenced;
+      // Every such parameter got a gradient tensor from autograd, all zero:
+      // the path exists and this batch's values closed it (a ReLU inactive
+      // for every example, an all-zero input), not the graph's structure.
+      m["grad.zero_from_values"] = pg.without == 0 && pg.zero > pg.silenced;
       m["grad.param_norm"] = num(std::sqrt(pg.sumsq));
       m["grad.param_nonfinite_count"] = pg.nonfinite;
       if (pg.w2_sumsq > 0) {

@@ -79,6 +79,38 @@ std::string first_divergence(const Session& s, const std::map<std::string, Tenso
   return "";
 }
 
+/// The module that ran the mode-dependent op behind a divergence first seen
+/// at module `first`'s output. A module that runs F.batch_norm in its own
+/// forward and then hands the result to children (timm's BatchNormAct2d:
+/// batch_norm, then self.drop, then self.act) shows the difference first at
+/// a child's output; the batch_norm op that fired last before that output,
+/// when it ran in an ancestor of `first`, is where the outputs began to
+/// differ. `first` itself when it runs a batch_norm, or when the last one
+/// before it ran elsewhere (then nothing says it fed `first`).
+std::string drift_origin(const InstrumentedModel& im, const Collector& c, const std::string& first) {
+  const auto& rec = c.records();
+  int64_t first_out = -1;
+  for (const auto& t : im.taps())
+    if (t.kind == TapKind::kModuleOutput && t.module == first && t.primary) {
+      const int64_t f = rec[static_cast<size_t>(t.id)].first_fire;
+      if (f >= 0 && (first_out < 0 || f < first_out)) first_out = f;
+    }
+  if (first_out < 0) return first;
+  int64_t best = -1;
+  std::string module;
+  for (const auto& t : im.taps())
+    if (t.kind == TapKind::kBatchNormInput) {
+      const int64_t f = rec[static_cast<size_t>(t.id)].first_fire;
+      if (f >= 0 && f < first_out && f > best) {
+        best = f;
+        module = t.module;
+      }
+    }
+  if (best < 0 || module == first) return first;
+  const bool ancestor = module.empty() || first.compare(0, module.size() + 1, module + ".") == 0;
+  return ancestor ? module : first;
+}
+
 /// Output rows of the examples in `index` (along each tensor's batch axis, output_batch_axis).
 c10::IValue rows_of(const c10::IValue& out, const BatchLayout& L, const at::Tensor& index) {
   if (out.isTensor()) {
@@ -311,14 +343,27 @@ void probe_normalization(Session& s) {
     mm["drift.rel_output_diff"] = num(drift);
     mm["drift.explained_by_stale_stats"] = false;
     mm["drift.stale_note"] = "";
+    // A traced/exported graph with training flags baked in cannot enter the
+    // other mode itself; the passes replace the flags by their own mode, so
+    // the drift is that of the Python model (the findings must say so).
+    const int64_t baked = im.baked_batch_norm() + im.baked_dropout();
+    mm["drift.mode_note"] =
+        baked > 0 ? "; measured with the " + std::to_string(baked) +
+                        " batch_norm/dropout training flags this " + (s.model.kind == "exported" ? "exported" : "traced") +
+                        " graph has baked in replaced by each pass's mode, so it is the drift of the Python model "
+                        "this file was made from (the file itself cannot switch mode: see MODE003)"
+                  : "";
     if (!s.train_output.isNone())
       mm["drift.rel_output_diff_with_dropout"] = num(Session::relative_difference(s.train_output, eval.output));
     double d = 0;
-    const std::string first = first_divergence(s, module_stats(im, nodrop_collector), eval_ref_stats, 1e-4, &d);
+    const std::string seen = first_divergence(s, module_stats(im, nodrop_collector), eval_ref_stats, 1e-4, &d);
+    const std::string first = seen.empty() ? seen : drift_origin(im, nodrop_collector, seen);
     if (!first.empty()) {
+      if (first != seen) mm["drift.first_seen_at"] = seen;
       mm["drift.first_layer"] = first;
       const LayerMetrics* l = s.doc.find_layer(first);
-      const bool bn = l && l->kind.find("BatchNorm") != std::string::npos;
+      // A module that runs batch_norm (measured as one), whatever its class name.
+      const bool bn = l && (l->metrics.count("bn.channels") || l->kind.find("BatchNorm") != std::string::npos);
       mm["drift.cause"] = bn ? "BatchNorm running statistics differ from the batch statistics"
                              : "a mode-dependent op other than dropout in " + first;
       const bool stale = bn && l->metrics.count("bn.stale") && l->metrics.at("bn.stale") == true;

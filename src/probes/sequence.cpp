@@ -123,6 +123,22 @@ Layout infer_layout(const Session& s) {
     }
     L.inputs.push_back(il);
   }
+  // A float [B, N] beside a padding mask of the same [B, N] is a signal over
+  // time, not a feature vector: wav2vec2/HuBERT's input_values [B, samples]
+  // with attention_mask [B, samples] (the mask says which samples are real).
+  if (L.mask >= 0 && !opt.seq_dim) {
+    const at::Tensor m = s.args[static_cast<size_t>(L.mask)].value.toTensor();
+    for (size_t i = 0; i < s.args.size(); ++i) {
+      auto& il = L.inputs[i];
+      if (!s.args[i].value.isTensor() || il.role != "features" || il.time_axis >= 0) continue;
+      const at::Tensor t = s.args[i].value.toTensor();
+      if (t.dim() == 2 && t.sizes() == m.sizes()) {
+        il.time_axis = 1;
+        il.from = "float [B, T] of the shape of mask '" + s.args[static_cast<size_t>(L.mask)].name +
+                  "': a signal over time (a waveform)";
+      }
+    }
+  }
   // Flags that name nothing are errors, not silent no-ops.
   if (!opt.mask_input.empty() && L.mask < 0) {
     std::string names;

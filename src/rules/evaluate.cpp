@@ -114,7 +114,12 @@ std::vector<Finding> evaluate_rules(const std::vector<Rule>& rules, const Metric
     f.evidence = collect_evidence(r, local, model);
     for (auto& [k, v] : extra.items()) f.evidence[k] = v;
     f.fix = r.fix;
-    if (r.data_dependent && synthetic) {
+    bool depends = r.data_dependent;
+    if (!r.data_dependent_metric.empty()) {
+      const MetricValue* d = lookup_metric(local, model, r.data_dependent_metric);
+      depends = d && d->is_boolean() && d->get<bool>();
+    }
+    if (depends && synthetic) {
       f.synthetic_inputs = true;
       f.severity = lower(f.severity);
       f.message += " (measured on synthetic inputs)";

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <regex>
 #include <map>
 #include <stdexcept>
 
@@ -106,8 +107,18 @@ class RuleReader {
         fail(line_of("since"), "key 'since': '" + r.since + "' is not a version (MAJOR.MINOR.PATCH)");
     }
     if (const toml::node* n = root_.get("data_dependent")) {
-      if (!n->is_boolean()) fail(line(*n), "key 'data_dependent' must be a boolean, not " + std::string(toml_type_name(*n)));
-      r.data_dependent = n->as_boolean()->get();
+      if (n->is_string()) {
+        // A metric name: data-dependent where that metric is true.
+        r.data_dependent_metric = n->as_string()->get();
+        static const std::regex metric_name("^[a-z][a-z0-9_]*(\\.[a-z0-9_]+)+$");
+        if (!std::regex_match(r.data_dependent_metric, metric_name))
+          fail(line(*n), "key 'data_dependent': '" + r.data_dependent_metric +
+                             "' is neither a boolean nor a metric name (e.g. \"grad.zero_from_values\")");
+      } else if (n->is_boolean()) {
+        r.data_dependent = n->as_boolean()->get();
+      } else {
+        fail(line(*n), "key 'data_dependent' must be a boolean or a metric name, not " + std::string(toml_type_name(*n)));
+      }
     }
 
     r.probe = string_at("probe", false);

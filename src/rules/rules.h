@@ -51,6 +51,11 @@ struct Rule {
   std::string lifecycle = "stable";   ///< "stable" | "preview" | "deprecated"
   std::string since = "0.1.0";        ///< normdoctor version that introduced it
   bool data_dependent = false;        ///< depends on the input distribution (lower severity on synthetic inputs)
+  /// `data_dependent = "METRIC"`: only the findings whose entity (the layer,
+  /// input or model) has that metric true depend on the input distribution
+  /// (GRAD004: zero gradients that autograd does compute are the batch's
+  /// values, a missing gradient is structure). "" when data_dependent is a boolean.
+  std::string data_dependent_metric;
   /// The probe whose metrics the rule reads ("precision"; "" = one of the
   /// probes that always run). When that probe's status in the metrics
   /// document is not "ok" the rule is reported as skipped with the probe's

@@ -68,6 +68,7 @@ std::vector<std::string> corpus_models() {
 struct Entry {
   std::string failure_mode, rule_id, layer, why;
   std::set<std::string> runs;  ///< "batch", "no-input"; empty = both
+  std::string severity;        ///< "info" | "warning" | "error": checked when given
   bool applies(const std::string& run) const { return runs.empty() || runs.count(run) > 0; }
   std::string describe() const {
     return failure_mode + (rule_id.empty() ? "" : " (" + rule_id + ")") + " at '" + layer + "'";
@@ -93,7 +94,7 @@ Expectations read_expectations(const std::string& path) {
     if (const toml::array* arr = doc[key].as_array()) {
       for (const auto& node : *arr) {
         const toml::table& t = *node.as_table();
-        Entry e{str(t, "failure_mode"), str(t, "rule_id"), str(t, "layer"), str(t, "why"), {}};
+        Entry e{str(t, "failure_mode"), str(t, "rule_id"), str(t, "layer"), str(t, "why"), {}, str(t, "severity")};
         if (const toml::array* runs = t["runs"].as_array())
           for (const auto& r : *runs) e.runs.insert(r.value_or(std::string()));
         out.push_back(e);
@@ -183,10 +184,10 @@ TEST_P(CorpusRun, FindingsAreExactlyTheExpectedOnes) {
   ASSERT_EQ(r.report.value("status", ""), "ok") << r.report.dump(2).substr(0, 4000);
 
   // (failure_mode, layer) of every finding, with its rule id and message.
-  std::vector<std::tuple<std::string, std::string, std::string, std::string>> got;
+  std::vector<std::tuple<std::string, std::string, std::string, std::string, std::string>> got;
   for (const auto& f : r.report.at("findings"))
     got.emplace_back(f.value("failure_mode", ""), f.at("layer").is_null() ? "" : f.at("layer").get<std::string>(),
-                     f.value("rule_id", ""), f.value("message", ""));
+                     f.value("rule_id", ""), f.value("message", ""), f.value("severity", ""));
 
   // An entry is reported when a finding has its failure mode and layer.
   auto reported = [&](const Entry& e) {
@@ -197,6 +198,10 @@ TEST_P(CorpusRun, FindingsAreExactlyTheExpectedOnes) {
     if (!e.applies(c.run)) continue;
     const bool found = reported(e);
     EXPECT_TRUE(found) << "missing true finding " << e.describe() << ": " << e.why;
+    if (found && !e.severity.empty())
+      for (const auto& g : got)
+        if (std::get<0>(g) == e.failure_mode && std::get<1>(g) == e.layer)
+          EXPECT_EQ(std::get<4>(g), e.severity) << e.describe() << ": " << std::get<3>(g) << "\n  " << e.why;
   }
   for (const auto& g : got) {
     bool expected = false;

@@ -641,6 +641,7 @@ nd::MetricsDoc bn004_doc(double drift, double with_dropout, bool stale = false, 
                        {"drift.explained_by_stale_stats", stale},
                        {"drift.noise_floor", floor},
                        {"drift.over_floor", floor > 0 ? json(drift / floor) : json("inf")},
+                       {"drift.mode_note", ""},
                        {"run.synthetic_inputs", false}};
   if (drift > 1e-4) {
     doc.model_metrics["drift.first_layer"] = "layer1.0.bn1";
@@ -664,6 +665,20 @@ TEST(BN004, Catches) {
             "with dropout switched off, the train-mode output differs from the eval-mode output by 1.4 of the eval "
             "output's norm (1.9 with dropout); the two runs first diverge at layer1.0.bn1: BatchNorm running "
             "statistics differ from the batch statistics");
+}
+
+// A traced graph with batch_norm's training flag baked in cannot switch
+// mode itself: the drift measured with the flags replaced is the Python
+// model's, and the message says so (the conformer of the corpus).
+TEST(BN004, SaysWhenTheFlagsWereBakedIn) {
+  nd::MetricsDoc doc = bn004_doc(0.77, 0.77);
+  doc.model_metrics["drift.mode_note"] = "; measured with the 2 batch_norm/dropout training flags this traced graph has baked in replaced";
+  const auto f = run("BN004", doc);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_NE(f[0].message.find("statistics differ from the batch statistics; measured with the 2 batch_norm/dropout "
+                              "training flags this traced graph has baked in replaced"),
+            std::string::npos)
+      << f[0].message;
 }
 
 // Stale running statistics are one cause of train/eval drift

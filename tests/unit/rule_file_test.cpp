@@ -170,7 +170,9 @@ TEST(RuleFile, MissingRequiredKey) {
 
 TEST(RuleFile, WrongType) {
   EXPECT_EQ(load_error(minimal("fix = \"one fix\"\n")), ":7: key 'fix' must be an array of strings, not a string");
-  EXPECT_EQ(load_error(minimal("data_dependent = \"yes\"\n")), ":7: key 'data_dependent' must be a boolean, not a string");
+  EXPECT_EQ(load_error(minimal("data_dependent = \"yes\"\n")),
+            ":7: key 'data_dependent': 'yes' is neither a boolean nor a metric name (e.g. \"grad.zero_from_values\")");
+  EXPECT_EQ(load_error(minimal("data_dependent = 3\n")), ":7: key 'data_dependent' must be a boolean or a metric name, not an integer");
 }
 
 TEST(RuleFile, BadId) {
