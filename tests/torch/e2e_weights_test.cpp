@@ -206,6 +206,72 @@ TEST(Timeline, HealthyRunHasNoMover) {
     EXPECT_TRUE(findings_of(r.report, id).empty()) << id;
 }
 
+// The same morning on an architecture of the corpus (torchvision's ViT,
+// scripted by torchvision's code, not ours), with checkpoints that
+// fixtures/make_checkpoints.py trained from its TorchScript file.
+TEST(Timeline, CorpusArchitectureDivergingRun) {
+  TempDir tmp;
+  const std::string arch = real_models_dir() + "/tv_vit_tiny.pt", sample = real_models_dir() + "/tv_vit_tiny.input.pt";
+  const NdRun r = check(arch, {sample}, {"--weights", ck("corpus/vit_diverge/step_*.pt")}, tmp.file("r.json"));
+  ASSERT_TRUE(r.has_report) << r.describe();
+  ASSERT_EQ(r.report["status"], "ok") << r.describe();
+  const json& tl = r.report["probes"]["timeline"];
+  const json& want = ckmf()["corpus"]["vit_diverge"]["checkpoints"];
+  ASSERT_EQ(tl["checkpoints"].size(), want.size());
+  // Python: the first checkpoint whose eval forward on the sample is
+  // non-finite, and conv_proj (the first op) already non-finite there.
+  size_t first_bad = want.size();
+  for (size_t i = 0; i < want.size(); ++i)
+    if (!want[i]["finite_eval_forward"].get<bool>()) {
+      first_bad = i;
+      break;
+    }
+  ASSERT_LT(first_bad, want.size());
+  ASSERT_FALSE(want[first_bad]["conv_proj_finite"].get<bool>());
+  const json& nf = tl["first_nonfinite"];
+  EXPECT_EQ(nf["checkpoint"], ck(want[first_bad]["path"].get<std::string>().substr(std::string("checkpoints/").size())))
+      << nf.dump();
+  EXPECT_EQ(nf["what"], "forward");
+  EXPECT_EQ(nf["layer"], "conv_proj");
+  const auto tl001 = findings_of(r.report, "TL001");
+  ASSERT_EQ(tl001.size(), 1u) << r.out;
+  EXPECT_EQ(tl001[0]["layer"], "conv_proj");
+  // Each finite checkpoint's series value equals Python's recomputation of
+  // encoder_layer_1.mlp's output (the ViT forward written out with the
+  // scripted submodules).
+  const json& series = tl["layers"]["encoder.layers.encoder_layer_1.mlp"]["act.absmax"];
+  ASSERT_EQ(series.size(), want.size());
+  for (size_t i = 0; i < first_bad; ++i)
+    EXPECT_TRUE(near_rel("encoder_layer_1.mlp act.absmax", as_number(series[i]),
+                         want[i]["encoder_layer_1_mlp_absmax"].get<double>(), 1e-4))
+        << want[i]["path"];
+  // The first mover moved before the forward broke, and its trajectory is shown.
+  ASSERT_TRUE(tl.contains("first_mover")) << tl.dump().substr(0, 2000);
+  const json& fm = tl["first_mover"];
+  EXPECT_LT(fm["index"].get<size_t>(), first_bad) << fm.dump();
+  EXPECT_GT(as_number(fm["z"]), 3.5);
+  int movers = 0;
+  for (const char* id : {"TL003", "TL004", "TL005", "TL006", "TL007"}) movers += static_cast<int>(findings_of(r.report, id).size());
+  EXPECT_EQ(movers, 1);
+  for (const auto& f : r.report["findings"])
+    if (f.value("rule_id", "").rfind("TL00", 0) == 0 && f.value("rule_id", "") != "TL001")
+      EXPECT_NE(f["message"].get<std::string>().find("trajectory"), std::string::npos) << f["message"];
+}
+
+TEST(Timeline, CorpusArchitectureHealthyRunHasNoMover) {
+  TempDir tmp;
+  const NdRun r = check(real_models_dir() + "/tv_vit_tiny.pt", {real_models_dir() + "/tv_vit_tiny.input.pt"},
+                        {"--weights", ck("corpus/vit_healthy/step_*.pt")}, tmp.file("r.json"));
+  ASSERT_TRUE(r.has_report) << r.describe();
+  ASSERT_EQ(r.report["status"], "ok") << r.describe();
+  const json& tl = r.report["probes"]["timeline"];
+  EXPECT_EQ(tl["checkpoints"].size(), ckmf()["corpus"]["vit_healthy"]["checkpoints"].size());
+  EXPECT_FALSE(tl.contains("first_mover")) << tl["first_mover"].dump();
+  EXPECT_FALSE(tl.contains("first_nonfinite"));
+  for (const char* id : {"TL001", "TL002", "TL003", "TL004", "TL005", "TL006", "TL007"})
+    EXPECT_TRUE(findings_of(r.report, id).empty()) << id;
+}
+
 TEST(Timeline, OrderGivenWhenNamesHaveNoStep) {
   TempDir tmp;
   // Two copies without a step in their names: kept in the order given.
