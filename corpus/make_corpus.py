@@ -11,6 +11,10 @@ NAME.pt go
   NAME.input.pt   torch.save of a Python list of tensors, the forward
                   arguments in order (padding masks where the model takes
                   them);
+  NAME.pt2        for the models in PT2 (a subset: the corpus stays under
+                  40 MB), torch.export.export(model, inputs) of the same
+                  eval-mode model, saved with torch.export.save (static
+                  shapes: the sample's);
   NAME.facts.json what Python knows about the model and the tests can check:
                   named_modules() paths with class names, training flags,
                   zero-initialized parameters, parameters without
@@ -45,6 +49,10 @@ import torch.nn as nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEED = 0
+# Exported as .pt2 too (tests/torch/corpus_test.cpp runs them like the .pt).
+PT2 = ["tv_swin_tiny", "tv_convnext_tiny", "tv_regnet_y_tiny", "tv_densenet_tiny", "timm_resnet_tiny",
+       "timm_deit_tiny_distilled", "df_unet2d_tiny", "hf_albert_tiny", "hf_t5_encoder_tiny", "hf_qwen2_tiny",
+       "hf_whisper_encoder_tiny", "hf_wav2vec2_tiny", "hf_vit_tiny"]
 MODELS = {}
 
 
@@ -529,12 +537,36 @@ def save(name):
         got = out_of(loaded(*inputs))
     err = float((got - ref).abs().max())
     assert err < 1e-4, f"{name}: TorchScript output differs from eager by {err}"
+    if name in PT2:
+        save_pt2(name, m, inputs, ref)
     f = facts(m, inputs, how)
     with open(os.path.join(HERE, name + ".facts.json"), "w") as fh:
         json.dump(f, fh, indent=1, sort_keys=False)
         fh.write("\n")
     print(f"{name}: {how}, {f['parameters']} parameters, {os.path.getsize(path) / 1e6:.2f} MB, "
           f"output {list(ref.shape)}, zero-init {len(f['zero_init_params'])}")
+
+
+def save_pt2(name, m, inputs, ref):
+    """torch.export of the eval-mode model on the sample batch (its shapes)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ep = torch.export.export(m, tuple(inputs))
+    path = os.path.join(HERE, name + ".pt2")
+    torch.export.save(ep, path)
+    with torch.no_grad():
+        got = out_of(torch.export.load(path).module()(*inputs))
+    err = float((got - ref).abs().max())
+    assert err < 1e-4, f"{name}: exported program's output differs from eager by {err}"
+
+
+def pt2_only(name):
+    """Writes NAME.pt2 alone (the .pt, batch and facts stay as committed)."""
+    m, inputs, _ = build(name)
+    with torch.no_grad():
+        ref = out_of(m(*inputs))
+    save_pt2(name, m, inputs, ref)
+    print(f"{name}: .pt2, {os.path.getsize(os.path.join(HERE, name + '.pt2')) / 1e6:.2f} MB")
 
 
 def check(name):
@@ -578,11 +610,17 @@ def main():
     ap.add_argument("--only", action="append", help="build (or check) only this model; repeatable")
     ap.add_argument("--check", action="store_true", help="verify the committed files are current; write nothing")
     ap.add_argument("--list", action="store_true", help="list the models")
+    ap.add_argument("--pt2-only", action="store_true", help="write only the .pt2 files (of the PT2 models)")
     a = ap.parse_args()
     names = a.only or list(MODELS)
     for n in names:
         if n not in MODELS:
             sys.exit(f"unknown model {n}; known: {', '.join(MODELS)}")
+    if a.pt2_only:
+        for n in names:
+            if n in PT2:
+                pt2_only(n)
+        return
     if a.list:
         for n in names:
             print(n, MODELS[n][1])

@@ -429,13 +429,20 @@ Value* Builder::argument(const Json& arg, const c10::Argument& formal, const std
     }
     if (kind == "as_tensors" || kind == "as_optional_tensors") {
       std::vector<Value*> xs;
-      bool optional = kind == "as_optional_tensors";
+      const bool optional = kind == "as_optional_tensors";
+      // The list's element type is the schema's: `Tensor?[] indices` of
+      // aten::index.Tensor / index_put_ is serialized as_tensors when no
+      // index is None, and a Tensor[] would resolve to the registry's
+      // `hacked_twin` overload instead of the one the program names.
+      const auto list_type = formal.type()->cast<c10::ListType>();
+      const bool optional_elems =
+          optional || (list_type && list_type->getElementType()->kind() == c10::TypeKind::OptionalType);
       for (const Json& e : v) {
         if (optional && member(e, "as_none")) xs.push_back(constant(c10::IValue()));
         else xs.push_back(tensor_value(str_member(optional ? e.at("as_tensor") : e, "name"), where));
       }
-      const c10::TypePtr elem = optional ? c10::TypePtr(c10::OptionalType::create(c10::TensorType::get()))
-                                         : c10::TypePtr(c10::TensorType::get());
+      const c10::TypePtr elem = optional_elems ? c10::TypePtr(c10::OptionalType::create(c10::TensorType::get()))
+                                               : c10::TypePtr(c10::TensorType::get());
       Node* l = g_->insertNode(g_->createList(elem, xs));
       set_scope(l, cur_scope_);
       return l->output();

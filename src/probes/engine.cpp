@@ -321,9 +321,22 @@ PassResult Session::run_pass(PassSpec spec) {
     }
     for (auto& [live, copy] : saved) live.detach().copy_(copy);
     failed_collector = std::move(r.collector);
+    // torch.export specializes every axis it was not told is dynamic: an
+    // exported graph fed other shapes than its example inputs' may fail on
+    // a view or cat sized for them.
+    std::string static_hint;
+    bool reshaped = false;
+    for (size_t i = 0; i < a.size() && i < args.size(); ++i)
+      if (a[i].isTensor() && args[i].value.isTensor() && a[i].toTensor().sizes() != args[i].value.toTensor().sizes())
+        reshaped = true;
+    if (model.kind == "exported" && reshaped)
+      static_hint = "\n  (this pass gave other shapes than the batch's; an exported program keeps the shapes it was "
+                    "exported with unless torch.export.export(..., dynamic_shapes=...) marked their axes dynamic, e.g. "
+                    "{\"x\": {0: torch.export.Dim(\"batch\")}})";
     throw PassError(error_kind::kModelRun, ExitCode::kLoad,
                     model.path + ": forward" + std::string(spec.backward ? "/backward" : "") + " raised in the " +
-                        spec.name + " pass: " + msg + "\n  inputs given: " + shapes_of(args) + dtype_hint(msg, model.module),
+                        spec.name + " pass: " + msg + "\n  inputs given: " + shapes_of(args) + dtype_hint(msg, model.module) +
+                        static_hint,
                     spec.name);
   }
   ++passes_ok;

@@ -67,9 +67,13 @@ std::vector<std::string> corpus_models() {
 /// One entry of an expectations file.
 struct Entry {
   std::string failure_mode, rule_id, layer, why;
-  std::set<std::string> runs;  ///< "batch", "no-input"; empty = both
+  std::set<std::string> runs;  ///< "batch", "no-input", "pt2" (the batch, on NAME.pt2); empty = all
   std::string severity;        ///< "info" | "warning" | "error": checked when given
-  bool applies(const std::string& run) const { return runs.empty() || runs.count(run) > 0; }
+  std::set<std::string> not_in;  ///< runs it cannot appear in, with the reason in `why`
+  bool applies(const std::string& run) const {
+    if (not_in.count(run)) return false;
+    return runs.empty() || runs.count(run) > 0 || (run == "pt2" && runs.count("batch") > 0);
+  }
   std::string describe() const {
     return failure_mode + (rule_id.empty() ? "" : " (" + rule_id + ")") + " at '" + layer + "'";
   }
@@ -94,9 +98,11 @@ Expectations read_expectations(const std::string& path) {
     if (const toml::array* arr = doc[key].as_array()) {
       for (const auto& node : *arr) {
         const toml::table& t = *node.as_table();
-        Entry e{str(t, "failure_mode"), str(t, "rule_id"), str(t, "layer"), str(t, "why"), {}, str(t, "severity")};
+        Entry e{str(t, "failure_mode"), str(t, "rule_id"), str(t, "layer"), str(t, "why"), {}, str(t, "severity"), {}};
         if (const toml::array* runs = t["runs"].as_array())
           for (const auto& r : *runs) e.runs.insert(r.value_or(std::string()));
+        if (const toml::array* no = t["not_in"].as_array())
+          for (const auto& r : *no) e.not_in.insert(r.value_or(std::string()));
         out.push_back(e);
       }
     }
@@ -114,7 +120,7 @@ Expectations read_expectations(const std::string& path) {
 }
 
 struct Case {
-  std::string model, run;  // run: "batch" or "no-input"
+  std::string model, run;  // run: "batch", "no-input", or "pt2" (NAME.pt2, torch.export of the same model, with the batch)
 };
 
 /// gtest prints a parameter with this (instead of its bytes).
@@ -122,8 +128,10 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.model << " (" << c.run 
 
 std::vector<Case> cases() {
   std::vector<Case> v;
-  for (const auto& m : corpus_models())
+  for (const auto& m : corpus_models()) {
     for (const char* run : {"batch", "no-input"}) v.push_back({m, run});
+    if (fs::exists(corpus_dir() + "/" + m + ".pt2")) v.push_back({m, "pt2"});
+  }
   return v;
 }
 
@@ -159,8 +167,9 @@ TEST_P(CorpusRun, FindingsAreExactlyTheExpectedOnes) {
   }
   nde2e::TempDir tmp;
   std::vector<std::string> inputs;
-  if (c.run == "batch") inputs.push_back(corpus_dir() + "/" + c.model + ".input.pt");
-  const auto r = nde2e::check(corpus_dir() + "/" + c.model + ".pt", inputs, {}, tmp.file("report.json"));
+  if (c.run != "no-input") inputs.push_back(corpus_dir() + "/" + c.model + ".input.pt");
+  const auto r = nde2e::check(corpus_dir() + "/" + c.model + (c.run == "pt2" ? ".pt2" : ".pt"), inputs, {},
+                              tmp.file("report.json"));
   skip_if_unloadable_on_1x(r);
 
   const char* strict_env = std::getenv("ND_CORPUS_STRICT");
@@ -236,7 +245,8 @@ TEST_P(CorpusRun, FindingsAreExactlyTheExpectedOnes) {
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string n = info.param.model + "_" + (info.param.run == "batch" ? "batch" : "noinput");
+  const std::string& run = info.param.run;
+  std::string n = info.param.model + "_" + (run == "batch" ? "batch" : run == "pt2" ? "pt2" : "noinput");
   for (char& ch : n)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return n;
