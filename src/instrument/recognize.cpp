@@ -4,6 +4,7 @@
 #include <cmath>
 #include <deque>
 #include <map>
+#include <iostream>
 #include <set>
 
 #include <torch/csrc/jit/ir/constants.h>
@@ -572,25 +573,38 @@ std::unordered_map<const Value*, Roles> infer_roles(const std::vector<Node*>& no
   static const std::unordered_set<std::string> kBinary = {"aten::add", "aten::add_", "aten::sub", "aten::sub_",
                                                           "aten::mul", "aten::mul_", "aten::div", "aten::div_",
                                                           "aten::where", "aten::maximum", "aten::minimum"};
-  // Two sweeps: an if's outputs take their roles from its blocks, whose
-  // nodes come after it in the pre-order walk.
-  for (int sweep = 0; sweep < 2; ++sweep)
+  // prim::If: each output takes the roles of the first block's return that
+  // has them (timm's `if self.dynamic_img_size: ... else: ...`: the branch
+  // taken may be the second); the blocks' nodes come after the If in the
+  // walk, so the second sweep replaces what the first could not see.
+  auto if_roles = [&](Node* n) {
+    for (size_t j = 0; j < n->outputs().size(); ++j)
+      for (torch::jit::Block* b : n->blocks()) {
+        Node* ret = b->return_node();
+        if (j >= ret->inputs().size()) continue;
+        if (const Roles* r = get(ret->input(j))) {
+          R[n->output(j)] = *r;
+          break;
+        }
+      }
+  };
+  // Sweeps until nothing new is learnt: an if's outputs take their roles
+  // from its blocks, whose nodes come after it in the pre-order walk, and a
+  // chain of ifs (timm's patch embedding, then _pos_embed, then the blocks)
+  // needs one sweep per link.
+  size_t known_before = 0;
+  for (int sweep = 0; sweep < 12; ++sweep) {
+  if (sweep >= 2 && R.size() == known_before) break;
+  known_before = R.size();
   for (Node* n : nodes) {
     const std::string k = kind_of(n);
     if (n->outputs().empty() || !is_tensor(n->output(0))) {
-      // prim::If: outputs take the roles of the first block's returns.
-      if (n->kind() == c10::prim::If && !n->blocks().empty()) {
-        Node* ret = n->blocks()[0]->return_node();
-        for (size_t j = 0; j < n->outputs().size() && j < ret->inputs().size(); ++j)
-          if (const Roles* r = get(ret->input(j))) R[n->output(j)] = *r;
-      }
+      if (n->kind() == c10::prim::If) if_roles(n);
       continue;
     }
     Value* o = n->output(0);
-    if (n->kind() == c10::prim::If && !n->blocks().empty()) {
-      Node* ret = n->blocks()[0]->return_node();
-      for (size_t j = 0; j < n->outputs().size() && j < ret->inputs().size(); ++j)
-        if (const Roles* r = get(ret->input(j))) R[n->output(j)] = *r;
+    if (n->kind() == c10::prim::If) {
+      if_roles(n);
       continue;
     }
     if (n->inputs().empty()) continue;
@@ -759,6 +773,15 @@ std::unordered_map<const Value*, Roles> infer_roles(const std::vector<Node*>& no
       R[o] = r;
     }
   }
+  }  // sweeps
+  if (const char* dump = std::getenv("NORMDOCTOR_DUMP_ROLES"); dump && *dump)
+    for (Node* n : nodes)
+      for (Value* v : n->outputs())
+        if (auto it = R.find(v); it != R.end()) {
+          std::cerr << "roles %" << v->debugName() << " (" << kind_of(n) << "):";
+          for (const auto& x : it->second) std::cerr << " " << x;
+          std::cerr << "\n";
+        }
   return R;
 }
 

@@ -144,9 +144,10 @@ void skip_if_unloadable_on_1x(const nde2e::NdRun& r) {
   if (r.exit_code == 3 && r.has_report && r.report.contains("error")) {
     const json& e = r.report["error"];
     const std::string kind = e.value("kind", ""), msg = e.value("message", "");
-    if ((kind == "model_load" || kind == "model_run") &&
-        (msg.find("does not have") != std::string::npos || msg.find("operator") != std::string::npos ||
-         msg.find("file format") != std::string::npos || msg.find("version") != std::string::npos))
+    if (kind == "missing_operator" ||
+        ((kind == "model_load" || kind == "model_run") &&
+         (msg.find("does not have") != std::string::npos || msg.find("operator") != std::string::npos ||
+          msg.find("file format") != std::string::npos || msg.find("version") != std::string::npos)))
       GTEST_SKIP() << "LibTorch " << TORCH_VERSION_MAJOR << "." << TORCH_VERSION_MINOR
                    << " cannot run this PyTorch 2.x file: " << msg;
   }

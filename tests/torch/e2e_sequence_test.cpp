@@ -291,6 +291,25 @@ TEST(RealModels, VitReadsAsFourPreNormBlocksWithFinalNorm) {
   EXPECT_EQ(mm(rep).at("layout.sequence"), false);  // an image input: no padding or length probe
 }
 
+// timm's DeiT reaches its blocks through a chain of scripted ifs (the patch
+// embedding's `if self.flatten`, _pos_embed's `if self.no_embed_class`, the
+// blocks' `if attn_mask is not None`): the LayerNorms' input is still
+// [batch, tokens, hidden] and they reduce over hidden, as the code says.
+TEST(RealModels, DeitLayerNormsAreOverHiddenThroughScriptedIfs) {
+  if (!have_real("timm_deit_tiny_distilled")) GTEST_SKIP() << "no " << nde2e::real_models_dir();
+  const json rep = run_real("timm_deit_tiny_distilled");
+  ASSERT_EQ(rep.at("status"), "ok");
+  int norms = 0;
+  for (const auto& l : rep.at("layers")) {
+    const json& m = l.at("metrics");
+    if (!m.contains("norm.input_layout") || l.at("kind") != "LayerNorm") continue;
+    ++norms;
+    EXPECT_EQ(m.at("norm.input_layout"), "[batch, tokens, hidden]") << l.at("path");
+    EXPECT_EQ(m.at("norm.reduced_axes"), "hidden") << l.at("path");
+  }
+  EXPECT_EQ(norms, 9);  // norm1 and norm2 of 4 blocks, and the final norm
+}
+
 }  // namespace
 
 // ---- the layout flags -------------------------------------------------------
