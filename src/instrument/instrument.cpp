@@ -955,6 +955,10 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         if (auto fwd = mod.find_method("forward")) {
           const auto g = fwd->graph();
           Value* r = g->outputs().empty() ? nullptr : g->outputs()[0];
+          // The returned tuple's tensors made by the same kind of op as the
+          // primary one (Qwen2/Llama rotary embeddings return (cos.to(dtype),
+          // sin.to(dtype)): two aten::to outputs, cos the primary).
+          std::vector<Value*> siblings;
           while (r && (r->node()->kind() == c10::prim::TupleConstruct || r->node()->kind() == c10::prim::ListConstruct)) {
             Value* first = nullptr;
             for (Value* e : r->node()->inputs())
@@ -962,7 +966,20 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
                 first = e;
                 break;
               }
+            siblings.clear();
+            for (Value* e : r->node()->inputs())
+              if (is_tensor(e)) siblings.push_back(e);
             r = first;
+          }
+          size_t same_kind = 1, primary_rank = 0;
+          if (r && !siblings.empty()) {
+            same_kind = 0;
+            for (Value* e : siblings)
+              if (e->node()->kind() == r->node()->kind()) {
+                if (e == r) primary_rank = same_kind;
+                ++same_kind;
+              }
+            if (same_kind == 0) same_kind = 1;
           }
           if (r) {
             Node* d = r->node();
@@ -970,13 +987,25 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
             if (d->kind() == c10::prim::CallMethod && d->input(0)->node()->kind() == c10::prim::GetAttr &&
                 d->input(0)->node()->input()->node()->kind() == c10::prim::Param)
               child = (path.empty() ? "" : path + ".") + d->input(0)->node()->s(c10::attr::name);
+            std::vector<size_t> matched;
             for (size_t i : idxs) {
               Node* def = plans[i].def;
               const auto& chain = scopes.chain(def);
               const bool match = !child.empty() ? inside(chain, child)
                                                 : (def->kind() == d->kind() && !chain.empty() && chain.back() == path);
-              if (match) pick.insert(i);
+              if (match) matched.push_back(i);
             }
+            // Several returned tensors of that kind per call: the one at the
+            // primary's rank among them, call by call (graph order).
+            if (child.empty() && same_kind > 1 && matched.size() % same_kind == 0) {
+              std::sort(matched.begin(), matched.end(),
+                        [&](size_t a, size_t b) { return plans[a].def->isBefore(plans[b].def); });
+              std::vector<size_t> kept;
+              for (size_t j = 0; j < matched.size(); ++j)
+                if (j % same_kind == primary_rank) kept.push_back(matched[j]);
+              matched = kept;
+            }
+            pick.insert(matched.begin(), matched.end());
           }
         }
       }
