@@ -23,13 +23,7 @@
 // tool, never by editing expectations.
 // The compatibility build (LibTorch 1.x) skips a model whose file it cannot
 // load (missing operator, newer file format), with the reason printed.
-#if __has_include(<torch/version.h>)
-#include <torch/version.h>
-#endif
-#ifndef TORCH_VERSION_MAJOR
-#define TORCH_VERSION_MAJOR 1  // LibTorch before <torch/version.h> had the macros: the 1.x rules apply
-#define TORCH_VERSION_MINOR 0
-#endif
+#include "torch_version.h"
 
 #include <toml++/toml.h>
 

@@ -11,13 +11,7 @@
 #include <filesystem>
 #include <set>
 
-#if __has_include(<torch/version.h>)
-#include <torch/version.h>
-#endif
-#ifndef TORCH_VERSION_MAJOR
-#define TORCH_VERSION_MAJOR 1  // LibTorch before <torch/version.h>: the 1.x rules apply
-#define TORCH_VERSION_MINOR 0
-#endif
+#include "torch_version.h"
 
 #include "e2e_util.h"
 
