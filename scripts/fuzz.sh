@@ -17,7 +17,12 @@ targets=(${ND_FUZZ_TARGETS:-fuzz_pickle fuzz_checkpoint fuzz_safetensors fuzz_in
 
 scripts/install-deps.sh
 scripts/install-deps.sh .ci/packages-fuzz.txt
-cmake -S tests/fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+launcher=()
+if command -v ccache >/dev/null 2>&1; then  # as scripts/configure.sh
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$here}"
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S tests/fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >/dev/null
 cmake --build build-fuzz --target "${targets[@]}"
 
 failed=()
