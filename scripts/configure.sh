@@ -15,8 +15,10 @@ cd "$here"
 which="${1:-primary}"; shift || true
 launcher=()
 if command -v ccache >/dev/null 2>&1; then
-  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$here}"
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  # Set for every compile (not only this configure): paths relative to the
+  # clone and no working directory in the hash (-g1 would add it), so two
+  # clones of the same commit at different paths share the cache.
+  launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_BASEDIR=${CCACHE_BASEDIR:-$here};CCACHE_NOHASHDIR=true;ccache")
 fi
 case "$which" in
   primary)

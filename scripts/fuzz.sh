@@ -19,8 +19,7 @@ scripts/install-deps.sh
 scripts/install-deps.sh .ci/packages-fuzz.txt
 launcher=()
 if command -v ccache >/dev/null 2>&1; then  # as scripts/configure.sh
-  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$here}"
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_BASEDIR=${CCACHE_BASEDIR:-$here};CCACHE_NOHASHDIR=true;ccache")
 fi
 cmake -S tests/fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >/dev/null
 cmake --build build-fuzz --target "${targets[@]}"

@@ -17,8 +17,7 @@ scripts/install-deps.sh
 # a sanitizer report needs for file:line frames, at half the compile time of -g.
 launcher="${CMAKE_CXX_COMPILER_LAUNCHER:-}"
 if [ -z "$launcher" ] && command -v ccache >/dev/null 2>&1; then
-  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$here}"
-  launcher=ccache
+  launcher="env;CCACHE_BASEDIR=${CCACHE_BASEDIR:-$here};CCACHE_NOHASHDIR=true;ccache"
 fi
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
   -DNORMDOCTOR_SANITIZE=ON -DNORMDOCTOR_BUILD_BENCH=OFF ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER=$launcher} >/dev/null
