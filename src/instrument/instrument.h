@@ -122,6 +122,10 @@ struct ModeOpSite {
   bool baked = false;        ///< traced graph: the flag is a constant
   bool baked_value = false;  ///< the constant, when baked
   bool constant = false;     ///< the flag is a constant (baked, or written so in scripted code)
+  bool constant_value = false;  ///< the constant, when constant
+  /// The flag is the module's `training` attribute itself (prim::GetAttr
+  /// "training": nn.Dropout's F.dropout(x, p, self.training)).
+  bool follows_mode = false;
 };
 
 /// A reduction (aten::mean / aten::sum over constant dims) or a convolution

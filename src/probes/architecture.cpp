@@ -28,7 +28,8 @@ struct Block {
 void probe_architecture(Session& s) {
   const auto& im = *s.inst;
   const auto& res = im.residuals();
-  const Collector* col = s.train_collector.get();
+  const std::shared_ptr<const PassResult> train = s.train();
+  const Collector* col = train ? train->collector.get() : nullptr;
 
   std::vector<Block> blocks;
   std::map<std::string, size_t> by_path;

@@ -1,6 +1,7 @@
 #include "probes/engine.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <regex>
 #include <sstream>
 
@@ -232,17 +233,185 @@ Error out_of_memory_error(const std::string& stage, const std::string& detail, c
   return Error(error_kind::kOutOfMemory, ExitCode::kLoad, msg);
 }
 
+PassSpec train_pass_spec() {
+  PassSpec spec;
+  spec.name = "train";
+  spec.probe = "forward_backward";
+  spec.train_mode = true;
+  spec.backward = true;
+  spec.features = true;
+  return spec;
+}
+
+std::string Session::pass_key(const PassSpec& p) const {
+  if (p.tap_hook || p.reference || p.real_positions.defined()) return "";
+  if (p.instrumented && p.instrumented != inst.get()) return "";
+  if (!p.args.empty() && p.edit.empty()) return "";
+  if (!inst) return "";
+  const bool m = p.train_mode;
+  // The value each batch_norm / dropout flag takes in this pass (flag_impl in
+  // src/instrument/instrument.cpp): '0'/'1', or 'm' where the model computes
+  // it (then it is a function of the mode, which is in the key).
+  std::string flags;
+  for (const auto& mo : inst->mode_ops()) {
+    char c;
+    if (mo.baked) {
+      const bool v = p.keep_baked ? mo.baked_value : m;
+      c = (v && (mo.op != "dropout" || p.dropout)) ? '1' : '0';
+    } else if (mo.constant) {
+      c = (mo.constant_value && (mo.op != "dropout" || p.dropout)) ? '1' : '0';
+    } else if (mo.follows_mode) {
+      c = (m && (mo.op != "dropout" || p.dropout)) ? '1' : '0';
+    } else {
+      c = (mo.op == "dropout" && !p.dropout) ? '0' : 'm';
+    }
+    flags += c;
+  }
+  std::string k = std::string(m ? "train" : "eval") + " flags=" + (flags.empty() ? "-" : flags) +
+                  " batch=" + (p.edit.empty() ? std::string("as given") : p.edit) +
+                  " slice0=" + std::to_string(p.slice0) + " seed=" + std::to_string(opt.seed);
+  // In eval mode grad on or off is another forward (PyTorch's inference fast
+  // paths run only without grad); in train mode backward adds to a pass.
+  if (!m && p.backward) k += " grad";
+  return k;
+}
+
+void Session::declare(const PassSpec& spec) {
+  const std::string k = pass_key(spec);
+  if (k.empty()) return;
+  Planned& pl = planned_[k];
+  pl.capture = pl.capture || spec.capture;
+  pl.batch_norm_stats = pl.batch_norm_stats || spec.batch_norm_stats;
+  pl.features = pl.features || spec.features;
+  pl.backward = pl.backward || spec.backward;
+  ++pl.pending;
+}
+
+std::shared_ptr<const PassResult> Session::peek(const PassSpec& spec) const {
+  auto it = cache_.find(pass_key(spec));
+  if (it == cache_.end() || spec.features > static_cast<bool>(it->second.result && it->second.result->features))
+    return nullptr;
+  return it->second.result;
+}
+
+std::string Session::pass_error(const PassSpec& spec) const {
+  auto it = cache_.find(pass_key(spec));
+  return it == cache_.end() || !it->second.error ? std::string() : std::string(it->second.error->what());
+}
+
+std::string Session::train_pass_error() const {
+  if (train()) return "";
+  const std::string e = pass_error(train_pass_spec());
+  if (e.empty()) return "the train pass did not run";
+  const auto at = e.find("raised in the train pass: ");
+  return "train-mode forward raised: " + (at == std::string::npos ? e : e.substr(at + 26));
+}
+
+void Session::invalidate_passes() { cache_.clear(); }
+
+std::shared_ptr<const PassResult> Session::pass(const PassSpec& spec0) {
+  // NORMDOCTOR_NO_PASS_CACHE=1: every request runs its own pass (the test
+  // that sharing changes no number compares the two; docs/report.md).
+  static const bool no_cache = [] {
+    const char* v = std::getenv("NORMDOCTOR_NO_PASS_CACHE");
+    return v && *v && std::string(v) != "0";
+  }();
+  const std::string k = pass_key(spec0);
+  if (k.empty()) return std::make_shared<const PassResult>(run_pass(spec0));
+  if (no_cache) {
+    // Run; the first result of a key stays for peek() (Session::train()).
+    PassResult r = run_pass(spec0);
+    r.key = k;
+    auto result = std::make_shared<const PassResult>(std::move(r));
+    if (!cache_.count(k)) cache_[k] = CachedPass{result, std::nullopt, doc.passes.size() - 1};
+    return result;
+  }
+  Planned* pl = nullptr;
+  if (auto p = planned_.find(k); p != planned_.end()) pl = &p->second;
+  auto served = [&](CachedPass& c, bool first = false) {
+    if (!first && c.report_index < doc.passes.size()) {
+      nlohmann::json& e = doc.passes[c.report_index];
+      if (!e.contains("requested_by")) e["requested_by"] = nlohmann::json::array();
+      e["requested_by"].push_back(spec0.probe + ":" + spec0.name);
+    }
+    if (pl && pl->pending > 0) --pl->pending;
+    std::shared_ptr<const PassResult> r = c.result;
+    // Captured module outputs are kept only until every declared request had them.
+    if (r && r->collector && r->collector->capture && (!pl || pl->pending == 0)) cache_.erase(k);
+    return r;
+  };
+  // What every declared request of this key needs, so the first run serves them all.
+  PassSpec spec = spec0;
+  if (pl) {
+    spec.capture = spec.capture || pl->capture;
+    spec.batch_norm_stats = spec.batch_norm_stats || pl->batch_norm_stats;
+    spec.features = spec.features || pl->features;
+    spec.backward = spec.backward || pl->backward;
+  }
+  auto it = cache_.find(k);
+  if (it != cache_.end()) {
+    CachedPass& c = it->second;
+    if (c.error) {
+      served(c);
+      throw *c.error;
+    }
+    const PassResult& r = *c.result;
+    const bool enough = (!spec0.capture || r.collector->capture) &&
+                        (!spec0.batch_norm_stats || r.batch_norm_stats) && (!spec0.features || r.features) &&
+                        (!spec0.backward || r.backward);
+    if (enough) return served(c);
+    // An undeclared request for more than the kept pass captured: run for
+    // it alone; the kept one stays for the others.
+    if (pl && pl->pending > 0) --pl->pending;
+    return std::make_shared<const PassResult>(run_pass(spec));
+  }
+  CachedPass c;
+  try {
+    PassResult r = run_pass(spec);
+    r.key = k;
+    c.result = std::make_shared<const PassResult>(std::move(r));
+    c.report_index = doc.passes.size() - 1;
+    doc.passes[c.report_index]["key"] = k;
+  } catch (const PassError& e) {
+    c.error = e;
+    c.report_index = doc.passes.size();
+    doc.passes.push_back({{"name", spec.name}, {"probe", spec.probe}, {"mode", spec.train_mode ? "train" : "eval"},
+                          {"dropout", spec.dropout}, {"backward", spec.backward},
+                          {"traced_flags", spec.keep_baked ? "as saved" : "follow the pass mode"}, {"key", k},
+                          {"raised", true}, {"requested_by", {spec0.probe + ":" + spec0.name}}, {"seconds", 0.0}});
+    CachedPass& kept = cache_.insert_or_assign(k, std::move(c)).first->second;
+    served(kept, true);
+    throw;
+  }
+  CachedPass& kept = cache_.insert_or_assign(k, std::move(c)).first->second;
+  return served(kept, true);
+}
+
 PassResult Session::run_pass(PassSpec spec) {
   check_timeout(spec.probe + " probe, before its " + spec.name + " pass");
   if (progress) progress(spec.probe, spec.name);
   PassResult r;
   r.name = spec.name;
+  r.batch_norm_stats = spec.batch_norm_stats;
+  r.backward = spec.backward;
   const InstrumentedModel& im = spec.instrumented ? *spec.instrumented : *inst;
   r.collector = std::make_unique<Collector>(im.taps().size());
   r.collector->capture = spec.capture;
   r.collector->reference = spec.reference;
   r.collector->real_positions = spec.real_positions;
   r.collector->hook = spec.tap_hook;
+  if (spec.features) {
+    std::shared_ptr<FeatureStats> f = new_feature_stats();
+    r.features = f;
+    auto fh = feature_hook(*this, f);
+    if (spec.tap_hook)
+      r.collector->hook = [fh, h = spec.tap_hook](const TapSite& site, const at::Tensor& x) {
+        fh(site, x);
+        h(site, x);
+      };
+    else
+      r.collector->hook = fh;
+  }
   std::vector<c10::IValue> a = spec.args.empty() ? arg_values() : spec.args;
   const bool saved_mode = model.module.is_training();
 
@@ -326,10 +495,11 @@ PassResult Session::run_pass(PassSpec spec) {
     // a view or cat sized for them.
     std::string static_hint;
     bool reshaped = false;
-    for (size_t i = 0; i < a.size() && i < args.size(); ++i)
-      if (a[i].isTensor() && args[i].value.isTensor() && a[i].toTensor().sizes() != args[i].value.toTensor().sizes())
-        reshaped = true;
-    if (model.kind == "exported" && reshaped)
+    if (model.kind == "exported")
+      for (size_t i = 0; i < a.size() && i < args.size(); ++i)
+        if (a[i].isTensor() && args[i].value.isTensor() && a[i].toTensor().sizes() != args[i].value.toTensor().sizes())
+          reshaped = true;
+    if (reshaped)
       static_hint = "\n  (this pass gave other shapes than the batch's; an exported program keeps the shapes it was "
                     "exported with unless torch.export.export(..., dynamic_shapes=...) marked their axes dynamic, e.g. "
                     "{\"x\": {0: torch.export.Dim(\"batch\")}})";
@@ -346,7 +516,8 @@ PassResult Session::run_pass(PassSpec spec) {
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   doc.passes.push_back({{"name", spec.name}, {"probe", spec.probe}, {"mode", spec.train_mode ? "train" : "eval"},
                         {"dropout", spec.dropout}, {"backward", spec.backward},
-                        {"traced_flags", spec.keep_baked ? "as saved" : "follow the pass mode"}, {"seconds", r.seconds}});
+                        {"traced_flags", spec.keep_baked ? "as saved" : "follow the pass mode"}, {"key", ""},
+                        {"requested_by", {spec.probe + ":" + spec.name}}, {"seconds", r.seconds}});
   return r;
 }
 
@@ -480,6 +651,11 @@ MetricsDoc run_check_stages(const CheckOptions& opt, const ProgressFn& progress)
   s.doc.model["taps"] = s.inst->taps().size();
 
   build_inventory(s);
+  // The passes the probes will ask for on this batch, so that the first run
+  // of each distinct pass captures what all of them need (issue 14).
+  s.declare(train_pass_spec());
+  declare_normalization_passes(s);
+  declare_sequence_passes(s);
   // Each probe isolated: one that raises is recorded (probes.<name>.status
   // "error") and the others still run; a model none of whose passes ran
   // cannot run at all (exit 3, the first error). The timeline measures every

@@ -84,9 +84,9 @@ std::string list_of(const std::vector<std::string>& v, size_t show = 6) {
 
 }  // namespace
 
-std::function<void(const TapSite&, const at::Tensor&)> feature_hook(Session& s) {
-  s.features = std::make_shared<FeatureStats>();
-  std::shared_ptr<FeatureStats> f = s.features;
+std::shared_ptr<FeatureStats> new_feature_stats() { return std::make_shared<FeatureStats>(); }
+
+std::function<void(const TapSite&, const at::Tensor&)> feature_hook(const Session& s, std::shared_ptr<FeatureStats> f) {
   for (const auto& r : s.inst->residuals())
     if (r.out_tap >= 0) f->residual_out.insert(r.out_tap);
   for (const auto& mi : s.model.modules)
@@ -126,8 +126,9 @@ std::function<void(const TapSite&, const at::Tensor&)> feature_hook(Session& s) 
 }
 
 void probe_features(Session& s) {
-  if (!s.features || !s.train_collector) return;
-  FeatureStats& f = *s.features;
+  const std::shared_ptr<const PassResult> train = s.train();
+  if (!train || !train->features) return;
+  const FeatureStats& f = *train->features;
   const InstrumentedModel& im = *s.inst;
   auto& mm = s.doc.model_metrics;
   nlohmann::json probe = nlohmann::json::object();
@@ -203,7 +204,7 @@ void probe_features(Session& s) {
   // ---- log-partition of the head's logits -------------------------------
   {
     std::vector<at::Tensor> outs;
-    const c10::IValue& out = s.train_output;
+    const c10::IValue& out = train->output;
     if (out.isGenericDict()) {
       for (const auto& kv : out.toGenericDict())
         if (kv.key().isString() && kv.key().toStringRef() == "logits" && kv.value().isTensor()) outs.push_back(kv.value().toTensor());
@@ -249,7 +250,7 @@ void probe_features(Session& s) {
   }
 
   // ---- values per normalization group ------------------------------------
-  const Collector& col = *s.train_collector;
+  const Collector& col = *train->collector;
   std::set<std::string> done;
   std::vector<std::pair<int64_t, std::string>> degenerate;
   for (const auto& n : im.norm_ops()) {

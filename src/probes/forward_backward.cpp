@@ -125,25 +125,20 @@ void build_inventory(Session& s) {
 
 void probe_forward_backward(Session& s) {
   const auto& taps = s.inst->taps();
-  PassSpec spec;
-  spec.name = "train";
-  spec.probe = "forward_backward";
-  spec.train_mode = true;
-  spec.backward = true;
-  spec.tap_hook = feature_hook(s);
+  const PassSpec spec = train_pass_spec();
 
   // Zero any stale gradients, then run.
   for (const auto& p : s.model.module.parameters(true))
     if (p.grad().defined()) p.mutable_grad() = at::Tensor();
-  PassResult r;
+  std::shared_ptr<const PassResult> rp;
   try {
-    r = s.run_pass(spec);
+    rp = s.pass(spec);
   } catch (const PassError& e) {
     // Recorded by the engine's isolation (probes.forward_backward.status
-    // "error"); the probes that need the train pass read train_pass_error.
+    // "error"); the probes that need the train pass read
+    // Session::train_pass_error().
     const std::string what = e.what();
-    const auto at = what.find("raised in the train pass: ");
-    s.train_pass_error = "train-mode forward raised: " + (at == std::string::npos ? what : what.substr(at + 26));
+    std::string why = s.train_pass_error();
     // BatchNorm in train mode with one value per channel: PyTorch raises
     // "Expected more than 1 value per channel when training". That is a
     // finding about the layer (evidence for BN006), not only a failure.
@@ -156,22 +151,21 @@ void probe_forward_backward(Session& s) {
         lm->metrics["bn.batch_of_one"] = true;
         lm->metrics["bn.values_per_channel"] = 1;
       }
-      s.train_pass_error = "train-mode forward raised at " + (layer.empty() ? std::string("a batch_norm") : layer) + ": " +
-                           (at == std::string::npos ? what : what.substr(at + 26));
+      const auto at = what.find("raised in the train pass: ");
+      why = "train-mode forward raised at " + (layer.empty() ? std::string("a batch_norm") : layer) + ": " +
+            (at == std::string::npos ? what : what.substr(at + 26));
     }
-    s.doc.assumptions.push_back("the train-mode pass could not run (" + s.train_pass_error +
+    s.doc.assumptions.push_back("the train-mode pass could not run (" + why +
                                 "); activation and gradient measurements are missing");
     s.skip_probe("gradients", "needs the train pass, which raised");
     throw;
   }
-  s.train_collector = std::move(r.collector);
-  const Collector& col = *s.train_collector;
+  const PassResult& r = *rp;
+  const Collector& col = *r.collector;
   const auto& recs = col.records();
-  s.train_output = r.output;
 
   if (!r.backward_skipped.empty()) {
     // Class ids, token ids, masks: every forward-only probe still runs.
-    s.backward_skipped = r.backward_skipped;
     s.skip_probe("gradients", r.backward_skipped);
     s.doc.assumptions.push_back("the backward pass did not run: " + r.backward_skipped +
                                 "; gradient measurements (and --lr, --steps, fp16 loss scaling) are missing, the "
@@ -420,7 +414,7 @@ void probe_forward_backward(Session& s) {
     }
     // No backward ran (class ids out): no parameter gradient was measured,
     // so none is reported missing (GRAD004 would read "got none").
-    if (pg.params > 0 && s.backward_skipped.empty()) {
+    if (pg.params > 0 && r.backward_skipped.empty()) {
       m["grad.params"] = pg.params;
       m["grad.params_without_grad"] = pg.without;
       m["grad.params_zero_grad"] = pg.zero;

@@ -130,6 +130,33 @@ c10::IValue rows_of(const c10::IValue& out, const BatchLayout& L, const at::Tens
 
 }  // namespace
 
+PassSpec normalization_eval_spec() {
+  // As a user runs it: eval(), traced flags as saved, BatchNorm input statistics.
+  PassSpec ev;
+  ev.name = "eval";
+  ev.probe = "normalization";
+  ev.keep_baked = true;
+  ev.batch_norm_stats = true;
+  return ev;
+}
+
+PassSpec normalization_nodropout_spec(bool train) {
+  // The drift comparison: both modes with every dropout op off and the
+  // traced flags following the pass's mode.
+  PassSpec p;
+  p.name = train ? "train-nodropout" : "eval-nodropout";
+  p.probe = "normalization";
+  p.train_mode = train;
+  p.dropout = false;
+  return p;
+}
+
+void declare_normalization_passes(Session& s) {
+  s.declare(normalization_eval_spec());
+  s.declare(normalization_nodropout_spec(true));
+  s.declare(normalization_nodropout_spec(false));
+}
+
 void probe_normalization(Session& s) {
   const InstrumentedModel& im = *s.inst;
   auto& mm = s.doc.model_metrics;
@@ -137,12 +164,8 @@ void probe_normalization(Session& s) {
 
   // ---- eval pass: BatchNorm statistics against the data -------------------
   // As a user runs it: eval(), traced flags as saved.
-  PassSpec ev;
-  ev.name = "eval";
-  ev.probe = "normalization";
-  ev.keep_baked = true;
-  ev.batch_norm_stats = true;
-  PassResult eval = s.run_pass(ev);
+  const std::shared_ptr<const PassResult> eval_p = s.pass(normalization_eval_spec());
+  const PassResult& eval = *eval_p;
   const auto eval_stats = module_stats(im, *eval.collector);
 
   // Execution order from the eval pass when the train pass could not run.
@@ -310,35 +333,22 @@ void probe_normalization(Session& s) {
 
   // ---- train/eval drift, dropout switched off ----------------------------
   bool share_train = false;
-  if (s.train_pass_error.empty()) {
+  const std::shared_ptr<const PassResult> train = s.train();
+  if (train) {
     // Without dropout ops the train pass (same mode, seed and flags) is the
-    // dropout-free train forward: shared instead of run again.
-    PassResult nodrop;
-    share_train = im.dropout_nodes() == 0 && s.train_collector && !s.train_output.isNone();
-    if (!share_train) {
-      PassSpec tr;
-      tr.name = "train-nodropout";
-      tr.probe = "normalization";
-      tr.train_mode = true;
-      tr.dropout = false;
-      nodrop = s.run_pass(tr);
-    }
-    const c10::IValue& nodrop_output = share_train ? s.train_output : nodrop.output;
-    const Collector& nodrop_collector = share_train ? *s.train_collector : *nodrop.collector;
+    // dropout-free train forward: the cache serves it instead of a new run.
+    const std::shared_ptr<const PassResult> nodrop = s.pass(normalization_nodropout_spec(true));
+    share_train = nodrop == train;
+    const c10::IValue& nodrop_output = nodrop->output;
+    const Collector& nodrop_collector = *nodrop->collector;
     // The eval reference without dropout and with the switch restored: drift
     // then comes from normalization statistics only (a dropout that ignores
     // the mode is eval-nondeterminism's finding, a baked flag mode-switch's).
-    c10::IValue eval_ref = eval.output;
-    std::map<std::string, TensorStats> eval_ref_stats = eval_stats;
-    if (im.dropout_nodes() > 0 || im.baked_batch_norm() + im.baked_dropout() > 0) {
-      PassSpec en;
-      en.name = "eval-nodropout";
-      en.probe = "normalization";
-      en.dropout = false;
-      PassResult r = s.run_pass(en);
-      eval_ref = r.output;
-      eval_ref_stats = module_stats(im, *r.collector);
-    }
+    // (The cache serves the eval pass when the flags make them the same.)
+    const std::shared_ptr<const PassResult> eval_ref_p = s.pass(normalization_nodropout_spec(false));
+    const c10::IValue& eval_ref = eval_ref_p->output;
+    const std::map<std::string, TensorStats> eval_ref_stats =
+        eval_ref_p == eval_p ? eval_stats : module_stats(im, *eval_ref_p->collector);
     const double drift = Session::relative_difference(nodrop_output, eval_ref);
     mm["drift.rel_output_diff"] = num(drift);
     mm["drift.explained_by_stale_stats"] = false;
@@ -353,8 +363,8 @@ void probe_normalization(Session& s) {
                         " graph has baked in replaced by each pass's mode, so it is the drift of the Python model "
                         "this file was made from (the file itself cannot switch mode: see MODE003)"
                   : "";
-    if (!s.train_output.isNone())
-      mm["drift.rel_output_diff_with_dropout"] = num(Session::relative_difference(s.train_output, eval.output));
+    if (!train->output.isNone())
+      mm["drift.rel_output_diff_with_dropout"] = num(Session::relative_difference(train->output, eval.output));
     double d = 0;
     const std::string seen = first_divergence(s, module_stats(im, nodrop_collector), eval_ref_stats, 1e-4, &d);
     const std::string first = seen.empty() ? seen : drift_origin(im, nodrop_collector, seen);
@@ -389,9 +399,18 @@ void probe_normalization(Session& s) {
     rep.name = "eval-repeat";
     rep.probe = "normalization";
     rep.keep_baked = true;
-    const_cast<CheckOptions&>(s.opt).seed += 1;  // another random stream for the repeat
-    PassResult again = s.run_pass(rep);
+    // Another random stream for the repeat (the seed is part of the pass's
+    // cache key: never served by the eval pass).
+    const_cast<CheckOptions&>(s.opt).seed += 1;
+    std::shared_ptr<const PassResult> again_p;
+    try {
+      again_p = s.pass(rep);
+    } catch (...) {
+      const_cast<CheckOptions&>(s.opt).seed -= 1;
+      throw;
+    }
     const_cast<CheckOptions&>(s.opt).seed -= 1;
+    const PassResult& again = *again_p;
     const double rep_diff = Session::relative_difference(again.output, eval.output);
     mm["evalrep.rel_diff"] = num(rep_diff);
     // Noise floor of the drift comparison (issue 16.11): the same eval pass

@@ -252,7 +252,7 @@ void norm_gain_scale(Session& s) {
 /// prec.grad_* and prec.loss_scale_*: the train pass's parameter gradients against fp16.
 void loss_scale(Session& s, const Format& f) {
   MetricMap& mm = s.doc.model_metrics;
-  if (!s.train_pass_error.empty() || !s.backward_skipped.empty()) return;
+  if (!s.train() || !s.backward_skipped().empty()) return;
   std::vector<at::Tensor> gs;
   std::vector<std::pair<std::string, at::Tensor>> per_module;
   for (const auto& mi : s.model.modules) {

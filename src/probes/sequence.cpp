@@ -438,6 +438,27 @@ void check_sequence_flags(const Session& s) {
   if (!s.opt.mask_input.empty() || s.opt.seq_dim) (void)infer_layout(s);
 }
 
+namespace {
+PassSpec sequence_reference_spec(bool train) {
+  PassSpec p;
+  p.name = train ? "train-seq-reference" : "eval-seq-reference";
+  p.probe = "sequence";
+  p.train_mode = train;
+  p.dropout = false;
+  p.capture = true;
+  return p;
+}
+}  // namespace
+
+void declare_sequence_passes(Session& s) {
+  // A declaration only lets passes be shared: a layout that cannot be
+  // inferred here is reported by probe_sequence itself.
+  try {
+    if (infer_layout(s).sequence) s.declare(sequence_reference_spec(false));
+  } catch (const std::exception&) {
+  }
+}
+
 void probe_sequence(Session& s) {
   const Layout L = infer_layout(s);
   const auto& im = *s.inst;
@@ -475,7 +496,10 @@ void probe_sequence(Session& s) {
   s.doc.model_metrics["layout.sequence"] = L.sequence;
 
   // -- the sequence passes
-  std::optional<PassResult> ref_eval, shorter, padded_eval, ref_train, padded_train;
+  // The references come from the pass cache (the eval one is often the
+  // normalization probe's dropout-free eval pass, run once for both).
+  std::shared_ptr<const PassResult> ref_eval, ref_train;
+  std::optional<PassResult> shorter, padded_eval, padded_train;
   std::string short_error, short_failed_layer, pad_error;
   const int64_t T2 = L.T - std::max<int64_t>(1, L.T / 4);
   const int64_t P = std::max<int64_t>(8, L.T / 2);
@@ -499,9 +523,7 @@ void probe_sequence(Session& s) {
   };
   std::set<int64_t> failed_taps;  // norm-input taps that fired in a pass that then raised
   if (L.sequence) {
-    PassSpec r = spec("eval-seq-reference", false, {});
-    r.capture = true;
-    ref_eval = s.run_pass(std::move(r));
+    ref_eval = s.pass(sequence_reference_spec(false));
     if (T2 >= 1) {
       PassSpec sp = spec("eval-seq-T" + std::to_string(T2), false, resize_time(s, L, T2));
       sp.reference = &*ref_eval->collector;
@@ -538,10 +560,10 @@ void probe_sequence(Session& s) {
     for (const auto& n : im.norm_ops()) train_differs = train_differs || n.op == "instance_norm";
     if (!train_differs) s.doc.probes["padding_train_skipped"] = "no batch_norm/instance_norm: train mode without dropout equals eval mode";
     if (pad_error.empty() && train_differs) {
-      PassSpec rt = spec("train-seq-reference", true, {});
-      rt.capture = true;
       try {
-        ref_train = s.run_pass(std::move(rt));
+        // Run for this probe alone (not from the cache): a train-mode pass
+        // with every module output kept, which no other probe asks for.
+        ref_train = std::make_shared<const PassResult>(s.run_pass(sequence_reference_spec(true)));
         PassSpec pt = spec("train-seq-padded", true, resize_time(s, L, L.T + P));
         pt.reference = &*ref_train->collector;
         pt.real_positions = L.real;
@@ -555,7 +577,8 @@ void probe_sequence(Session& s) {
   }
 
   // -- normalized axes, per norm site
-  const Collector* base = ref_eval ? &*ref_eval->collector : s.train_collector.get();
+  const std::shared_ptr<const PassResult> train = s.train();
+  const Collector* base = ref_eval ? &*ref_eval->collector : train ? train->collector.get() : nullptr;
   bool any_attention = false;
   for (const auto& t : im.taps())
     if (t.kind == TapKind::kSoftmaxInput) any_attention = true;

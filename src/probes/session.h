@@ -53,10 +53,16 @@ struct ArgValue {
   std::string source; ///< "file:PATH", "synthetic:SPEC"
 };
 
-/// What one pass produced.
+/// What one pass produced. Passes served by Session::pass are shared
+/// read-only (std::shared_ptr<const PassResult>) between the probes that ask.
 struct PassResult {
   std::string name;
+  std::string key;   ///< Session::pass_key of its spec when the cache ran it ("" otherwise)
   std::unique_ptr<Collector> collector;
+  /// Per-unit statistics (PassSpec::features; src/probes/features.cpp).
+  std::shared_ptr<const FeatureStats> features;
+  bool batch_norm_stats = false;  ///< ran with PassSpec::batch_norm_stats
+  bool backward = false;          ///< ran with PassSpec::backward
   c10::IValue output;
   std::optional<at::Tensor> loss;   ///< train passes with backward
   std::string loss_description;
@@ -84,7 +90,10 @@ class FatalRunError : public Error {
   using Error::Error;
 };
 
-/// Options for Session::run_pass.
+/// One pass: what it runs (mode, dropout, traced flags, backward, which
+/// examples, an edit of the batch) and what it captures. Session::pass runs
+/// each distinct pass once (Session::pass_key says which specs are the same
+/// pass) and shares its PassResult; Session::run_pass always runs.
 struct PassSpec {
   std::string name;            ///< "train", "eval", ... (listed in the report)
   std::string probe;           ///< the probe that asked for it
@@ -99,9 +108,21 @@ struct PassSpec {
   bool batch_norm_stats = false;  ///< PassConfig::batch_norm_stats (only the normalization probe's eval pass reads them)
   const InstrumentedModel* instrumented = nullptr;  ///< default: the session's
   std::vector<c10::IValue> args;  ///< default (empty): the session's arguments
+  /// With `args`: what they are in words, the same for the same edit of the
+  /// session's batch ("example 0", "time 12 (cut)"). A pass with args and no
+  /// edit is never shared.
+  std::string edit;
+  /// Per-unit statistics for probe_features (PassResult::features).
+  bool features = false;
   /// Optional Collector::hook for this pass (sees every tapped tensor first).
+  /// A pass with a hook is never shared.
   std::function<void(const TapSite&, const at::Tensor&)> tap_hook;
 };
+
+/// The train pass of the forward_backward probe (train mode, dropout on,
+/// traced flags following the mode, backward, per-unit features): the pass
+/// the layer table, the gradient probes, architecture and features read.
+PassSpec train_pass_spec();
 
 class Session {
  public:
@@ -115,12 +136,12 @@ class Session {
   MetricsDoc doc;
   std::chrono::steady_clock::time_point started;
   std::unique_ptr<Collector> failed_collector;  ///< the collector of the last pass that raised
-  std::string train_pass_error;       ///< why the train pass could not run ("" when it ran)
-  c10::IValue train_output;           ///< output of the train pass (dropout on)
-  std::unique_ptr<Collector> train_collector;  ///< taps of the train pass (null when it raised)
-  /// Per-unit statistics the train pass gathers for probe_features (dead
-  /// units, outlier channels, the head); filled by feature_hook.
-  std::shared_ptr<FeatureStats> features;
+  /// The train pass (train_pass_spec()) from the cache, or nullptr when it
+  /// did not run or raised.
+  std::shared_ptr<const PassResult> train() const { return peek(train_pass_spec()); }
+  /// Why the train pass could not run ("train-mode forward raised: ...", or
+  /// "the train pass did not run"), "" when it ran.
+  std::string train_pass_error() const;
   c10::optional<at::Tensor> target;   ///< --target, loaded on the first backward pass
   bool target_loaded = false;
   /// Passes that completed (any probe). None after every probe ran: the
@@ -130,9 +151,13 @@ class Session {
   /// The first isolated failure (probe, pass, error), rethrown as the run's
   /// error when no pass completed.
   std::optional<Error> first_error;
-  /// Why the backward half of the train pass did not run ("" when it ran):
-  /// forward returned no floating-point tensor. Gradient probes are skipped.
-  std::string backward_skipped;
+  /// Why the backward half of the train pass did not run ("" when it ran or
+  /// the train pass did not run): forward returned no floating-point tensor.
+  /// Gradient probes are skipped.
+  std::string backward_skipped() const {
+    const auto t = train();
+    return t ? t->backward_skipped : std::string();
+  }
 
   /// Runs one probe isolated (issue 14, "Isolation"): an nd::Error of exit
   /// code 3 (model_run, input_mismatch, out_of_memory, missing_operator) or
@@ -147,6 +172,37 @@ class Session {
   void skip_probe(const std::string& name, const std::string& reason);
   std::vector<std::string> checkpoints;  ///< --weights expanded, in step order (the last one is measured)
   std::optional<SavedOptimizer> optimizer;  ///< --optimizer-state, after load_optimizer_state
+
+  /// The pass `spec` describes, run once per check (issue 14, "Pass cache"):
+  /// the first request runs it (with what every declared request of the same
+  /// key captures), later requests with the same pass_key get the same
+  /// result, read-only; a request for more than the kept result captured
+  /// (captured outputs, BatchNorm input statistics, features, backward) runs
+  /// it again. A pass with captured module outputs is dropped from the cache
+  /// once its declared requests were served (its memory goes with the last
+  /// holder). A pass that raised raises again, with the same PassError,
+  /// without running (failed_collector is that of the last pass that ran).
+  /// Uncacheable specs (pass_key "") just run. Throws as run_pass.
+  std::shared_ptr<const PassResult> pass(const PassSpec& spec);
+  /// The cached result of `spec`, or nullptr when it did not run or raised;
+  /// never runs anything.
+  std::shared_ptr<const PassResult> peek(const PassSpec& spec) const;
+  /// Why the cached pass `spec` raised (PassError's message), "" when it did
+  /// not run or did not raise.
+  std::string pass_error(const PassSpec& spec) const;
+  /// Announces a request pass() will make, before any pass runs, so that the
+  /// first run captures what every requester needs.
+  void declare(const PassSpec& spec);
+  /// What makes two specs the same pass: mode, the effective value of every
+  /// batch_norm/dropout flag in the graph under the spec's dropout and
+  /// keep_baked settings, the batch (or its edit), slice0, the seed, and for
+  /// eval passes whether grad is on. "" when the spec cannot be shared (a tap
+  /// hook, a reference collector, real positions, another instrumented
+  /// graph, args without an edit).
+  std::string pass_key(const PassSpec& spec) const;
+  /// The weights or buffers changed (a checkpoint loaded): every cached pass
+  /// is dropped.
+  void invalidate_passes();
 
   /// Runs one pass. Buffers (BatchNorm running statistics) are restored after
   /// train-mode passes and the module's saved mode is restored. Throws
@@ -167,6 +223,20 @@ class Session {
   static double relative_difference(const c10::IValue& a, const c10::IValue& b);
   /// Throws nd::Error(timeout) when --timeout has passed; `where` names the probe.
   void check_timeout(const std::string& where) const;
+
+ private:
+  struct CachedPass {
+    std::shared_ptr<const PassResult> result;  ///< null when it raised
+    std::optional<PassError> error;
+    size_t report_index = 0;                   ///< its entry in doc.passes
+  };
+  /// What the declared requests of one key need, and how many are pending.
+  struct Planned {
+    bool capture = false, batch_norm_stats = false, features = false, backward = false;
+    int64_t pending = 0;
+  };
+  std::map<std::string, CachedPass> cache_;
+  std::map<std::string, Planned> planned_;
 };
 
 /// Which axis of each forward argument holds the examples (issue 15,
@@ -233,6 +303,15 @@ void probe_architecture(Session& s);
 /// Normalization probes: train/eval drift, BatchNorm statistics against the
 /// data, batch dependence in eval mode, small-batch noise, mode problems.
 void probe_normalization(Session& s);
+/// The normalization probe's eval pass (eval, traced flags as saved,
+/// BatchNorm input statistics) and its dropout-free passes for the drift
+/// (train or eval, flags following the mode).
+PassSpec normalization_eval_spec();
+PassSpec normalization_nodropout_spec(bool train);
+/// Session::declare for the passes of probe_normalization and probe_sequence
+/// on the session's batch (before any pass runs).
+void declare_normalization_passes(Session& s);
+void declare_sequence_passes(Session& s);
 
 /// Eval fast paths (src/probes/fastpath.cpp, issue 15.6): when the graph
 /// holds PyTorch's inference fast path (nn.TransformerEncoder's nested
@@ -272,16 +351,18 @@ struct ZeroInitFacts {
 /// on the parameters. Throws nd::Error only for timeout / out of memory.
 ZeroInitFacts zero_init_conventions(Session& s);
 
-/// The tap hook of the train pass that fills s.features (creates it):
+/// The tap hook that fills `f` during a pass (PassSpec::features):
 /// per-unit activity at ReLU-family inputs, per-channel absmax of residual
 /// streams, and which leaf module wrote each output (src/probes/features.cpp).
-std::function<void(const TapSite&, const at::Tensor&)> feature_hook(Session& s);
+std::function<void(const TapSite&, const at::Tensor&)> feature_hook(const Session& s, std::shared_ptr<FeatureStats> f);
+/// An empty FeatureStats (the type is complete in src/probes/features.cpp only).
+std::shared_ptr<FeatureStats> new_feature_stats();
 
 /// New failure modes of issue 16 (src/probes/features.cpp, docs/metrics.md):
 /// dead ReLU units (dead.*), outlier channels of residual streams
 /// (outlier.*), the log-partition of the head's logits (logits.*) and
 /// normalizations with one value per group (norm.values_per_group). Reads
-/// the train pass (s.features, s.train_collector, s.train_output).
+/// the train pass (Session::train(): its collector, output and features).
 void probe_features(Session& s);
 
 /// Noise floors of the sequence comparisons (pad.*, seqlen.*): the floor

@@ -186,6 +186,7 @@ void probe_timeline(Session& s) {
       try {
         Checkpoint ck = read_checkpoint(s.checkpoints.back());
         load_weights(s.model.module, ck, s.opt.weights_partial, s.model.path);
+        s.invalidate_passes();
       } catch (...) {
         // It loaded before the timeline ran (load_checkpoints); a failure
         // now leaves the error the timeline raised as the probe's status.
@@ -207,6 +208,7 @@ void probe_timeline(Session& s) {
     if (s.progress) s.progress("timeline", path);
     Checkpoint ck = read_checkpoint(path);
     WeightsLoad wl = load_weights(s.model.module, ck, s.opt.weights_partial, s.model.path);
+    s.invalidate_passes();  // every cached pass measured other weights
     labels.push_back(label(path, ck.step, i, n));
     cks.push_back({{"path", path}, {"step", ck.step ? nlohmann::json(*ck.step) : nlohmann::json()},
                    {"loaded", wl.loaded}, {"format", wl.format}, {"container", wl.container}});
@@ -277,7 +279,7 @@ void probe_timeline(Session& s) {
         nf_grad_from = lm.metrics.at("grad.nonfinite_from").get<std::string>();
       }
     }
-    s.train_collector.reset();
+    s.invalidate_passes();
   }
   s.doc.layers = layers0;
   s.doc.model_metrics = model0;
@@ -289,6 +291,7 @@ void probe_timeline(Session& s) {
   {
     Checkpoint ck = read_checkpoint(s.checkpoints.back());
     load_weights(s.model.module, ck, s.opt.weights_partial, s.model.path);
+    s.invalidate_passes();
   }
   put_back.done = true;
   for (const auto& note : load_notes) s.doc.assumptions.push_back(note);

@@ -153,10 +153,10 @@ void probe_update_ratio(Session& s) {
   const std::string optimizer = effective_optimizer(s);
   s.doc.model_metrics["update.lr"] = lr;
   s.doc.model_metrics["update.optimizer"] = optimizer;
-  if (!s.train_pass_error.empty() || !s.backward_skipped.empty()) {
+  if (!s.train() || !s.backward_skipped().empty()) {
     s.doc.probes["update"] = {{"lr", lr}, {"optimizer", optimizer}};
     s.skip_probe("update", "needs the train pass's gradients: " +
-                               (s.train_pass_error.empty() ? s.backward_skipped : s.train_pass_error));
+                               (s.train() ? s.backward_skipped() : s.train_pass_error()));
     return;
   }
   nlohmann::json rows = nlohmann::json::array();
@@ -259,8 +259,8 @@ void probe_replay(Session& s) {
   const bool decoupled = optimizer == "adamw";
   nlohmann::json probe = {{"lr", lr}, {"optimizer", optimizer}, {"steps_requested", s.opt.steps}};
   if (s.optimizer) probe["start"] = "the saved optimizer state " + s.optimizer->path;
-  if (!s.train_pass_error.empty() || !s.backward_skipped.empty()) {
-    const std::string why = s.train_pass_error.empty() ? s.backward_skipped : s.train_pass_error;
+  if (!s.train() || !s.backward_skipped().empty()) {
+    const std::string why = s.train() ? s.backward_skipped() : s.train_pass_error();
     s.doc.probes["replay"] = probe;
     s.skip_probe("replay", "needs the train pass's loss and gradients: " + why);
     s.doc.assumptions.push_back("the replay did not run: " + why);

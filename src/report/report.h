@@ -16,7 +16,7 @@ namespace nd {
 
 /// Current JSON report schema version (docs/report.md). Bump on any
 /// incompatible change; additions bump the minor part.
-inline constexpr const char* kReportSchemaVersion = "1.2";
+inline constexpr const char* kReportSchemaVersion = "1.3";
 
 /// A remark for the reader about the run, not about the model (an unused
 /// suppression): where it points (file and line, may be empty) and the text.

@@ -553,7 +553,7 @@ TEST(CliManyModels, SingleModelKeepsTheSingleShapeAndEmptyFolderIsAnError) {
   const CliRun r = cli(env.check({"growth.pt", "--format", "json"}));
   const json j = json::parse(r.out);
   EXPECT_FALSE(j.contains("reports"));
-  EXPECT_EQ(j["schema_version"], "1.2");
+  EXPECT_EQ(j["schema_version"], "1.3");
   EXPECT_TRUE(report_schema().validate(j).empty()) << ndtest::join_errors(report_schema().validate(j));
   ndtest::TempDir empty;
   const CliRun e = cli(env.check({empty.path().string()}));
