@@ -979,7 +979,6 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
                 if (e == r) primary_rank = same_kind;
                 ++same_kind;
               }
-            if (same_kind == 0) same_kind = 1;
           }
           if (r) {
             Node* d = r->node();
@@ -1393,6 +1392,9 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       mo.baked = baked;
       mo.baked_value = baked && c->toBool();
       mo.constant = c.has_value() && c->isBool();
+      mo.constant_value = mo.constant && c->toBool();
+      mo.follows_mode = !mo.constant && orig->node()->kind() == c10::prim::GetAttr &&
+                        orig->node()->s(c10::attr::name) == "training";
       mode_ops_.push_back(std::move(mo));
     }
     if (bn && !baked) continue;

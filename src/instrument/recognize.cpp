@@ -594,185 +594,185 @@ std::unordered_map<const Value*, Roles> infer_roles(const std::vector<Node*>& no
   // needs one sweep per link.
   size_t known_before = 0;
   for (int sweep = 0; sweep < 12; ++sweep) {
-  if (sweep >= 2 && R.size() == known_before) break;
-  known_before = R.size();
-  for (Node* n : nodes) {
-    const std::string k = kind_of(n);
-    if (n->outputs().empty() || !is_tensor(n->output(0))) {
-      if (n->kind() == c10::prim::If) if_roles(n);
-      continue;
-    }
-    Value* o = n->output(0);
-    if (n->kind() == c10::prim::If) {
-      if_roles(n);
-      continue;
-    }
-    if (n->inputs().empty()) continue;
-    if ((k == "aten::cat" || k == "aten::concat") && n->input(0)->node()->kind() == c10::prim::ListConstruct) {
-      // cat(list, dim): the roles of an element that has them (a class token
-      // prepended to the patch tokens keeps the patches' roles).
-      for (Value* e : n->input(0)->node()->inputs())
-        if (const Roles* r = get(e)) {
-          R[o] = *r;
-          break;
-        }
-      continue;
-    }
-    const Roles* in0 = is_tensor(n->input(0)) ? get(n->input(0)) : nullptr;
-    if (kSame.count(k)) {
-      if (in0) R[o] = *in0;
-      continue;
-    }
-    if (kBinary.count(k)) {
-      // Broadcast: the operand of larger rank; equal ranks merged (known roles win).
-      const Roles* a = in0;
-      const Roles* b = n->inputs().size() > 1 && is_tensor(n->input(1)) ? get(n->input(1)) : nullptr;
-      if (k == "aten::where" && n->inputs().size() > 2) {
-        a = is_tensor(n->input(1)) ? get(n->input(1)) : nullptr;
-        b = is_tensor(n->input(2)) ? get(n->input(2)) : nullptr;
-      }
-      if (a && b && a->size() == b->size()) {
-        Roles m = *a;
-        for (size_t i = 0; i < m.size(); ++i)
-          if (m[i] == "?") m[i] = (*b)[i];
-        R[o] = m;
-      } else if (a && (!b || a->size() > b->size())) {
-        R[o] = *a;
-      } else if (b) {
-        R[o] = *b;
-      }
-      continue;
-    }
-    if (k == "aten::embedding" && n->inputs().size() >= 2) {
-      if (const Roles* ids = get(n->input(1))) {
-        Roles r = *ids;
-        r.push_back("hidden");
-        R[o] = r;
-      }
-      continue;
-    }
-    if (k == "aten::linear" || ((k == "aten::matmul" || k == "aten::mm") && n->inputs().size() >= 2 &&
-                                strip(n->input(1))->node()->kind() == c10::prim::GetAttr)) {
-      if (in0 && !in0->empty()) {
-        Roles r = *in0;
-        r.back() = "hidden";
-        R[o] = r;
-      }
-      continue;
-    }
-    if (k == "aten::matmul" && n->inputs().size() >= 2) {
-      const Roles* b = get(n->input(1));
-      if (in0 && b && in0->size() == b->size() && in0->size() >= 2) {
-        Roles r = *in0;
-        r.back() = b->back();
-        R[o] = r;
-      }
-      continue;
-    }
-    if (k == "aten::conv1d" || k == "aten::conv2d" || k == "aten::conv3d" || k == "aten::_convolution" ||
-        k == "aten::convolution" || k == "aten::conv_transpose1d" || k == "aten::conv_transpose2d" ||
-        k == "aten::conv_transpose3d") {
-      int64_t rank = k.find("1d") != std::string::npos ? 3 : k.find("2d") != std::string::npos ? 4
-                     : k.find("3d") != std::string::npos                                     ? 5
-                                                                                             : -1;
-      if (rank < 0) rank = in0 ? static_cast<int64_t>(in0->size()) : typed_rank(o);
-      if (rank < 3) continue;
-      Roles r(static_cast<size_t>(rank), "spatial");
-      r[0] = (in0 && in0->size() == static_cast<size_t>(rank)) ? (*in0)[0] : "batch";
-      r[1] = "channel";
-      if (in0 && in0->size() == static_cast<size_t>(rank))
-        for (size_t d = 2; d < r.size(); ++d)
-          if ((*in0)[d] == "time") r[d] = "time";
-      R[o] = r;
-      continue;
-    }
-    if (!in0) continue;
-    const size_t rank = in0->size();
-    if (k == "aten::transpose" && n->inputs().size() >= 3) {
-      auto a = const_int(n->input(1)), b = const_int(n->input(2));
-      if (!a || !b) continue;
-      const int64_t wa = wrap(*a, rank), wb = wrap(*b, rank);
-      if (wa < 0 || wb < 0) continue;
-      Roles r = *in0;
-      std::swap(r[static_cast<size_t>(wa)], r[static_cast<size_t>(wb)]);
-      R[o] = r;
-    } else if (k == "aten::t" && rank == 2) {
-      R[o] = {(*in0)[1], (*in0)[0]};
-    } else if (k == "aten::permute" && n->inputs().size() >= 2) {
-      auto p = structure::const_int_list(n->input(1));
-      if (!p || p->size() != rank) continue;
-      Roles r;
-      for (int64_t d : *p) {
-        const int64_t w = wrap(d, rank);
-        if (w < 0) break;
-        r.push_back((*in0)[static_cast<size_t>(w)]);
-      }
-      if (r.size() == rank) R[o] = r;
-    } else if (k == "aten::flatten" && n->inputs().size() >= 3) {
-      auto s = const_int(n->input(1)), e = const_int(n->input(2));
-      if (!s || !e) continue;
-      const int64_t ws = wrap(*s, rank), we = wrap(*e, rank);
-      if (ws < 0 || we < ws) continue;
-      Roles r(in0->begin(), in0->begin() + ws);
-      r.push_back(merge_roles(*in0, static_cast<size_t>(ws), static_cast<size_t>(we) + 1));
-      r.insert(r.end(), in0->begin() + we + 1, in0->end());
-      R[o] = r;
-    } else if ((k == "aten::view" || k == "aten::reshape") && n->inputs().size() >= 2) {
-      Node* ln = n->input(1)->node();
-      std::vector<Value*> elems;
-      if (ln->kind() == c10::prim::ListConstruct) elems.assign(ln->inputs().begin(), ln->inputs().end());
-      else if (auto l = structure::const_int_list(n->input(1))) elems.resize(l->size(), nullptr);
-      if (elems.empty()) continue;
-      const size_t m = elems.size();
-      Roles r(m, "?");
-      for (size_t j = 0; j < m; ++j)
-        if (elems[j])
-          if (auto sr = size_role(elems[j])) r[j] = *sr;
-      // Fewer axes: the leading ones kept, the trailing ones merged (a conv
-      // map [B, C, H, W] reshaped to [B, C, H*W]).
-      if (m < rank && m >= 2) {
-        bool leading = true;
-        for (size_t j = 0; j + 1 < m; ++j)
-          if (r[j] != "?" && r[j] != (*in0)[j]) leading = false;
-        if (leading) {
-          for (size_t j = 0; j + 1 < m; ++j) r[j] = (*in0)[j];
-          r[m - 1] = merge_roles(*in0, m - 1, rank);
-        }
-      }
-      R[o] = r;
-    } else if (k == "aten::select" && n->inputs().size() >= 2) {
-      auto d = const_int(n->input(1));
-      if (!d || wrap(*d, rank) < 0) continue;
-      Roles r = *in0;
-      r.erase(r.begin() + wrap(*d, rank));
-      R[o] = r;
-    } else if (k == "aten::slice" || k == "aten::narrow" || k == "aten::expand" || k == "aten::expand_as" ||
-               k == "aten::repeat") {
-      R[o] = *in0;
-    } else if (k == "aten::unsqueeze" && n->inputs().size() >= 2) {
-      auto d = const_int(n->input(1));
-      if (!d) continue;
-      int64_t w = *d < 0 ? *d + static_cast<int64_t>(rank) + 1 : *d;
-      if (w < 0 || w > static_cast<int64_t>(rank)) continue;
-      Roles r = *in0;
-      r.insert(r.begin() + w, "?");
-      R[o] = r;
-    } else if ((k == "aten::mean" || k == "aten::sum" || k == "aten::amax") && n->inputs().size() >= 3) {
-      auto dims = structure::const_int_list(n->input(1));
-      auto kd = torch::jit::toIValue(n->input(2));
-      if (!dims || !kd || !kd->isBool()) continue;
-      if (kd->toBool()) {
-        R[o] = *in0;
+    if (sweep >= 2 && R.size() == known_before) break;
+    known_before = R.size();
+    for (Node* n : nodes) {
+      const std::string k = kind_of(n);
+      if (n->outputs().empty() || !is_tensor(n->output(0))) {
+        if (n->kind() == c10::prim::If) if_roles(n);
         continue;
       }
-      std::set<int64_t> drop;
-      for (int64_t d : *dims) drop.insert(wrap(d, rank));
-      Roles r;
-      for (size_t d = 0; d < rank; ++d)
-        if (!drop.count(static_cast<int64_t>(d))) r.push_back((*in0)[d]);
-      R[o] = r;
+      Value* o = n->output(0);
+      if (n->kind() == c10::prim::If) {
+        if_roles(n);
+        continue;
+      }
+      if (n->inputs().empty()) continue;
+      if ((k == "aten::cat" || k == "aten::concat") && n->input(0)->node()->kind() == c10::prim::ListConstruct) {
+        // cat(list, dim): the roles of an element that has them (a class token
+        // prepended to the patch tokens keeps the patches' roles).
+        for (Value* e : n->input(0)->node()->inputs())
+          if (const Roles* r = get(e)) {
+            R[o] = *r;
+            break;
+          }
+        continue;
+      }
+      const Roles* in0 = is_tensor(n->input(0)) ? get(n->input(0)) : nullptr;
+      if (kSame.count(k)) {
+        if (in0) R[o] = *in0;
+        continue;
+      }
+      if (kBinary.count(k)) {
+        // Broadcast: the operand of larger rank; equal ranks merged (known roles win).
+        const Roles* a = in0;
+        const Roles* b = n->inputs().size() > 1 && is_tensor(n->input(1)) ? get(n->input(1)) : nullptr;
+        if (k == "aten::where" && n->inputs().size() > 2) {
+          a = is_tensor(n->input(1)) ? get(n->input(1)) : nullptr;
+          b = is_tensor(n->input(2)) ? get(n->input(2)) : nullptr;
+        }
+        if (a && b && a->size() == b->size()) {
+          Roles m = *a;
+          for (size_t i = 0; i < m.size(); ++i)
+            if (m[i] == "?") m[i] = (*b)[i];
+          R[o] = m;
+        } else if (a && (!b || a->size() > b->size())) {
+          R[o] = *a;
+        } else if (b) {
+          R[o] = *b;
+        }
+        continue;
+      }
+      if (k == "aten::embedding" && n->inputs().size() >= 2) {
+        if (const Roles* ids = get(n->input(1))) {
+          Roles r = *ids;
+          r.push_back("hidden");
+          R[o] = r;
+        }
+        continue;
+      }
+      if (k == "aten::linear" || ((k == "aten::matmul" || k == "aten::mm") && n->inputs().size() >= 2 &&
+                                  strip(n->input(1))->node()->kind() == c10::prim::GetAttr)) {
+        if (in0 && !in0->empty()) {
+          Roles r = *in0;
+          r.back() = "hidden";
+          R[o] = r;
+        }
+        continue;
+      }
+      if (k == "aten::matmul" && n->inputs().size() >= 2) {
+        const Roles* b = get(n->input(1));
+        if (in0 && b && in0->size() == b->size() && in0->size() >= 2) {
+          Roles r = *in0;
+          r.back() = b->back();
+          R[o] = r;
+        }
+        continue;
+      }
+      if (k == "aten::conv1d" || k == "aten::conv2d" || k == "aten::conv3d" || k == "aten::_convolution" ||
+          k == "aten::convolution" || k == "aten::conv_transpose1d" || k == "aten::conv_transpose2d" ||
+          k == "aten::conv_transpose3d") {
+        int64_t rank = k.find("1d") != std::string::npos ? 3 : k.find("2d") != std::string::npos ? 4
+                       : k.find("3d") != std::string::npos                                     ? 5
+                                                                                               : -1;
+        if (rank < 0) rank = in0 ? static_cast<int64_t>(in0->size()) : typed_rank(o);
+        if (rank < 3) continue;
+        Roles r(static_cast<size_t>(rank), "spatial");
+        r[0] = (in0 && in0->size() == static_cast<size_t>(rank)) ? (*in0)[0] : "batch";
+        r[1] = "channel";
+        if (in0 && in0->size() == static_cast<size_t>(rank))
+          for (size_t d = 2; d < r.size(); ++d)
+            if ((*in0)[d] == "time") r[d] = "time";
+        R[o] = r;
+        continue;
+      }
+      if (!in0) continue;
+      const size_t rank = in0->size();
+      if (k == "aten::transpose" && n->inputs().size() >= 3) {
+        auto a = const_int(n->input(1)), b = const_int(n->input(2));
+        if (!a || !b) continue;
+        const int64_t wa = wrap(*a, rank), wb = wrap(*b, rank);
+        if (wa < 0 || wb < 0) continue;
+        Roles r = *in0;
+        std::swap(r[static_cast<size_t>(wa)], r[static_cast<size_t>(wb)]);
+        R[o] = r;
+      } else if (k == "aten::t" && rank == 2) {
+        R[o] = {(*in0)[1], (*in0)[0]};
+      } else if (k == "aten::permute" && n->inputs().size() >= 2) {
+        auto p = structure::const_int_list(n->input(1));
+        if (!p || p->size() != rank) continue;
+        Roles r;
+        for (int64_t d : *p) {
+          const int64_t w = wrap(d, rank);
+          if (w < 0) break;
+          r.push_back((*in0)[static_cast<size_t>(w)]);
+        }
+        if (r.size() == rank) R[o] = r;
+      } else if (k == "aten::flatten" && n->inputs().size() >= 3) {
+        auto s = const_int(n->input(1)), e = const_int(n->input(2));
+        if (!s || !e) continue;
+        const int64_t ws = wrap(*s, rank), we = wrap(*e, rank);
+        if (ws < 0 || we < ws) continue;
+        Roles r(in0->begin(), in0->begin() + ws);
+        r.push_back(merge_roles(*in0, static_cast<size_t>(ws), static_cast<size_t>(we) + 1));
+        r.insert(r.end(), in0->begin() + we + 1, in0->end());
+        R[o] = r;
+      } else if ((k == "aten::view" || k == "aten::reshape") && n->inputs().size() >= 2) {
+        Node* ln = n->input(1)->node();
+        std::vector<Value*> elems;
+        if (ln->kind() == c10::prim::ListConstruct) elems.assign(ln->inputs().begin(), ln->inputs().end());
+        else if (auto l = structure::const_int_list(n->input(1))) elems.resize(l->size(), nullptr);
+        if (elems.empty()) continue;
+        const size_t m = elems.size();
+        Roles r(m, "?");
+        for (size_t j = 0; j < m; ++j)
+          if (elems[j])
+            if (auto sr = size_role(elems[j])) r[j] = *sr;
+        // Fewer axes: the leading ones kept, the trailing ones merged (a conv
+        // map [B, C, H, W] reshaped to [B, C, H*W]).
+        if (m < rank && m >= 2) {
+          bool leading = true;
+          for (size_t j = 0; j + 1 < m; ++j)
+            if (r[j] != "?" && r[j] != (*in0)[j]) leading = false;
+          if (leading) {
+            for (size_t j = 0; j + 1 < m; ++j) r[j] = (*in0)[j];
+            r[m - 1] = merge_roles(*in0, m - 1, rank);
+          }
+        }
+        R[o] = r;
+      } else if (k == "aten::select" && n->inputs().size() >= 2) {
+        auto d = const_int(n->input(1));
+        if (!d || wrap(*d, rank) < 0) continue;
+        Roles r = *in0;
+        r.erase(r.begin() + wrap(*d, rank));
+        R[o] = r;
+      } else if (k == "aten::slice" || k == "aten::narrow" || k == "aten::expand" || k == "aten::expand_as" ||
+                 k == "aten::repeat") {
+        R[o] = *in0;
+      } else if (k == "aten::unsqueeze" && n->inputs().size() >= 2) {
+        auto d = const_int(n->input(1));
+        if (!d) continue;
+        int64_t w = *d < 0 ? *d + static_cast<int64_t>(rank) + 1 : *d;
+        if (w < 0 || w > static_cast<int64_t>(rank)) continue;
+        Roles r = *in0;
+        r.insert(r.begin() + w, "?");
+        R[o] = r;
+      } else if ((k == "aten::mean" || k == "aten::sum" || k == "aten::amax") && n->inputs().size() >= 3) {
+        auto dims = structure::const_int_list(n->input(1));
+        auto kd = torch::jit::toIValue(n->input(2));
+        if (!dims || !kd || !kd->isBool()) continue;
+        if (kd->toBool()) {
+          R[o] = *in0;
+          continue;
+        }
+        std::set<int64_t> drop;
+        for (int64_t d : *dims) drop.insert(wrap(d, rank));
+        Roles r;
+        for (size_t d = 0; d < rank; ++d)
+          if (!drop.count(static_cast<int64_t>(d))) r.push_back((*in0)[d]);
+        R[o] = r;
+      }
     }
-  }
   }  // sweeps
   if (const char* dump = std::getenv("NORMDOCTOR_DUMP_ROLES"); dump && *dump)
     for (Node* n : nodes)
