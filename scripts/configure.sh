@@ -14,12 +14,8 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$here"
 which="${1:-primary}"; shift || true
 launcher=()
-if command -v ccache >/dev/null 2>&1; then
-  # Set for every compile (not only this configure): paths relative to the
-  # clone and no working directory in the hash (-g1 would add it), so two
-  # clones of the same commit at different paths share the cache.
-  launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_BASEDIR=${CCACHE_BASEDIR:-$here};CCACHE_NOHASHDIR=true;ccache")
-fi
+l="$(scripts/ccache-launcher.sh)"  # shared across clones (scripts/ccache-launcher.sh)
+[ -z "$l" ] || launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=$l")
 case "$which" in
   primary)
     dir="${1:-build}"; shift || true

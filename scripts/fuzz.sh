@@ -18,9 +18,8 @@ targets=(${ND_FUZZ_TARGETS:-fuzz_pickle fuzz_checkpoint fuzz_safetensors fuzz_in
 scripts/install-deps.sh
 scripts/install-deps.sh .ci/packages-fuzz.txt
 launcher=()
-if command -v ccache >/dev/null 2>&1; then  # as scripts/configure.sh
-  launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_BASEDIR=${CCACHE_BASEDIR:-$here};CCACHE_NOHASHDIR=true;ccache")
-fi
+l="$(scripts/ccache-launcher.sh)"  # as scripts/configure.sh
+[ -z "$l" ] || launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=$l")
 cmake -S tests/fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >/dev/null
 cmake --build build-fuzz --target "${targets[@]}"
 

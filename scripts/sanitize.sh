@@ -16,9 +16,7 @@ scripts/install-deps.sh
 # ccache when installed (as scripts/configure.sh); -g1: line tables are all
 # a sanitizer report needs for file:line frames, at half the compile time of -g.
 launcher="${CMAKE_CXX_COMPILER_LAUNCHER:-}"
-if [ -z "$launcher" ] && command -v ccache >/dev/null 2>&1; then
-  launcher="env;CCACHE_BASEDIR=${CCACHE_BASEDIR:-$here};CCACHE_NOHASHDIR=true;ccache"
-fi
+[ -n "$launcher" ] || launcher="$(scripts/ccache-launcher.sh)"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
   -DNORMDOCTOR_SANITIZE=ON -DNORMDOCTOR_BUILD_BENCH=OFF ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER=$launcher} >/dev/null
 cmake --build build-asan --target nd_unit_tests "$@"
