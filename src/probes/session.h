@@ -168,6 +168,9 @@ class Session {
   /// --timeout deadline and FatalRunError propagate. Returns true when the
   /// probe ran to its end.
   bool run_probe(const std::string& name, const std::function<void()>& body);
+  /// Metrics a probe wrote outside its declaration ("PROBE wrote METRIC"),
+  /// in the order found (probe_declares; reported as an internal error).
+  std::vector<std::string> undeclared_writes;
   /// Marks probes.<name> skipped (status "skipped", reason in words).
   void skip_probe(const std::string& name, const std::string& reason);
   std::vector<std::string> checkpoints;  ///< --weights expanded, in step order (the last one is measured)
@@ -429,6 +432,14 @@ void probe_gain_convention(Session& s);
 /// checkpoint and module, and the first mover (the criterion is in the file
 /// comment). Leaves the last checkpoint loaded. Run after build_inventory.
 void probe_timeline(Session& s);
+
+/// The metric-name prefixes each probe (Session::run_probe name) declares it
+/// writes, model-scope and per layer (src/probes/probe_metrics.cpp); the
+/// names are those of docs/metrics.md.
+const std::map<std::string, std::vector<std::string>>& probe_declared_metrics();
+/// Whether probe `probe` declares metric `metric` (a declared prefix ending
+/// in '.' covers a family, any other entry one name).
+bool probe_declares(const std::string& probe, const std::string& metric);
 
 /// True for an allocation failure: std::bad_alloc, c10::OutOfMemoryError, or
 /// LibTorch's "DefaultCPUAllocator: can't allocate memory" c10::Error.

@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "e2e_util.h"
+#include "torch_version.h"
+
+#include <iostream>
 
 namespace {
 
@@ -95,7 +98,15 @@ TEST(PassCache, SharedPassesGiveTheFindingsOfSeparatePasses) {
   // Sharing must never change a number: the same check with every request
   // running its own pass gives the same findings, messages included, and the
   // same model metrics.
-  for (const char* name : {"hf_gpt2_lm_tiny", "timm_resnet_tiny", "tv_regnet_y_tiny", "tv_mobilenet_v3_small", "hf_wav2vec2_tiny"}) {
+  std::vector<std::string> names{"hf_gpt2_lm_tiny", "timm_resnet_tiny", "tv_regnet_y_tiny", "tv_mobilenet_v3_small"};
+#if TORCH_VERSION_MAJOR >= 2
+  // LibTorch 1.13's gradients of this 2.x-traced graph change from run to
+  // run (corpus/hf_wav2vec2_tiny.expect.toml, [[libtorch_difference]]).
+  names.push_back("hf_wav2vec2_tiny");
+#else
+  std::cout << "LibTorch 1.x: hf_wav2vec2_tiny left out (its 1.x gradients are not reproducible)\n";
+#endif
+  for (const std::string& name : names) {
     nde2e::TempDir tmp;
     const auto shared = check_corpus(name, tmp, "shared.json");
     const auto separate = check_corpus(name, tmp, "separate.json", "env NORMDOCTOR_NO_PASS_CACHE=1");
