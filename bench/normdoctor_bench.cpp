@@ -3,7 +3,8 @@
 //   build/bench/normdoctor_bench DIR [--reps N] [--check-reps N] [--warmup N] [--threads N] [--only MODEL] [--no-depth]
 //
 // DIR holds the models written by fixtures/make_bench_models.py. For each of
-// resnet18, transformer and deep_narrow, in this one process:
+// resnet18, transformer, deep_narrow and (when DIR has it) gpt2_small, in this
+// one process:
 //   plain         train-mode forward + backward through LibTorch, uninstrumented;
 //   instrumented  the same pass through normdoctor's instrumented graph, every
 //                 module measured (activations and gradients);
@@ -282,8 +283,16 @@ void measure_check(const Options& o, Bench& b, Row& r) {
   r.passes_in_check = median(tin);
 }
 
-Row measure_model(const Options& o, const std::string& name) {
+Row measure_model(const Options& o0, const std::string& name) {
   Row r;
+  // A model of about 100M parameters (gpt2_small) costs seconds per pass:
+  // one warm-up, two passes and one check keep the run to minutes.
+  Options o = o0;
+  if (name == "gpt2_small") {
+    o.warmup = std::min(o.warmup, 1);
+    o.reps = std::min(o.reps, 2);
+    o.check_reps = 1;
+  }
   r.name = name;
   std::cerr << "bench: " << name << "\n";
   {
@@ -368,18 +377,25 @@ int main(int argc, char** argv) {
       else if (a[i] == "--no-depth") o.depth = false;
       else if (a[i] == "-h" || a[i] == "--help") {
         std::cout << "usage: normdoctor_bench DIR [--reps N] [--check-reps N] [--warmup N] [--threads N] [--only MODEL] "
-                     "[--no-depth]\n  DIR: models from /usr/bin/python3 fixtures/make_bench_models.py DIR\n";
+                     "[--no-depth]\n  DIR: models from .venv/bin/python fixtures/make_bench_models.py DIR [--large]\n";
         return 0;
       } else if (o.dir.empty() && a[i][0] != '-') o.dir = a[i];
       else throw std::runtime_error("unknown argument " + a[i]);
     }
-    if (o.dir.empty()) throw std::runtime_error("usage: normdoctor_bench DIR (models from fixtures/make_bench_models.py DIR)");
+    if (o.dir.empty()) throw std::runtime_error("usage: normdoctor_bench DIR (models from .venv/bin/python fixtures/make_bench_models.py DIR)");
     if (o.threads > 0) at::set_num_threads(o.threads);
       o.threads = at::get_num_threads();
 
     std::vector<Row> rows;
-    for (const char* m : {"resnet18", "transformer", "deep_narrow"})
-      if (o.only.empty() || o.only == m) rows.push_back(measure_model(o, m));
+    for (const char* m : {"resnet18", "transformer", "deep_narrow", "gpt2_small"}) {
+      if (!o.only.empty() && o.only != m) continue;
+      // gpt2_small (make_bench_models.py --large) is optional: about 450 MB.
+      if (std::string(m) == "gpt2_small" && o.only.empty() && !std::ifstream(o.dir + "/gpt2_small.pt")) {
+        std::cerr << "bench: no " << o.dir << "/gpt2_small.pt (make_bench_models.py --large): skipped\n";
+        continue;
+      }
+      rows.push_back(measure_model(o, m));
+    }
 
     std::cout << "normdoctor benchmark: libtorch " << nd::libtorch_version() << ", " << o.threads
               << " intra-op threads, median of " << o.reps << " passes / " << o.check_reps << " checks after warm-up\n\n";
@@ -441,7 +457,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "normdoctor_bench: " << e.what() << "\n";
     if (!o.dir.empty() && access((o.dir + "/resnet18.pt").c_str(), R_OK) != 0)
-      std::cerr << "  make the models first: /usr/bin/python3 fixtures/make_bench_models.py " << o.dir << "\n";
+      std::cerr << "  make the models first: python fixtures/make_bench_models.py (torch and torchvision; corpus/requirements.txt) " << o.dir << "\n";
     return 2;
   }
 }
