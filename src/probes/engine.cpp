@@ -234,6 +234,21 @@ Error out_of_memory_error(const std::string& stage, const std::string& detail, c
   return Error(error_kind::kOutOfMemory, ExitCode::kLoad, msg);
 }
 
+namespace {
+// A pass's entry in the report's probes.passes (key "" until the cache sets it).
+nlohmann::json pass_entry(const PassSpec& spec, double seconds) {
+  return {{"name", spec.name},
+          {"probe", spec.probe},
+          {"mode", spec.train_mode ? "train" : "eval"},
+          {"dropout", spec.dropout},
+          {"backward", spec.backward},
+          {"traced_flags", spec.keep_baked ? "as saved" : "follow the pass mode"},
+          {"key", ""},
+          {"requested_by", nlohmann::json::array({spec.probe + ":" + spec.name})},
+          {"seconds", seconds}};
+}
+}  // namespace
+
 PassSpec train_pass_spec() {
   PassSpec spec;
   spec.name = "train";
@@ -290,8 +305,8 @@ void Session::declare(const PassSpec& spec) {
 
 std::shared_ptr<const PassResult> Session::peek(const PassSpec& spec) const {
   auto it = cache_.find(pass_key(spec));
-  if (it == cache_.end() || spec.features > static_cast<bool>(it->second.result && it->second.result->features))
-    return nullptr;
+  if (it == cache_.end() || !it->second.result) return nullptr;  // not run, or raised
+  if (spec.features && !it->second.result->features) return nullptr;
   return it->second.result;
 }
 
@@ -332,7 +347,6 @@ std::shared_ptr<const PassResult> Session::pass(const PassSpec& spec0) {
   auto served = [&](CachedPass& c, bool first = false) {
     if (!first && c.report_index < doc.passes.size()) {
       nlohmann::json& e = doc.passes[c.report_index];
-      if (!e.contains("requested_by")) e["requested_by"] = nlohmann::json::array();
       e["requested_by"].push_back(spec0.probe + ":" + spec0.name);
     }
     if (pl && pl->pending > 0) --pl->pending;
@@ -376,10 +390,10 @@ std::shared_ptr<const PassResult> Session::pass(const PassSpec& spec0) {
   } catch (const PassError& e) {
     c.error = e;
     c.report_index = doc.passes.size();
-    doc.passes.push_back({{"name", spec.name}, {"probe", spec.probe}, {"mode", spec.train_mode ? "train" : "eval"},
-                          {"dropout", spec.dropout}, {"backward", spec.backward},
-                          {"traced_flags", spec.keep_baked ? "as saved" : "follow the pass mode"}, {"key", k},
-                          {"raised", true}, {"requested_by", {spec0.probe + ":" + spec0.name}}, {"seconds", 0.0}});
+    nlohmann::json entry = pass_entry(spec, 0.0);
+    entry["key"] = k;
+    entry["raised"] = true;
+    doc.passes.push_back(std::move(entry));
     CachedPass& kept = cache_.insert_or_assign(k, std::move(c)).first->second;
     served(kept, true);
     throw;
@@ -515,10 +529,7 @@ PassResult Session::run_pass(PassSpec spec) {
   for (auto& [live, copy] : saved) live.detach().copy_(copy);
   r.collector->finish();  // statistics kept on a device: one read-back per pass
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  doc.passes.push_back({{"name", spec.name}, {"probe", spec.probe}, {"mode", spec.train_mode ? "train" : "eval"},
-                        {"dropout", spec.dropout}, {"backward", spec.backward},
-                        {"traced_flags", spec.keep_baked ? "as saved" : "follow the pass mode"}, {"key", ""},
-                        {"requested_by", {spec.probe + ":" + spec.name}}, {"seconds", r.seconds}});
+  doc.passes.push_back(pass_entry(spec, r.seconds));
   return r;
 }
 
