@@ -11,6 +11,17 @@
 #include "core/error.h"
 #include "model/batch_file.h"
 #include "model/op_fallbacks.h"
+#include "probes/architecture/architecture.h"
+#include "probes/fast_path/fast_path.h"
+#include "probes/features/features.h"
+#include "probes/forward_backward/forward_backward.h"
+#include "probes/gain_convention/gain_convention.h"
+#include "probes/inputs/inputs.h"
+#include "probes/normalization/normalization.h"
+#include "probes/precision/precision.h"
+#include "probes/sequence/sequence.h"
+#include "probes/timeline/timeline.h"
+#include "probes/training/training.h"
 #include "probes/session.h"
 
 namespace nd {

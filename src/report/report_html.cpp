@@ -211,7 +211,7 @@ std::string log_plot(const std::string& title, const std::vector<Series>& series
 /// "layers.3 act.absmax", "values": [v0, v1, ...]}, ...]} (or "series" as an
 /// object name -> values); every series is drawn as a line over the steps on
 /// a log axis. Nothing when the document has no such entry.
-/// The timeline probe's own document (src/probes/timeline.cpp: checkpoints,
+/// The timeline probe's own document (src/probes/timeline/timeline.cpp: checkpoints,
 /// layers PATH -> metric -> values, loss, first_mover) in that shape: the
 /// loss, and every series of the first mover's layer.
 json timeline_series(const json& t) {

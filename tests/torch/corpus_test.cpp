@@ -211,7 +211,7 @@ TEST_P(CorpusRun, FindingsAreExactlyTheExpectedOnes) {
   ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.describe();
   ASSERT_TRUE(r.has_report) << r.describe();
   ASSERT_EQ(r.report.value("status", ""), "ok") << r.report.dump(2).substr(0, 4000);
-  // Every probe wrote only the metrics it declares (src/probes/probe_metrics.cpp).
+  // Every probe wrote only the metrics it declares (src/probes/registry.cpp).
   EXPECT_FALSE(r.report.at("probes").contains("undeclared_metrics")) << r.report["probes"]["undeclared_metrics"].dump(1);
 
   // (failure_mode, layer) of every finding, with its rule id and message.

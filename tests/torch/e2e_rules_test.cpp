@@ -308,7 +308,7 @@ TEST_P(RuleCase, FindingsMatchManifest) {
   if (c.findings.empty() && c.allowed_extra.empty()) EXPECT_EQ(r.exit_code, 0) << r.describe();
   EXPECT_EQ(j.value("exit_code", -1), r.exit_code);
   EXPECT_EQ(j.at("model").value("path", ""), model(c.fixture + ".pt"));
-  // Every probe wrote only the metrics it declares (src/probes/probe_metrics.cpp).
+  // Every probe wrote only the metrics it declares (src/probes/registry.cpp).
   EXPECT_FALSE(j.at("probes").contains("undeclared_metrics")) << j["probes"]["undeclared_metrics"].dump(1);
   expect_modules_match_manifest(j, c.fixture);
 

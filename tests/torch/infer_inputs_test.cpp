@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "probes/inputs/inputs.h"
 #include "probes/session.h"
 
 namespace {

@@ -615,7 +615,7 @@ TEST(CliHtml, TimelineHookDrawsLinesOverSteps) {
   EXPECT_EQ(nd::render_html({run}).find("Checkpoint timeline"), std::string::npos);
 }
 
-// The timeline probe's own document (src/probes/timeline.cpp): the loss and
+// The timeline probe's own document (src/probes/timeline/timeline.cpp): the loss and
 // the first mover's series are drawn over the checkpoints' steps.
 TEST(CliHtml, TimelineProbeDocumentDrawsLossAndFirstMover) {
   nd::MetricsDoc doc = fake_doc("m.pt");

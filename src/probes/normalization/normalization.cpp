@@ -24,6 +24,8 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
+#include "probes/normalization/normalization.h"
+#include "probes/inputs/inputs.h"
 #include "probes/session.h"
 
 namespace nd {
@@ -621,6 +623,19 @@ void probe_normalization(Session& s) {
   report["passes"] = std::string("eval, ") + (share_train ? "train (shared with forward_backward: no dropout op)" : "train-nodropout") +
                      ", eval-repeat, eval-example0, eval-example-last, eval-reversed";
   s.doc.probes["normalization"] = report;
+}
+
+const std::vector<std::string>& normalization_writes() {
+  // batchdep.: its batch_dependence sub-probe runs inside it
+  static const std::vector<std::string> names = {
+      "batchdep.", "bn.", "drift.", "evalrep.", "mode."};
+  return names;
+}
+
+const std::vector<std::string>& batch_dependence_writes() {
+  static const std::vector<std::string> names = {
+      "batchdep."};
+  return names;
 }
 
 }  // namespace nd

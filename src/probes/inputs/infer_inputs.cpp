@@ -30,6 +30,7 @@
 #include "formats/pickle.h"
 #include "model/batch_file.h"
 #include "model/synth_inputs.h"
+#include "probes/inputs/inputs.h"
 #include "probes/session.h"
 
 namespace nd {

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "probes/sequence/sequence.h"
 #include "probes/session.h"
 
 namespace nd {
@@ -844,6 +845,20 @@ void probe_sequence(Session& s) {
     s.doc.model_metrics["seqlen.via_norm"] = !d.first.empty() && norm_at(d.first);
   }
   s.doc.probes["sequence_length"] = js;
+}
+
+const std::vector<std::string>& sequence_writes() {
+  static const std::vector<std::string> names = {
+      "arch.attention_ops", "layout.", "norm.batchnorm_over_time", "norm.centered", "norm.channels_per_group",
+      "norm.computing_dtype", "norm.eps", "norm.fails_at_other_length", "norm.input_layout",
+      "norm.input_shape", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.op",
+      "norm.over_batch", "norm.over_time", "norm.reduced_axes", "norm.reduces_batch", "norm.reduces_time",
+      "norm.spatial_size", "norm.statistic", "norm.time_axis_from", "norm.written_out", "pad.error",
+      "pad.first_layer", "pad.first_layer_kind", "pad.mode", "pad.norms_over_time", "pad.padded_to",
+      "pad.rel_diff", "pad.rel_diff_eval", "pad.rel_diff_train", "pad.via_norm", "pad.via_pooling_or_conv",
+      "seqlen.error", "seqlen.failed_layer", "seqlen.first_layer", "seqlen.first_layer_kind", "seqlen.lengths",
+      "seqlen.rel_diff", "seqlen.via_norm"};
+  return names;
 }
 
 }  // namespace nd

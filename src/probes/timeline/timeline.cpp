@@ -38,6 +38,8 @@
 #include "core/error.h"
 #include "formats/checkpoint.h"
 #include "model/weights.h"
+#include "probes/timeline/timeline.h"
+#include "probes/forward_backward/forward_backward.h"
 #include "probes/session.h"
 
 namespace nd {
@@ -417,6 +419,13 @@ void probe_timeline(Session& s) {
     }
   }
   s.doc.probes["timeline"] = tl;
+}
+
+const std::vector<std::string>& timeline_writes() {
+  // its per-checkpoint forward_backward runs are put back; the series are timeline.*
+  static const std::vector<std::string> names = {
+      "timeline."};
+  return names;
 }
 
 }  // namespace nd

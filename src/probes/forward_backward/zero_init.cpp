@@ -30,6 +30,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/jit/passes/inliner.h>
 
+#include "probes/forward_backward/forward_backward.h"
 #include "probes/session.h"
 
 namespace nd {

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "instrument/stats.h"
 #include "model/op_fallbacks.h"
+#include "probes/precision/precision.h"
 #include "probes/session.h"
 
 namespace nd {
@@ -653,6 +654,13 @@ void probe_precision(Session& s) {
   if (!first_nonfinite.empty()) probe["first_nonfinite_layer"] = first_nonfinite;
   if (!first_divergent.empty()) probe["first_divergent_layer"] = first_divergent;
   s.doc.probes["precision"] = probe;
+}
+
+const std::vector<std::string>& precision_writes() {
+  static const std::vector<std::string> names = {
+      "norm.next_input_rms", "norm.next_layer", "norm.next_layer_absmax", "norm.next_layer_fp16_headroom",
+      "prec."};
+  return names;
 }
 
 }  // namespace nd

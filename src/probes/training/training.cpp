@@ -21,6 +21,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "probes/training/training.h"
 #include "probes/session.h"
 
 namespace nd {
@@ -495,6 +496,18 @@ void probe_replay(Session& s) {
     mm["replay.loss_before_nonfinite"] = num(loss_before);
   }
   if (grad_nonfinite_step >= 0) mm["replay.grad_nonfinite_step"] = grad_nonfinite_step;
+}
+
+const std::vector<std::string>& update_writes() {
+  static const std::vector<std::string> names = {
+      "adam.", "update."};
+  return names;
+}
+
+const std::vector<std::string>& replay_writes() {
+  static const std::vector<std::string> names = {
+      "replay."};
+  return names;
 }
 
 }  // namespace nd

@@ -18,6 +18,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "probes/gain_convention/gain_convention.h"
 #include "probes/session.h"
 
 namespace nd {
@@ -83,6 +84,13 @@ void probe_gain_convention(Session& s) {
     mm["norm.gain_negative_fraction"] = (g < 0).to(at::kDouble).mean().item<double>();
     mm["norm.gain_effective_mean"] = (formula == "weight" ? g : g + 1).mean().item<double>();
   }
+}
+
+const std::vector<std::string>& gain_convention_writes() {
+  static const std::vector<std::string> names = {
+      "norm.gain_effective_mean", "norm.gain_formula", "norm.gain_loaded_absmean", "norm.gain_loaded_mean",
+      "norm.gain_loaded_std", "norm.gain_negative_fraction"};
+  return names;
 }
 
 }  // namespace nd

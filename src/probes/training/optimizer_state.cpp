@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "model/weights.h"
+#include "probes/training/training.h"
 #include "probes/session.h"
 
 namespace nd {

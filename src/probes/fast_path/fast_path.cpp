@@ -17,6 +17,7 @@
 
 #include <torch/csrc/jit/passes/inliner.h>
 
+#include "probes/fast_path/fast_path.h"
 #include "probes/session.h"
 
 namespace nd {
@@ -142,6 +143,12 @@ void probe_fast_path(Session& s) {
                           probe["slow_shape"].get<std::string>() + ")") +
         ": padded positions are zeros on the fast path; code that reads them (an unmasked mean over time) sees "
         "different numbers at inference than in training");
+}
+
+const std::vector<std::string>& fast_path_writes() {
+  static const std::vector<std::string> names = {
+      "fastpath."};
+  return names;
 }
 
 }  // namespace nd

@@ -12,6 +12,7 @@
 #include "instrument/stats.h"
 #include "model/batch_file.h"
 #include "model/synth_inputs.h"
+#include "probes/inputs/inputs.h"
 #include "probes/session.h"
 
 namespace nd {

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "probes/forward_backward/forward_backward.h"
 #include "probes/session.h"
 
 namespace nd {
@@ -381,7 +382,7 @@ void probe_forward_backward(Session& s) {
   // Deliberately zero-initialized factors (a zero BatchNorm gamma at the end
   // of a residual branch, a zero head) pass exactly zero gradient to the
   // parameters before them on this step; the first update ends that. Such
-  // zeros are explained (src/probes/conventions.cpp), not a missing gradient
+  // zeros are explained (src/probes/forward_backward/zero_init.cpp), not a missing gradient
   // path; zeros that lifting them does not end are not.
   const ZeroInitFacts zi = zero_init_conventions(s);
   std::vector<ParamGrad> pgs;
@@ -659,6 +660,13 @@ void probe_forward_backward(Session& s) {
       {"modules_measured", order.size()},
   };
   (void)finite_or;
+}
+
+const std::vector<std::string>& forward_backward_writes() {
+  static const std::vector<std::string> names = {
+      "act.", "attn.", "fwd.", "grad.", "loss.", "norm.eps", "norm.gain_absmax", "norm.gain_mean",
+      "norm.gain_p99", "param.", "sat.", "softmax."};
+  return names;
 }
 
 }  // namespace nd

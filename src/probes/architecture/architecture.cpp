@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "probes/architecture/architecture.h"
 #include "probes/session.h"
 
 namespace nd {
@@ -128,6 +129,15 @@ void probe_architecture(Session& s) {
                                   {"placement", mm["arch.placement"]},
                                   {"final_norm", {{"status", fin.status}, {"norm", fin.norm_module}, {"head", fin.head_module}}},
                                   {"stream_rms_from", col ? "train pass" : "not measured (the train pass did not run)"}};
+}
+
+const std::vector<std::string>& architecture_writes() {
+  static const std::vector<std::string> names = {
+      "arch.blocks", "arch.final_norm", "arch.final_norm_layer", "arch.head_layer", "arch.last_block",
+      "arch.norm_layers", "arch.placement", "arch.post_norm_blocks", "arch.pre_norm_blocks",
+      "arch.residual_additions", "arch.stack", "arch.stream_growth", "arch.stream_rms_first",
+      "arch.stream_rms_last"};
+  return names;
 }
 
 }  // namespace nd

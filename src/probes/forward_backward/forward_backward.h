@@ -1,0 +1,45 @@
+// The forward_backward probe: the layer inventory, the train pass's
+// activation and gradient statistics, the first non-finite module, and the
+// deliberately zero-initialized parameters that explain zero gradients.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "probes/session.h"
+
+namespace nd {
+
+/// The layer inventory: one LayerMetrics per named_modules() entry, with
+/// module facts and the normalization ops found in the graph.
+void build_inventory(Session& s);
+
+/// The forward+backward measurement (activations, gradients, NaN origin,
+/// layer inventory). Always runs first.
+void probe_forward_backward(Session& s);
+
+/// Deliberately zero-initialized parameters (src/probes/forward_backward/zero_init.cpp):
+/// exactly zero, used as a factor whose product reaches a residual addition
+/// or the output (zero-init residual gains, zero heads).
+struct ZeroInitFacts {
+  std::vector<std::string> params;               ///< parameter paths, in execution order of their modules
+  std::map<std::string, std::string> role;       ///< path -> "residual branch" | "output"
+  std::set<std::string> silenced;                ///< parameters with exactly zero gradient that the lift ends
+  std::set<const void*> silenced_tensors;        ///< the same, by TensorImpl (tied parameters)
+  bool lifted = false;                           ///< the pass with the zeros lifted ran
+  std::string error;                             ///< why it did not ("" when it ran or was not needed)
+};
+
+/// Finds the deliberately zero-initialized parameters and, when some
+/// parameter got exactly zero gradient in the train pass, runs the train pass
+/// again with those zeros lifted (values and gradients restored afterwards)
+/// to tell which zero gradients they cause. Needs the train pass's gradients
+/// on the parameters. Throws nd::Error only for timeout / out of memory.
+ZeroInitFacts zero_init_conventions(Session& s);
+
+/// The metric names and families (a prefix ending in '.') probe `forward_backward`
+/// writes, model-scope and per layer (docs/metrics.md); Session::run_probe
+/// checks every run against it (probe_declared_metrics).
+const std::vector<std::string>& forward_backward_writes();
+
+}  // namespace nd

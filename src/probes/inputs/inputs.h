@@ -1,0 +1,53 @@
+// Loading the forward arguments (the inputs stage of the pipeline): --input batch
+// files bound to forward's parameters, --input-shape synthesis, inference from
+// the model file when neither is given, and the batch layout every pass that
+// slices examples uses.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "probes/session.h"
+
+namespace nd {
+
+/// Which axis of each forward argument holds the examples (issue 15,
+/// "slicing only what is batch-major").
+struct BatchLayout {
+  int64_t batch = 0;          ///< examples in the batch; 0: no tensor argument has one
+  std::vector<int64_t> axis;  ///< per argument of s.args: its batch axis; -1 not batch-major (scalars, tables, None)
+  std::string from;           ///< how the batch size was found, in words
+};
+
+/// The batch layout of s.args. The batch size comes from --batch-dim D
+/// (axis D of the first tensor that has it), else from a lengths vector
+/// (integer [B] named *len*), else from a padding mask ([B, T] bool or named
+/// *mask*: nn.Transformer's key padding mask stays [B, T] when the inputs
+/// are [T, B, F]), else from axis 0 of the first tensor. Each tensor's batch
+/// axis is --batch-dim when its size there is B, else axis 0 when its size
+/// is B, else its first axis of size B, else none.
+BatchLayout batch_layout(const Session& s);
+
+/// The examples `index` of every batch-major argument, along its own batch
+/// axis; the other arguments unchanged.
+std::vector<c10::IValue> select_examples(const Session& s, const BatchLayout& L, const at::Tensor& index);
+
+/// The batch axis of an output tensor of the model: the main input's batch
+/// axis when the output has B there, else axis 0, else its first axis of
+/// size B; -1 when none has size B.
+int64_t output_batch_axis(const BatchLayout& L, const at::Tensor& t);
+
+/// Loads --input files / synthesizes --input-shape arguments into s.args and
+/// fills s.doc.inputs (input metrics). Throws nd::Error.
+void load_arguments(Session& s);
+
+/// No --input and no --input-shape: makes forward's required arguments from
+/// the model file (src/probes/inputs/infer_inputs.cpp, docs/inputs.md): the example
+/// inputs torch.jit.trace stored (traced_inputs record), else what forward's
+/// graph does with each argument, checked by running forward in eval mode.
+/// Appends to s.args (source "inferred: <how>") and one sentence per input to
+/// s.doc.assumptions. Throws nd::Error (input_inference, exit 2) naming the
+/// argument that could not be inferred and the flags that give it.
+void infer_arguments(Session& s);
+
+}  // namespace nd
