@@ -474,9 +474,15 @@ PassResult Session::run_pass(PassSpec spec) {
       } else {
         at::Tensor loss = compute_loss(y, opt, which, target, r.loss_description);
         r.loss = loss.detach();
-        if (loss.requires_grad())
+        if (loss.requires_grad()) {
+          // This pass's gradients are its own (PassResult::grads): nothing
+          // accumulates into the tensors an earlier pass handed out.
+          for (const auto& p : model.module.parameters(/*recurse=*/true))
+            if (p.grad().defined()) p.mutable_grad() = at::Tensor();
           loss.backward();
-        else
+          for (const auto& p : model.module.parameters(/*recurse=*/true))
+            if (p.grad().defined()) r.grads.emplace(p.unsafeGetTensorImpl(), p.grad());
+        } else
           r.backward_skipped = "the loss (" + r.loss_description +
                                ") does not depend on any parameter through a differentiable path (the output is "
                                "detached or computed under no_grad); no gradient can flow";

@@ -65,6 +65,18 @@ struct PassResult {
   bool backward = false;          ///< ran with PassSpec::backward
   c10::IValue output;
   std::optional<at::Tensor> loss;   ///< train passes with backward
+  /// Backward passes: every parameter's gradient from this pass's backward,
+  /// by the parameter's TensorImpl (a tied parameter once); a parameter
+  /// without a gradient is absent. The pass owns these tensors: run_pass
+  /// clears the parameters' .grad before each backward, so a later pass never
+  /// accumulates into them, and probes read gradients here, never from the
+  /// module (the module's .grad is whatever the last backward left).
+  std::map<const void*, at::Tensor> grads;
+  /// The gradient of parameter `p` in this pass; undefined when it got none.
+  at::Tensor grad_of(const at::Tensor& p) const {
+    auto it = grads.find(p.unsafeGetTensorImpl());
+    return it == grads.end() ? at::Tensor() : it->second;
+  }
   std::string loss_description;
   /// Backward asked for but not run: why (forward returned only integer or
   /// bool tensors, so no gradient can flow). "" when it ran or was not asked.

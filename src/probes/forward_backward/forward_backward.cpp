@@ -36,7 +36,7 @@ struct ParamGrad {
   int64_t param_nonfinite = 0;
 };
 
-ParamGrad param_grads(const torch::jit::Module& m, const std::set<const void*>& silenced) {
+ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const std::set<const void*>& silenced) {
   ParamGrad pg;
   for (const auto& p : m.named_parameters(/*recurse=*/false)) {
     const at::Tensor w = p.value;
@@ -47,7 +47,7 @@ ParamGrad param_grads(const torch::jit::Module& m, const std::set<const void*>& 
     }
     if (!w.requires_grad()) continue;
     ++pg.params;
-    const at::Tensor g = w.grad();
+    const at::Tensor g = pass.grad_of(w);
     if (!g.defined()) {
       ++pg.without;
       continue;
@@ -128,9 +128,6 @@ void probe_forward_backward(Session& s) {
   const auto& taps = s.inst->taps();
   const PassSpec spec = train_pass_spec();
 
-  // Zero any stale gradients, then run.
-  for (const auto& p : s.model.module.parameters(true))
-    if (p.grad().defined()) p.mutable_grad() = at::Tensor();
   std::shared_ptr<const PassResult> rp;
   try {
     rp = s.pass(spec);
@@ -386,7 +383,7 @@ void probe_forward_backward(Session& s) {
   // path; zeros that lifting them does not end are not.
   const ZeroInitFacts zi = zero_init_conventions(s);
   std::vector<ParamGrad> pgs;
-  for (const auto& mi : s.model.modules) pgs.push_back(param_grads(mi.module, zi.silenced_tensors));
+  for (const auto& mi : s.model.modules) pgs.push_back(param_grads(mi.module, *rp, zi.silenced_tensors));
   std::string zi_names;
   for (size_t i = 0; i < zi.params.size(); ++i) {
     if (i == 6) {

@@ -33,8 +33,9 @@ struct ZeroInitFacts {
 /// Finds the deliberately zero-initialized parameters and, when some
 /// parameter got exactly zero gradient in the train pass, runs the train pass
 /// again with those zeros lifted (values and gradients restored afterwards)
-/// to tell which zero gradients they cause. Needs the train pass's gradients
-/// on the parameters. Throws nd::Error only for timeout / out of memory.
+/// to tell which zero gradients they cause. Reads the train pass's gradients
+/// (Session::train(), PassResult::grads). Throws nd::Error only for timeout /
+/// out of memory.
 ZeroInitFacts zero_init_conventions(Session& s);
 
 /// The metric names and families (a prefix ending in '.') probe `forward_backward`

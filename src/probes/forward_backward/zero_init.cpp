@@ -211,12 +211,15 @@ ZeroInitFacts zero_init_conventions(Session& s) {
   std::vector<P> params;
   std::set<const void*> seen;
   bool any_zero_grad = false;
+  const auto train = s.train();
+  if (!train) return f;
   for (const auto& mi : s.model.modules)
     for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) {
       if (!p.value.requires_grad() || !seen.insert(p.value.unsafeGetTensorImpl()).second) continue;
       const std::string path = mi.path.empty() ? p.name : mi.path + "." + p.name;
-      params.push_back({path, p.value, p.value.grad()});
-      if (p.value.grad().defined() && all_zero(p.value.grad())) any_zero_grad = true;
+      const at::Tensor g = train->grad_of(p.value);
+      params.push_back({path, p.value, g});
+      if (g.defined() && all_zero(g)) any_zero_grad = true;
     }
   if (!any_zero_grad) return f;
 
@@ -245,9 +248,9 @@ ZeroInitFacts zero_init_conventions(Session& s) {
     spec.probe = "forward_backward";
     spec.train_mode = true;
     spec.backward = true;
-    s.run_pass(std::move(spec));
+    const PassResult lifted = s.run_pass(std::move(spec));
     for (auto& p : params) {
-      const at::Tensor lg = p.value.grad();
+      const at::Tensor lg = lifted.grad_of(p.value);
       lifted_nonzero[p.path] = lg.defined() && !all_zero(lg);
     }
     f.lifted = true;

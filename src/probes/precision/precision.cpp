@@ -253,13 +253,14 @@ void norm_gain_scale(Session& s) {
 /// prec.grad_* and prec.loss_scale_*: the train pass's parameter gradients against fp16.
 void loss_scale(Session& s, const Format& f) {
   MetricMap& mm = s.doc.model_metrics;
-  if (!s.train() || !s.backward_skipped().empty()) return;
+  const auto train = s.train();
+  if (!train || !s.backward_skipped().empty()) return;
   std::vector<at::Tensor> gs;
   std::vector<std::pair<std::string, at::Tensor>> per_module;
   for (const auto& mi : s.model.modules) {
     std::vector<at::Tensor> mine;
     for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) {
-      const at::Tensor g = p.value.grad();
+      const at::Tensor g = train->grad_of(p.value);
       if (g.defined() && g.is_floating_point() && g.numel()) mine.push_back(g.detach().flatten().abs().to(at::kFloat));
     }
     if (mine.empty()) continue;

@@ -166,8 +166,9 @@ void probe_update_ratio(Session& s) {
   std::map<std::string, std::pair<double, std::string>> per_module;  // path -> (max ratio, param)
   std::map<std::string, std::pair<double, double>> per_module_norms; // path -> (|update|, |weight|) of that param
   AdamLag lag;
+  const auto train = s.train();
   for (const auto& p : trainable_params(s)) {
-    const at::Tensor g = p.value.grad();
+    const at::Tensor g = train->grad_of(p.value);
     const std::string full = param_path(p.module, p.name);
     nlohmann::json row = {{"param", full}, {"numel", p.value.numel()}};
     const double w = norm_of(p.value);

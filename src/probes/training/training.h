@@ -12,7 +12,7 @@ namespace nd {
 /// Update ratio (needs --lr): per parameter, the size of the first
 /// optimizer step relative to the weight, from the train pass's gradients
 /// (src/probes/training/training.cpp, docs/metrics.md `update.`). Run right after
-/// probe_forward_backward, while the gradients are still on the parameters.
+/// probe_forward_backward; reads the train pass's gradients (PassResult::grads).
 void probe_update_ratio(Session& s);
 
 /// Replay (--steps N --lr X): N optimizer steps on the sample batch, with the
