@@ -363,7 +363,7 @@ std::shared_ptr<const PassResult> Session::pass(const PassSpec& spec0) {
     if (pl && pl->pending > 0) --pl->pending;
     std::shared_ptr<const PassResult> r = c.result;
     // Captured module outputs are kept only until every declared request had them.
-    if (r && r->collector && r->collector->capture && (!pl || pl->pending == 0)) cache_.erase(k);
+    if (r && r->collector && r->collector->capture && (!pl || pl->pending == 0) && !keep_captures) cache_.erase(k);
     return r;
   };
   // What every declared request of this key needs, so the first run serves them all.
@@ -375,6 +375,9 @@ std::shared_ptr<const PassResult> Session::pass(const PassSpec& spec0) {
     spec.backward = spec.backward || pl->backward;
   }
   auto it = cache_.find(k);
+  if (it == cache_.end() && replay_only)
+    throw Error(error_kind::kInternal, ExitCode::kInternal,
+                "pass '" + spec0.name + "' of the " + spec0.probe + " probe (key " + k + ") is not in the recording");
   if (it != cache_.end()) {
     CachedPass& c = it->second;
     if (c.error) {
@@ -386,6 +389,9 @@ std::shared_ptr<const PassResult> Session::pass(const PassSpec& spec0) {
                         (!spec0.batch_norm_stats || r.batch_norm_stats) && (!spec0.features || r.features) &&
                         (!spec0.backward || r.backward);
     if (enough) return served(c);
+    if (replay_only)
+      throw Error(error_kind::kInternal, ExitCode::kInternal,
+                  "pass '" + spec0.name + "' of the " + spec0.probe + " probe asks for more than the recording captured");
     // An undeclared request for more than the kept pass captured: run for
     // it alone; the kept one stays for the others.
     if (pl && pl->pending > 0) --pl->pending;
@@ -416,6 +422,7 @@ std::shared_ptr<const PassResult> Session::pass(const PassSpec& spec0) {
 PassResult Session::run_pass(PassSpec spec) {
   check_timeout(spec.probe + " probe, before its " + spec.name + " pass");
   if (progress) progress(spec.probe, spec.name);
+  ++passes_run;
   PassResult r;
   r.name = spec.name;
   r.batch_norm_stats = spec.batch_norm_stats;
@@ -652,7 +659,28 @@ MetricsDoc run_check_stages(const CheckOptions& opt, const ProgressFn& progress)
   if (opt.steps < 0) throw usage_error("--steps must be >= 0, got " + std::to_string(opt.steps));
   if (opt.steps > 0 && !opt.lr && opt.optimizer_state.empty())
     throw usage_error("--steps " + std::to_string(opt.steps) + " needs --lr: the replay takes optimizer steps at that learning rate");
-  Session s(opt, progress);
+  auto sp = prepare_check(opt, progress);
+  Session& s = *sp;
+  run_probes(s);
+  // A metric written by a probe that does not declare it is normdoctor's bug
+  // (registry.cpp); listed so that the tests see it, never fatal.
+  if (!s.undeclared_writes.empty()) s.doc.probes["undeclared_metrics"] = s.undeclared_writes;
+
+  const auto used = fallbacks_called();
+  if (!used.empty()) {
+    s.doc.model["operator_fallbacks"] = used;
+    for (const auto& op : used)
+      s.doc.assumptions.push_back("operator " + op + " is missing from LibTorch " + libtorch_version() +
+                                  "; normdoctor's reference implementation ran instead");
+  }
+  s.doc.seconds_total = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
+  return std::move(s.doc);
+}
+}  // namespace
+
+std::unique_ptr<Session> prepare_check(const CheckOptions& opt, const ProgressFn& progress) {
+  auto sp = std::make_unique<Session>(opt, progress);
+  Session& s = *sp;
   if (progress) progress("load", "model");
   s.model = load_model(opt.model_path);
   s.doc.model = {{"path", opt.model_path},
@@ -708,40 +736,16 @@ MetricsDoc run_check_stages(const CheckOptions& opt, const ProgressFn& progress)
   s.declare(train_pass_spec());
   declare_normalization_passes(s);
   declare_sequence_passes(s);
+  return sp;
+}
+
+void run_probes(Session& s) {
   // Each probe isolated: one that raises is recorded (probes.<name>.status
   // "error") and the others still run; a model none of whose passes ran
-  // cannot run at all (exit 3, the first error). The timeline measures every
-  // checkpoint of 2+ --weights and leaves the last one loaded, whatever
-  // happens (every later probe measures the last checkpoint).
-  if (s.checkpoints.size() >= 2) s.run_probe("timeline", [&] { probe_timeline(s); });
-  if (!s.checkpoints.empty()) s.run_probe("gain_convention", [&] { probe_gain_convention(s); });  // loaded gains vs the formula
-  s.run_probe("forward_backward", [&] { probe_forward_backward(s); });
-  if (opt.lr || s.optimizer) s.run_probe("update", [&] { probe_update_ratio(s); });
-  s.run_probe("normalization", [&] { probe_normalization(s); });
-  s.run_probe("fast_path", [&] { probe_fast_path(s); });
-  s.run_probe("architecture", [&] { probe_architecture(s); });
-  s.run_probe("features", [&] { probe_features(s); });
-  s.run_probe("sequence", [&] { probe_sequence(s); });
-  // The noise floors of batch dependence, drift and the sequence
-  // comparisons: read by BN004, BN005, SEQ001, SEQ002.
-  s.run_probe("noise_floors", [&] { apply_noise_floors(s); });
-  s.run_probe("precision", [&] { probe_precision(s); });
-  if (opt.steps > 0 && (opt.lr || s.optimizer)) s.run_probe("replay", [&] { probe_replay(s); });
+  // cannot run at all (exit 3, the first error).
+  for (const ProbeEntry& p : probe_pipeline())
+    if (p.applies(s)) s.run_probe(p.name, [&] { p.run(s); });
   if (s.passes_ok == 0 && s.first_error) throw *s.first_error;
-  // A metric written by a probe that does not declare it is normdoctor's bug
-  // (probe_metrics.cpp); listed so that the tests see it, never fatal.
-  if (!s.undeclared_writes.empty()) s.doc.probes["undeclared_metrics"] = s.undeclared_writes;
-
-  const auto used = fallbacks_called();
-  if (!used.empty()) {
-    s.doc.model["operator_fallbacks"] = used;
-    for (const auto& op : used)
-      s.doc.assumptions.push_back("operator " + op + " is missing from LibTorch " + libtorch_version() +
-                                  "; normdoctor's reference implementation ran instead");
-  }
-  s.doc.seconds_total = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
-  return std::move(s.doc);
 }
-}  // namespace
 
 }  // namespace nd

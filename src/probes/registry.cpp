@@ -35,6 +35,34 @@ const std::map<std::string, std::vector<std::string>>& probe_declared_metrics() 
   return table;
 }
 
+namespace {
+bool always(const Session&) { return true; }
+}  // namespace
+
+const std::vector<ProbeEntry>& probe_pipeline() {
+  static const std::vector<ProbeEntry> pipeline = {
+      // Every checkpoint of 2+ --weights; leaves the last one loaded, whatever
+      // happens (every later probe measures the last checkpoint).
+      {"timeline", probe_timeline, [](const Session& s) { return s.checkpoints.size() >= 2; }},
+      // The loaded gains against the norm's formula (--weights).
+      {"gain_convention", probe_gain_convention, [](const Session& s) { return !s.checkpoints.empty(); }},
+      {"forward_backward", probe_forward_backward, always},
+      {"update", probe_update_ratio, [](const Session& s) { return s.opt.lr.has_value() || s.optimizer.has_value(); }},
+      {"normalization", probe_normalization, always},
+      {"fast_path", probe_fast_path, always},
+      {"architecture", probe_architecture, always},
+      {"features", probe_features, always},
+      {"sequence", probe_sequence, always},
+      // The noise floors of batch dependence, drift and the sequence
+      // comparisons: read by BN004, BN005, SEQ001, SEQ002.
+      {"noise_floors", apply_noise_floors, always},
+      {"precision", probe_precision, always},
+      {"replay", probe_replay,
+       [](const Session& s) { return s.opt.steps > 0 && (s.opt.lr.has_value() || s.optimizer.has_value()); }},
+  };
+  return pipeline;
+}
+
 bool probe_declares(const std::string& probe, const std::string& metric) {
   const auto& t = probe_declared_metrics();
   auto it = t.find(probe);

@@ -159,6 +159,17 @@ class Session {
   /// Passes that completed (any probe). None after every probe ran: the
   /// model cannot run at all, and run_check rethrows the first error.
   int64_t passes_ok = 0;
+  /// Passes run_pass started (completed or raised), any probe.
+  int64_t passes_run = 0;
+  /// A recording (tests; probe_alone_test.cpp): cached passes keep their
+  /// captured module outputs after every declared request was served, so a
+  /// probe can be run again alone on them.
+  bool keep_captures = false;
+  /// Replaying a recording: a cacheable pass (non-empty pass_key) that is not
+  /// in the cache raises nd::Error(internal) naming it instead of running, so
+  /// a probe run alone is served only from what was recorded. Passes that
+  /// can never be shared (edited batches, hooks) still run.
+  bool replay_only = false;
   std::string last_pass_started;  ///< the pass an error outside run_pass happened after ("" none)
   /// The first isolated failure (probe, pass, error), rethrown as the run's
   /// error when no pass completed.
@@ -253,6 +264,29 @@ class Session {
   std::map<std::string, CachedPass> cache_;
   std::map<std::string, Planned> planned_;
 };
+
+/// One probe of the pipeline, in run order (src/probes/registry.cpp).
+struct ProbeEntry {
+  const char* name;                    ///< probes.<name> in the report, Session::run_probe's name
+  void (*run)(Session&);               ///< its entry point (src/probes/NAME/NAME.h)
+  bool (*applies)(const Session&);     ///< whether it runs for these options (--weights, --lr, --steps)
+};
+/// The probes in the order run_check runs them. The order is data, with
+/// its reasons: the timeline first (it leaves the last checkpoint loaded),
+/// forward_backward before the probes that read its layer table (features,
+/// precision) and before update (its gradients), sequence before
+/// noise_floors (the floors judge its comparisons), precision after the
+/// others (it reads their activations), replay last (it takes optimizer
+/// steps on a snapshot).
+const std::vector<ProbeEntry>& probe_pipeline();
+
+/// Loading, instrumentation, the layer inventory and the pass declarations
+/// of a check: everything before the first probe. Throws nd::Error as
+/// run_check.
+std::unique_ptr<Session> prepare_check(const CheckOptions& opt, const ProgressFn& progress);
+/// Runs every applicable probe of probe_pipeline() on a prepared session,
+/// each isolated. Throws the first error when no pass completed.
+void run_probes(Session& s);
 
 /// The metric-name prefixes each probe (Session::run_probe name) declares it
 /// writes, model-scope and per layer: each probe folder's NAME_writes(),
