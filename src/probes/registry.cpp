@@ -13,6 +13,7 @@
 #include "probes/features/features.h"
 #include "probes/forward_backward/forward_backward.h"
 #include "probes/gain_convention/gain_convention.h"
+#include "probes/input_scale/input_scale.h"
 #include "probes/normalization/normalization.h"
 #include "probes/precision/precision.h"
 #include "probes/sequence/sequence.h"
@@ -30,7 +31,7 @@ const std::map<std::string, std::vector<std::string>>& probe_declared_metrics() 
       {"fast_path", fast_path_writes()},         {"architecture", architecture_writes()},
       {"features", features_writes()},           {"sequence", sequence_writes()},
       {"noise_floors", noise_floors_writes()},   {"precision", precision_writes()},
-      {"replay", replay_writes()},
+      {"replay", replay_writes()},              {"input_scale", input_scale_writes()},
   };
   return table;
 }
@@ -49,6 +50,9 @@ const std::vector<ProbeEntry>& probe_pipeline() {
       {"forward_backward", probe_forward_backward, always},
       {"update", probe_update_ratio, [](const Session& s) { return s.opt.lr.has_value() || s.optimizer.has_value(); }},
       {"normalization", probe_normalization, always},
+      // Whether a large-scale input's scale reaches the output (IN002); its
+      // reference is the normalization probe's dropout-free eval pass.
+      {"input_scale", probe_input_scale, always},
       {"fast_path", probe_fast_path, always},
       {"architecture", probe_architecture, always},
       {"features", probe_features, always},

@@ -1,0 +1,76 @@
+// Scale invariance of the model's output in each large-scale float input
+// (input_scale.h). One extra eval pass per such input.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "probes/input_scale/input_scale.h"
+#include "probes/normalization/normalization.h"
+#include "probes/session.h"
+
+namespace nd {
+
+namespace {
+
+/// IN002's threshold (rules/IN002.toml): only inputs it could report are checked.
+constexpr double kScaleGate = 10.0;
+/// Below this relative output difference the output does not depend on the input's scale.
+constexpr double kInvariant = 1e-3;
+
+bool has_float_tensor(const c10::IValue& out) {
+  for (const auto& t : Session::output_tensors(out))
+    if (t.is_floating_point()) return true;
+  return false;
+}
+
+}  // namespace
+
+void probe_input_scale(Session& s) {
+  std::vector<size_t> todo;
+  for (auto& im : s.doc.inputs) {
+    auto sc = im.metrics.find("input.scale");
+    if (sc == im.metrics.end() || !sc->second.is_number() || !(sc->second.get<double>() > kScaleGate)) continue;
+    if (im.index < 0 || static_cast<size_t>(im.index) >= s.args.size() || !s.args[im.index].value.isTensor()) continue;
+    todo.push_back(static_cast<size_t>(im.index));
+  }
+  if (todo.empty()) {
+    s.skip_probe("input_scale", "no floating-point input has a scale above 10");
+    return;
+  }
+  // Not shown invariant until a pass shows it (a pass that raises, or no
+  // floating-point output, leaves IN002 as it was).
+  for (auto& im : s.doc.inputs)
+    for (size_t i : todo)
+      if (im.index == static_cast<int64_t>(i)) im.metrics["input.scale_invariant"] = false;
+  const PassSpec ref_spec = normalization_nodropout_spec(false);
+  const auto ref = s.pass(ref_spec);
+  if (!has_float_tensor(ref->output)) {
+    s.skip_probe("input_scale", "the model returns no floating-point tensor to compare");
+    return;
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  for (size_t i : todo) {
+    PassSpec p = ref_spec;
+    p.name = "eval-" + s.args[i].name + "-x2";
+    p.probe = "input_scale";
+    p.args = s.arg_values();
+    p.args[i] = c10::IValue(s.args[i].value.toTensor() * 2);
+    p.edit = s.args[i].name + " times 2";
+    const auto r = s.pass(p);
+    const double d = Session::relative_difference(r->output, ref->output);
+    for (auto& im : s.doc.inputs)
+      if (im.index == static_cast<int64_t>(i)) {
+        im.metrics["input.scale_invariance_rel_diff"] = std::isfinite(d) ? MetricValue(d) : MetricValue(nullptr);
+        im.metrics["input.scale_invariant"] = std::isfinite(d) && d < kInvariant;
+      }
+    rows.push_back({{"input", s.args[i].name}, {"rel_output_diff", std::isfinite(d) ? nlohmann::json(d) : nlohmann::json(nullptr)}});
+  }
+  s.doc.probes["input_scale"]["inputs"] = rows;
+}
+
+const std::vector<std::string>& input_scale_writes() {
+  static const std::vector<std::string> names = {"input.scale_invariant", "input.scale_invariance_rel_diff"};
+  return names;
+}
+
+}  // namespace nd
