@@ -309,3 +309,15 @@ TEST(RuleCaseRunner, FolderListsCaseFilesAndLoadRulesSkipsThem) {
   EXPECT_FALSE(nd::is_rule_case_file("BN002.toml"));
   EXPECT_FALSE(nd::is_rule_case_file(".cases.toml"));
 }
+
+// The example of docs/rule-cases.md is a case file that passes on BN002.
+TEST(RuleCaseRunner, DocsExamplePasses) {
+  const std::string text = ndtest::read_file(ndtest::source_dir() / "docs" / "rule-cases.md");
+  const auto b = text.find("```toml\n"), e = text.find("```\n", b + 8);
+  ASSERT_NE(b, std::string::npos);
+  ASSERT_NE(e, std::string::npos);
+  ndtest::TempDir dir;
+  const nd::RuleCaseFile f = nd::load_rule_cases(dir.write("BN002.cases.toml", text.substr(b + 8, e - b - 8)));
+  ASSERT_EQ(f.cases.size(), 2u);
+  for (const auto& c : f.cases) EXPECT_EQ(nd::run_rule_case(*nd::find_rule(shipped(), "BN002"), c), std::vector<std::string>{}) << c.name;
+}
