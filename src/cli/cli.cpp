@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -27,6 +28,7 @@
 #include "policy/policy.h"
 #include "probes/engine.h"
 #include "report/report.h"
+#include "rules/rule_cases.h"
 #include "rules/rules.h"
 #include "rules/suggest.h"
 
@@ -117,6 +119,43 @@ int run_rules_list(const std::string& dir, const std::string& format) {
                 r.since.c_str(), w_mode, r.failure_mode.c_str(), r.title.c_str());
   std::printf("\n%zu rules; `normdoctor explain ID` explains one\n", rules.size());
   return 0;
+}
+
+/// `normdoctor rules --test`: every case file of the folder (ID.cases.toml)
+/// through the runner. Prints the failing cases and a summary; 1 when a case
+/// fails, 0 otherwise. A bad case file or one without its rule is exit 2.
+int run_rules_test(const std::string& dir) {
+  const std::string folder = resolve_rules_dir(dir);
+  const auto rules = load_rules(folder);
+  std::vector<std::string> ids;
+  for (const auto& r : rules) ids.push_back(r.id);
+  std::size_t cases = 0, failed = 0;
+  std::set<std::string> tested;
+  for (const auto& path : rule_case_files(folder)) {
+    const RuleCaseFile file = load_rule_cases(path);
+    const Rule* rule = find_rule(rules, file.rule_id);
+    if (!rule)
+      throw Error(error_kind::kRuleFile, ExitCode::kUsage,
+                  path + ":1: no rule " + file.rule_id + " in " + folder + did_you_mean(file.rule_id, ids));
+    tested.insert(file.rule_id);
+    for (const auto& c : file.cases) {
+      ++cases;
+      const auto failures = run_rule_case(*rule, c);
+      if (failures.empty()) continue;
+      ++failed;
+      std::printf("FAIL %s:%d: %s, case '%s'\n", path.c_str(), c.line, file.rule_id.c_str(), c.name.c_str());
+      for (std::string f : failures) {
+        for (std::size_t at = f.find('\n'); at != std::string::npos; at = f.find('\n', at + 1)) f.insert(at + 1, "  ");
+        std::printf("  %s\n", f.c_str());
+      }
+    }
+  }
+  std::printf("%zu cases of %zu rules: %zu passed, %zu failed\n", cases, tested.size(), cases - failed, failed);
+  std::string untested;
+  for (const auto& id : ids)
+    if (!tested.count(id)) untested += (untested.empty() ? "" : ", ") + id;
+  if (!untested.empty()) std::printf("no case file (ID.cases.toml) for: %s\n", untested.c_str());
+  return failed ? static_cast<int>(ExitCode::kFindings) : 0;
 }
 
 int run_explain(const std::string& dir, const std::string& id) {
@@ -674,6 +713,10 @@ int cli_main(int argc, char** argv, const Engine& engine) {
   rules->add_option("--format", rules_format, "Output: text (a table) | json")
       ->transform(one_of({"text", "json"}))->capture_default_str();
   rules->add_option("--rules-dir", rules_dir, "Folder of rule files");
+  bool rules_test = false;
+  rules->add_flag("--test", rules_test,
+                  "Run the folder's rule cases (ID.cases.toml, docs/rule-cases.md); exit 1 when one fails")
+      ->excludes(rules->get_option("--format"));
   auto* explain = app.add_subcommand("explain", "Explain a rule: what it detects, why, how to fix");
   explain->add_option("id", explain_id, "Rule id, any case, e.g. ACT002")->required();
   explain->add_option("--rules-dir", rules_dir, "Folder of rule files");
@@ -718,7 +761,7 @@ int cli_main(int argc, char** argv, const Engine& engine) {
 
   try {
     if (*check) return run_check_command(a, engine);
-    if (*rules) return run_rules_list(rules_dir, rules_format);
+    if (*rules) return rules_test ? run_rules_test(rules_dir) : run_rules_list(rules_dir, rules_format);
     if (*explain) return run_explain(rules_dir, explain_id);
   } catch (const Error& e) {
     std::fprintf(stderr, "normdoctor: error: %s\n", e.what());

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "rules/catalog.h"
+#include "rules/rule_cases.h"
 #include "rules/suggest.h"
 
 namespace nd {
@@ -364,7 +365,9 @@ std::vector<Rule> load_rules(const std::string& dir) {
   if (!fs::is_directory(dir, ec)) throw usage_error("rules folder '" + dir + "' does not exist");
   std::vector<std::string> files;
   for (const auto& entry : fs::directory_iterator(dir, ec))
-    if (entry.path().extension() == ".toml" && entry.is_regular_file(ec)) files.push_back(entry.path().filename().string());
+    if (entry.path().extension() == ".toml" && !is_rule_case_file(entry.path().filename().string()) &&
+        entry.is_regular_file(ec))
+      files.push_back(entry.path().filename().string());
   if (ec) throw usage_error("rules folder '" + dir + "' cannot be read: " + ec.message());
   if (files.empty()) throw usage_error("rules folder '" + dir + "' holds no rule files (*.toml)");
   std::sort(files.begin(), files.end());

@@ -91,7 +91,7 @@ struct SuppressedFinding {
 /// file, line and key on a syntax error, a missing field or a bad value.
 Rule load_rule_file(const std::string& path);
 
-/// Loads every *.toml in `dir`, sorted by id. Throws nd::Error (rule_file) on
+/// Loads every *.toml in `dir` but the case files (*.cases.toml, rule_cases.h), sorted by id. Throws nd::Error (rule_file) on
 /// a bad file or a duplicate id, and (usage) when the folder does not exist
 /// or holds no *.toml file.
 std::vector<Rule> load_rules(const std::string& dir);

@@ -726,3 +726,50 @@ TEST(CliReadme, OptionsTableMatchesCheckHelp) {
   for (const auto& f : from_help) EXPECT_TRUE(from_table.count(f)) << "README options table misses " << f;
   for (const auto& f : from_table) EXPECT_TRUE(from_help.count(f)) << "README options table lists " << f << ", which `check --help` does not have";
 }
+
+// `normdoctor rules --test`: the folder's case files through the runner
+// (docs/rule-cases.md), failures with file:line, exit 1 when one fails.
+TEST(CliRulesTest, RunsTheCaseFilesOfAFolder) {
+  Env env;
+  const std::string layer = "[[case.layers]]\npath = \"fc\"\nkind = \"Linear\"\nexec_order = 0\n";
+  ndtest::write_file(fs::path(env.rules) / "ACT002.cases.toml",
+                     "[[case]]\nname = \"grows\"\nexpect = \"catches\"\n" + layer +
+                         "metrics = { \"act.growth\" = 2000 }\n[[case.finding]]\nlayer = \"fc\"\nseverity = \"warning\"\n"
+                         "message = \"fc grows 2000x\"\n\n[[case]]\nname = \"flat\"\nexpect = \"clean\"\n" + layer +
+                         "metrics = { \"act.growth\" = 2 }\n");
+  CliRun r = cli({"rules", "--test", "--rules-dir", env.rules});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "2 cases of 1 rules: 2 passed, 0 failed\nno case file (ID.cases.toml) for: PREC001, REPLAY001, SEQ001\n");
+
+  // A clean twin that fires: named with its file and line, exit 1.
+  ndtest::write_file(fs::path(env.rules) / "SEQ001.cases.toml",
+                     "[[case]]\nname = \"masked\"\nexpect = \"clean\"\n[[case.layers]]\npath = \"norm\"\n"
+                     "metrics = { \"pad.changed\" = true }\n");
+  r = cli({"rules", "--test", "--rules-dir", env.rules});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.out.find("FAIL " + env.rules + "/SEQ001.cases.toml:1: SEQ001, case 'masked'\n"
+                       "  expected no finding, got layer 'norm', warning: norm reads padding\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("3 cases of 2 rules: 2 passed, 1 failed\n"), std::string::npos) << r.out;
+
+  // A case file whose rule is not in the folder, and a bad one: exit 2.
+  ndtest::write_file(fs::path(env.rules) / "SEQ002.cases.toml", "[[case]]\nname = \"x\"\nexpect = \"clean\"\n");
+  r = cli({"rules", "--test", "--rules-dir", env.rules});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("SEQ002.cases.toml:1: no rule SEQ002 in " + env.rules + "; did you mean 'SEQ001'?"), std::string::npos)
+      << r.err;
+  ndtest::write_file(fs::path(env.rules) / "SEQ002.cases.toml", "[[case]]\nname = \"x\"\nexpect = \"dirty\"\n");
+  r = cli({"rules", "--test", "--rules-dir", env.rules});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("SEQ002.cases.toml:3: key 'expect' in case 'x': 'dirty' is not one of catches, clean"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(cli({"rules", "--test", "--format", "json", "--rules-dir", env.rules}).code, 2);
+}
+
+TEST(CliRulesTest, ShippedCasesPass) {
+  const CliRun r = cli({"rules", "--test", "--rules-dir", (ndtest::source_dir() / "rules").string()});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("no case file"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" passed, 0 failed\n"), std::string::npos) << r.out;
+}
