@@ -499,6 +499,11 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
   if (floating && scores && x.dim() >= 1 && x.numel() > 0) {
     const int64_t sdim = site.kind == TapKind::kAttentionScores ? -1 : site.dim;
     const int64_t dim = sdim < 0 ? sdim + x.dim() : sdim;
+    // The logits the model's own softmax receives: whether a fully masked
+    // row turns NaN depends on the value the model masks with (-inf does,
+    // a finite -10000 or finfo.min gives a uniform row), not on how the
+    // statistics below exclude the masked entries.
+    const at::Tensor own = x;
     // Entries a recognized mask removes (Swin's -100, masked_fill) count as masked.
     if (site.kind == TapKind::kSoftmaxInput && site.masks > 0) {
       at::Tensor m;
@@ -533,7 +538,8 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
       at::Tensor dead = (xf > -1e4).logical_and(at::isnan(xf).logical_not()).sum(dim) == 0;
       sm.masked_rows = dead.sum().item<int64_t>();
       if (sm.masked_rows > 0 && site.kind == TapKind::kSoftmaxInput) {
-        at::Tensor made_nan = at::softmax(xf, dim).isnan().any(dim).logical_and(at::isnan(xf).any(dim).logical_not());
+        const at::Tensor of = own.to(at::kFloat);
+        at::Tensor made_nan = at::softmax(of, dim).isnan().any(dim).logical_and(at::isnan(of).any(dim).logical_not());
         sm.nan_rows = made_nan.logical_and(dead).sum().item<int64_t>();
       }
       }

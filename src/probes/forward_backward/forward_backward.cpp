@@ -545,6 +545,31 @@ void probe_forward_backward(Session& s) {
       s.doc.model_metrics["grad.last_layer"] = pleaves.back()->path;
       s.doc.model_metrics["grad.first_norm"] = first;
       s.doc.model_metrics["grad.last_norm"] = last;
+      // How the growth toward the input is spread over the stack: the largest
+      // growth between two consecutive parameterized leaves (in log scale) as a
+      // share of all the growth. Gradients that explode through depth grow
+      // layer after layer (each layer's Jacobian a little above 1, share
+      // 1/depth); one op that multiplies the gradient by 1000 (a LayerNorm
+      // over rows that are almost constant, such as zero padding, whose
+      // backward divides by sqrt(var + eps)) carries it all (share about 1),
+      // and what it multiplies reaches no parameter when those rows are zero.
+      double grow = 0, top = 0;
+      std::string top_layer;
+      for (size_t i = 0; i + 1 < pleaves.size(); ++i) {
+        const double a = pleaves[i]->metrics["grad.out_norm"].get<double>();
+        const double b = pleaves[i + 1]->metrics["grad.out_norm"].get<double>();
+        if (!(a > 0 && b > 0 && std::isfinite(a) && std::isfinite(b)) || a <= b) continue;
+        const double step = std::log(a / b);
+        grow += step;
+        if (step > top) {
+          top = step;
+          top_layer = pleaves[i]->path;
+        }
+      }
+      if (grow > 0) {
+        s.doc.model_metrics["grad.max_step_share"] = top / grow;
+        s.doc.model_metrics["grad.max_step_layer"] = top_layer;
+      }
     }
   }
 
@@ -622,7 +647,22 @@ void probe_forward_backward(Session& s) {
       from = site.module;
       // The gradient w.r.t. this module's output went non-finite inside the
       // backward of the op that consumed it: name that module when there is one.
-      culprit = (site.consumers.size() == 1 && !site.consumers.front().empty()) ? site.consumers.front() : site.module;
+      // A module whose output its parent returns as its own (the last layer
+      // of a Sequential) has its consumers on the parent's tap of the same
+      // tensor: follow the enclosing taps whose gradient is non-finite too.
+      const TapSite* cur = &site;
+      for (int hops = 0; hops < 32 && cur->consumers.empty(); ++hops) {
+        const TapSite* outer = nullptr;
+        for (const TapSite& t : taps) {
+          if (t.kind != TapKind::kModuleOutput || t.module == cur->module) continue;
+          const bool encloses = t.module.empty() || cur->module.rfind(t.module + ".", 0) == 0;
+          if (!encloses || recs[static_cast<size_t>(t.id)].grad.nonfinite() == 0) continue;
+          if (!outer || t.module.size() > outer->module.size()) outer = &t;
+        }
+        if (!outer) break;
+        cur = outer;
+      }
+      culprit = (cur->consumers.size() == 1 && !cur->consumers.front().empty()) ? cur->consumers.front() : site.module;
     } else {
       // Only parameter gradients: the parameterized module nearest the loss.
       int64_t best = -1;

@@ -772,6 +772,27 @@ void probe_sequence(Session& s) {
         if ((pass == 0 && within(f.module) && !layer.empty()) || (pass == 1 && !conv && reads))
           return {conv ? "convolution" : "pooling", f.op + (conv ? " over time" : " over the time axis"), f.module};
       }
+    // A mean/sum whose output the layer reads, over an axis whose role the
+    // graph does not show (the tensor came out of an op that hides roles, such
+    // as the fused TransformerEncoder layer): `h.mean(dim=1)` of
+    // last_hidden_state. Only axes that cannot be the batch (not 0) nor, for
+    // a [batch, time, hidden] tensor, the hidden axis (-1); the measured
+    // change at real positions is the evidence, this names the op.
+    for (const auto& f : im.op_facts()) {
+      if (f.op.find("conv") != std::string::npos || f.dims.empty()) continue;
+      if (std::find(f.consumers.begin(), f.consumers.end(), layer) == f.consumers.end()) continue;
+      const auto roles = resolve_roles(f.input_roles, L);
+      bool candidate = true;
+      for (int64_t d : f.dims) {
+        const int64_t w = d < 0 && !roles.empty() ? d + static_cast<int64_t>(roles.size()) : d;
+        const std::string role = w >= 0 && w < static_cast<int64_t>(roles.size()) ? roles[static_cast<size_t>(w)] : "?";
+        const bool unknown = role == "?" || role == "unknown" || role.empty();
+        if (!unknown || w == 0 || d == -1) candidate = false;
+      }
+      if (candidate)
+        return {"pooling", f.op + " over axis " + std::to_string(f.dims.front()) + " (read as the time axis: its role is not in the graph)",
+                f.module};
+    }
     return {};
   };
   auto kind_of_layer = [&](const std::string& layer) -> std::string {
