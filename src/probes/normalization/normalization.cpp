@@ -300,6 +300,11 @@ void probe_normalization(Session& s) {
   // BN007 judges the noise at the real per-step batch only when it was given;
   // otherwise BN008 says what was assumed (the sample's batch size).
   mm["bn.train_batch_size_given"] = s.opt.train_batch_size > 0;
+  // Whether the batch BN006 judges is only assumed to be the training batch:
+  // no --train-batch-size, and the model was saved in eval mode (an inference
+  // checkpoint checked on one example says nothing of how it was trained;
+  // BN010 states the assumption at info).
+  mm["bn.training_batch_assumed"] = s.opt.train_batch_size <= 0 && !s.model.saved_training;
   if (bn_layers > 0) {
     mm["bn.layers_at_init"] = at_init;
     if (at_init > 0) {
