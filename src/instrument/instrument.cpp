@@ -903,6 +903,14 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
           todo.push_back(u.user->output());
           continue;
         }
+        // Returned by a branch of a scripted if (`emb = h.mean(1)` under
+        // `else:`): its users are those of the if's output.
+        if (u.user->kind() == c10::prim::Return && u.user->owningBlock() && u.user->owningBlock()->owningNode() &&
+            u.user->owningBlock()->owningNode()->kind() == c10::prim::If &&
+            u.offset < u.user->owningBlock()->owningNode()->outputs().size()) {
+          todo.push_back(u.user->owningBlock()->owningNode()->output(u.offset));
+          continue;
+        }
         const auto& uc = scopes.chain(u.user);
         const std::string m = uc.empty() ? std::string() : uc.back();
         if (std::find(f.consumers.begin(), f.consumers.end(), m) == f.consumers.end()) f.consumers.push_back(m);

@@ -101,12 +101,13 @@ struct Reduction {
   bool keepdim = false;
 };
 
-// The dims of aten::mean / std / var / sum / norm / linalg_vector_norm.
+// The dims of aten::mean / std / var / sum / norm / linalg_vector_norm /
+// linalg_norm / frobenius_norm.
 Reduction reduction_dims(Node* r, const std::function<std::optional<double>(Value*)>& attr_double) {
   Reduction out;
   const std::string k = kind_of(r);
   size_t dim_index = 1, keep_index = 2;
-  if (k == "aten::norm" || k == "aten::linalg_vector_norm") dim_index = 2, keep_index = 3;
+  if (k == "aten::norm" || k == "aten::linalg_vector_norm" || k == "aten::linalg_norm") dim_index = 2, keep_index = 3;
   if (k == "aten::std" || k == "aten::var") {
     // std(self, unbiased) | std.dim(self, dim, unbiased, keepdim) | std.correction(self, dim, *, correction, keepdim)
     keep_index = r->inputs().size() >= 4 ? 3 : 99;
@@ -167,6 +168,14 @@ std::optional<Stat> analyze(Value* d, const std::function<std::optional<double>(
     Node* n = v->node();
     const std::string k = kind_of(n);
     if (is_trivial(k) && !n->inputs().empty() && is_tensor(n->input(0))) {
+      v = n->input(0);
+      continue;
+    }
+    // A statistic reduced without keepdim and given its dims back for the
+    // division (norm(x, dim=(1, 2)).unsqueeze(-1).unsqueeze(-1), .view(-1, 1, 1)).
+    if ((k == "aten::unsqueeze" || k == "aten::view" || k == "aten::reshape" || k == "aten::expand" ||
+         k == "aten::expand_as") &&
+        !n->inputs().empty() && is_tensor(n->input(0))) {
       v = n->input(0);
       continue;
     }
@@ -263,11 +272,20 @@ std::optional<Stat> analyze(Value* d, const std::function<std::optional<double>(
       st.red = reduction_dims(n, attr_double);
       break;
     }
-    if (k == "aten::norm" || k == "aten::linalg_vector_norm") {
+    if (k == "aten::norm" || k == "aten::linalg_vector_norm" || k == "aten::linalg_norm" || k == "aten::frobenius_norm") {
       // An L2 norm divided by sqrt(n) is a root-mean-square; without the
       // scaling (F.normalize) it is an L2 normalization, not counted here.
       if (!st.scaled) return std::nullopt;
-      if (n->inputs().size() >= 2) {
+      if (k == "aten::linalg_norm" && n->inputs().size() >= 3) {
+        // torch.linalg.norm: ord None or 'fro' over one or two dims is the
+        // L2 norm of the values; a number over two dims is a matrix norm
+        // (ord=2: the largest singular value), not a root-mean-square.
+        auto p = torch::jit::toIValue(n->input(1));
+        const auto dims = structure::const_int_list(n->input(2));
+        if (p && p->isString() && p->toStringRef() != "fro") return std::nullopt;
+        if (p && !p->isNone() && !p->isString() && !(dims && dims->size() == 1 && number(n->input(1)) == 2.0))
+          return std::nullopt;
+      } else if (k != "aten::frobenius_norm" && n->inputs().size() >= 2) {
         auto p = torch::jit::toIValue(n->input(1));
         if (p && !p->isNone()) {
           auto pv = number(n->input(1));

@@ -80,7 +80,10 @@ std::string render_message(const Rule& r, const MetricMap* local, const MetricMa
     if (name == "layer") return layer ? (layer->empty() ? "<root>" : *layer) : "n/a";
     if (name == "input") return input ? *input : "n/a";
     const MetricValue* v = lookup_metric(local, model, name);
-    return v ? format_metric(*v) : "n/a";
+    // A *_note metric is an optional part of a sentence ("; this is also what
+    // makes ..."): absent, it adds nothing.
+    const bool note = name.size() > 5 && name.compare(name.size() - 5, 5, "_note") == 0;
+    return v ? format_metric(*v) : note ? std::string() : std::string("n/a");
   });
 }
 

@@ -14,6 +14,7 @@
 // probe left behind.
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -106,6 +107,13 @@ TEST_P(ProbeAlone, EachProbeAloneOnTheRecordingWritesWhatItWroteInTheCheck) {
     ++probes_checked;
   }
   EXPECT_GE(probes_checked, 7) << "the case should exercise most probes";
+  // The recording is a real check: its passes ran and its layers were measured.
+  EXPECT_GE(full.passes.size(), 3u);
+  int64_t measured = 0;
+  for (const auto& l : full.layers) measured += l.metrics.count("act.rms");
+  EXPECT_GT(measured, 3);
+  std::cout << c.name << ": " << probes_checked << " probes rerun alone on a recording of " << full.passes.size()
+            << " passes; " << s->passes_run << " passes run in all\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(

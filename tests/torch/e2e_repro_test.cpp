@@ -1,0 +1,150 @@
+// End to end on independent reproductions of public bug reports
+// (fixtures/make_fixtures_repro.py: written by an evaluator who did not read
+// normdoctor's fixtures or sources, each a fault in the style of real code and
+// a healthy twin with the fix). These are the cases an earlier normdoctor got
+// wrong; each test asserts the whole set of warning/error findings (nothing
+// else may appear), the layer, and numbers derivable from the model.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "e2e_util.h"
+
+namespace {
+
+using nde2e::json;
+
+std::string repro(const std::string& name) { return nde2e::source_dir() + "/fixtures/models/repro/" + name; }
+
+json run_repro(const std::string& name, std::vector<std::string> extra = {}) {
+  nde2e::TempDir tmp;
+  std::vector<std::string> args = {"check", repro(name + ".pt"), "--input", repro(name + ".input.pt")};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const auto r = nde2e::run_nd(args, tmp.file("report.json"));
+  EXPECT_TRUE(r.has_report) << r.describe();
+  EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.describe();
+  return r.has_report ? r.report : json::object();
+}
+
+/// (rule, layer) of every warning or error finding; layer "" for none.
+std::set<std::pair<std::string, std::string>> serious(const json& rep) {
+  std::set<std::pair<std::string, std::string>> out;
+  if (!rep.contains("findings")) return {};
+  for (const auto& f : rep.at("findings"))
+    if (f.value("severity", "") != "info")
+      out.insert({f.value("rule_id", ""), f.contains("layer") && f["layer"].is_string() ? f["layer"].get<std::string>() : ""});
+  return out;
+}
+
+const json* finding(const json& rep, const std::string& id) {
+  if (!rep.contains("findings")) return nullptr;
+  for (const auto& f : rep.at("findings"))
+    if (f.value("rule_id", "") == id) return &f;
+  return nullptr;
+}
+
+using Set = std::set<std::pair<std::string, std::string>>;
+
+// ResNeSt#46: ASPP image pooling -> 1x1 conv -> BatchNorm, trained at batch 1
+// (saved in train mode, never trained: initial running statistics).
+TEST(Repro, BatchNormAfterPoolingAtBatchOne) {
+  const json rep = run_repro("c02_bn_after_pool_batch1");
+  EXPECT_EQ(serious(rep), (Set{{"BN006", "pool.2"}, {"BN001", "b0.1"}, {"MODE001", ""}}));
+  const json* f = finding(rep, "BN001");
+  ASSERT_NE(f, nullptr);
+  // The drift note is optional text: absent (the train pass raised), it adds nothing.
+  EXPECT_EQ(f->at("message").get<std::string>().find("n/a"), std::string::npos) << f->at("message");
+}
+
+// The same model saved in eval mode, checked on one image: the training batch
+// is only assumed, so information, not an error.
+TEST(Repro, BatchOfOneOnAnInferenceCheckpointIsInfo) {
+  const json rep = run_repro("c02_twin_bn_after_pool_eval");
+  EXPECT_EQ(serious(rep), Set{});
+  const json* f = finding(rep, "BN010");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("layer"), "pool.2");
+  EXPECT_EQ(f->at("severity"), "info");
+  // Given the real per-step batch of one, it is BN006 again.
+  const json given = run_repro("c02_twin_bn_after_pool_eval", {"--train-batch-size", "1"});
+  EXPECT_EQ(serious(given), (Set{{"BN006", "pool.2"}}));
+}
+
+// transformers#17463: last_hidden_state.mean(1) after a TransformerEncoder,
+// without the attention mask: padding reaches the sentence embedding.
+TEST(Repro, UnmaskedMeanPoolingAfterAFusedEncoder) {
+  const json rep = run_repro("c06_mean_pool_unmasked");
+  EXPECT_EQ(serious(rep), (Set{{"SEQ003", ""}}));
+  const auto& mm = rep.at("probes").at("model_metrics");
+  EXPECT_EQ(mm.at("pad.first_layer"), "proj");
+  EXPECT_EQ(mm.at("pad.entry_kind"), "pooling");
+  EXPECT_NE(mm.at("pad.entry_op").get<std::string>().find("aten::mean"), std::string::npos) << mm.at("pad.entry_op");
+  EXPECT_EQ(mm.at("pad.entry_layer"), "");  // the root's own forward: h.mean(dim=1)
+  EXPECT_GT(nde2e::as_number(mm.at("pad.rel_diff")), 0.1);
+  const json twin = run_repro("c06_twin_mean_pool_masked");
+  EXPECT_EQ(serious(twin), Set{});
+  EXPECT_LT(nde2e::as_number(twin.at("probes").at("model_metrics").at("pad.rel_diff")), 1e-5);
+}
+
+// pytorch#131060: masked_fill(~pair, -inf) makes the padded queries' rows NaN;
+// the twin masks with -10000 (old BERT), whose fully masked rows are uniform.
+TEST(Repro, FullyMaskedRowsAreNaNOnlyWithMinusInfinity) {
+  const json rep = run_repro("c07_attn_neginf_padded_rows");
+  EXPECT_EQ(serious(rep), (Set{{"ATTN002", "attn"}, {"ACT001", "attn.o"}}));
+  const json* f = finding(rep, "ATTN002");
+  ASSERT_NE(f, nullptr);
+  // 4 heads x the padded query positions of lengths 16, 11, 7, 13 of 16: 4 x (0 + 5 + 9 + 3).
+  EXPECT_EQ(f->at("evidence").at("attn.masked_nan_rows"), 68);
+  const json twin = run_repro("c07_twin_attn_mask_minus1e4");
+  EXPECT_EQ(serious(twin), Set{});
+  const json* l = nde2e::find_layer(twin, "attn");
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->at("metrics").value("attn.masked_nan_rows", -1), 0);
+  EXPECT_EQ(l->at("metrics").value("attn.masked_rows", -1), 68);
+}
+
+// pytorch#41527: a LayerNorm with eps 1e-12 over zero-padded frames in fp16.
+// The output gradient grows 1e6x across that one LayerNorm, not through depth:
+// not exploding gradients (the parameter gradients are flat).
+TEST(Repro, OneLayerNormOverZeroRowsIsNotExplodingGradients) {
+  const json rep = run_repro("c09_layernorm_eps1e12_fp16", {"--precision", "fp16"});
+  EXPECT_EQ(serious(rep), (Set{{"PREC002", "norm"}}));
+  const auto& mm = rep.at("probes").at("model_metrics");
+  EXPECT_GT(nde2e::as_number(mm.at("grad.input_output_ratio")), 1000);
+  EXPECT_GE(nde2e::as_number(mm.at("grad.max_step_share")), 0.5);
+  const json twin = run_repro("c09_twin_layernorm_eps1e5", {"--precision", "fp16"});
+  EXPECT_EQ(serious(twin), Set{});
+}
+
+// PerceptualSimilarity#69: sqrt(sum(x^2)) of all-zero feature columns
+// (letterboxed images) has an infinite derivative: the NaN gradient starts in
+// normalize's backward, reaching features.2 (the last layer of a Sequential).
+TEST(Repro, NaNGradientNamesTheModuleWhoseBackwardMadeIt) {
+  const json rep = run_repro("c10_sqrt_zero_nan_grad");
+  EXPECT_EQ(serious(rep), (Set{{"GRAD001", "normalize"}}));
+  const json* l = nde2e::find_layer(rep, "normalize");
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->at("metrics").at("grad.nonfinite_from"), "features.2");
+  // The zero columns: 8 black columns of the input minus two 3x3 convolutions' reach = 6,
+  // x 32 rows x 32 channels x 4 images.
+  EXPECT_EQ(l->at("metrics").at("grad.nonfinite_count"), 4 * 32 * 32 * 6);
+  EXPECT_EQ(serious(run_repro("c10_twin_sqrt_eps_inside")), Set{});
+}
+
+// llama-from-scratch#4: an RMSNorm over (T, D) spelled
+// torch.linalg.norm(x, dim=(1, 2)) * numel ** -0.5.
+TEST(Repro, RMSNormOverTimeSpelledWithLinalgNorm) {
+  const json rep = run_repro("c16_rmsnorm_over_time");
+  const auto got = serious(rep);
+  EXPECT_TRUE(got.count({"AXIS001", "llama_blocks.0.rms"})) << rep.at("findings").dump(1);
+  for (const auto& [rule, layer] : got) EXPECT_TRUE(rule == "AXIS001" || rule == "SEQ002") << rule << " at " << layer;
+  const json* l = nde2e::find_layer(rep, "llama_blocks.0.rms");
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->at("metrics").at("norm.statistic"), "norm");
+  EXPECT_EQ(serious(run_repro("c16_twin_rmsnorm_over_hidden")), Set{});
+}
+
+}  // namespace
