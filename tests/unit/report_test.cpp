@@ -63,7 +63,7 @@ nd::MetricsDoc basic_doc() {
                        {"act.first_beyond_fp16_layer", "none"},
                        {"act.first_beyond_fp16_count", 0},
                        {"grad.input_output_ratio", 2500.0},
-                       {"grad.max_step_share", 0.2},
+                       {"grad.ratio_from_one_norm", false},
                        {"grad.first_layer", "fc1"},
                        {"grad.last_layer", "head"},
                        {"grad.first_norm", 5.0},

@@ -102,7 +102,7 @@ const Expected kExpected[] = {
      "norm.gain_loaded_mean < 1.25 and norm.gain_loaded_std < 0.25"},
     {"GRAD001", "nonfinite-gradient", nd::Severity::kError, "layer", "all", false, "", "grad.first_nonfinite == true"},
     {"GRAD002", "exploding-gradients", nd::Severity::kWarning, "model", "all", false, "grad.first_layer",
-     "grad.input_output_ratio > 1000 and grad.max_step_share < 0.5"},
+     "grad.input_output_ratio > 1000 and grad.ratio_from_one_norm == false"},
     {"GRAD003", "vanishing-gradients", nd::Severity::kWarning, "model", "all", false, "grad.first_layer",
      "grad.input_output_ratio < 0.001 and grad.rel_contradicts_vanishing == false"},
     {"GRAD004", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "", "grad.params_no_signal > 0"},
@@ -148,7 +148,8 @@ const Expected kExpected[] = {
     {"SEQ003", "padding-contamination", nd::Severity::kError, "model", "all", false, "pad.entry_layer",
      "pad.via_pooling_or_conv == true and pad.rel_diff > 0.001 and pad.over_floor > 10"},
     {"SEQ004", "padding-contamination", nd::Severity::kWarning, "model", "all", false, "pad.first_layer",
-     "pad.via_norm == false and pad.via_pooling_or_conv == false and pad.rel_diff > 0.001 and pad.over_floor > 10"},
+     "layout.padding_input != \"\" and pad.via_norm == false and pad.via_pooling_or_conv == false and pad.rel_diff > 0.001 and "
+     "pad.over_floor > 10"},
     {"TL001", "nonfinite-forward", nd::Severity::kError, "layer", "all", false, "",
      "timeline.first_nonfinite_forward == true"},
     {"TL002", "nonfinite-gradient", nd::Severity::kError, "layer", "all", false, "",

@@ -554,7 +554,7 @@ void probe_forward_backward(Session& s) {
       // backward divides by sqrt(var + eps)) carries it all (share about 1),
       // and what it multiplies reaches no parameter when those rows are zero.
       double grow = 0, top = 0;
-      std::string top_layer;
+      size_t top_i = 0;
       for (size_t i = 0; i + 1 < pleaves.size(); ++i) {
         const double a = pleaves[i]->metrics["grad.out_norm"].get<double>();
         const double b = pleaves[i + 1]->metrics["grad.out_norm"].get<double>();
@@ -563,12 +563,27 @@ void probe_forward_backward(Session& s) {
         grow += step;
         if (step > top) {
           top = step;
-          top_layer = pleaves[i]->path;
+          top_i = i;
         }
       }
       if (grow > 0) {
         s.doc.model_metrics["grad.max_step_share"] = top / grow;
-        s.doc.model_metrics["grad.max_step_layer"] = top_layer;
+        s.doc.model_metrics["grad.max_step_layer"] = pleaves[top_i]->path;
+        // Whether that step crosses a normalization (one runs after the leaf
+        // on the input side and no later than the next leaf, which may be the
+        // norm itself: a LayerNorm has a gain).
+        const int64_t lo = pleaves[top_i]->exec_order, hi = pleaves[top_i + 1]->exec_order;
+        std::string norm;
+        for (const auto& n : s.inst->norm_ops()) {
+          auto it = idx.find(n.module);
+          if (it == idx.end()) continue;
+          const int64_t e = s.doc.layers[it->second].exec_order;
+          if (e > lo && e <= hi) {
+            norm = n.module;
+            break;
+          }
+        }
+        s.doc.model_metrics["grad.max_step_norm"] = norm;
       }
     }
   }
@@ -598,6 +613,24 @@ void probe_forward_backward(Session& s) {
     mm["grad.rel_last_layer"] = wleaves.back()->path;
     mm["grad.rel_first"] = first;
     mm["grad.rel_last"] = last;
+  }
+  // GRAD002's guard: the output-gradient ratio made by one normalization's
+  // backward (half or more of the growth in the step across it) while the
+  // weight-relative gradients stay within 10x: a LayerNorm over rows that are
+  // almost constant (zero padding) with a tiny eps divides by sqrt(eps) there,
+  // and what it multiplies meets zero inputs, so no parameter receives it.
+  // Gradients that explode through depth, or a parameterized layer with a
+  // huge gain, are not this.
+  {
+    MetricMap& mm = s.doc.model_metrics;
+    auto sh = mm.find("grad.max_step_share");
+    auto nm = mm.find("grad.max_step_norm");
+    auto rr = mm.find("grad.rel_ratio");
+    const bool one_norm = sh != mm.end() && sh->second.is_number() && sh->second.get<double>() >= 0.5 &&
+                          nm != mm.end() && nm->second.is_string() && !nm->second.get<std::string>().empty() &&
+                          rr != mm.end() && rr->second.is_number() && rr->second.get<double>() >= 0.1 &&
+                          rr->second.get<double>() <= 10;
+    if (mm.count("grad.input_output_ratio")) mm["grad.ratio_from_one_norm"] = one_norm;
   }
   // GRAD003's guard: raw output-gradient norms that vanish toward the input
   // while the weight-relative gradients stay within 10x of each other are a
