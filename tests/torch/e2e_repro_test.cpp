@@ -26,6 +26,7 @@ json run_repro(const std::string& name, std::vector<std::string> extra = {}) {
   const auto r = nde2e::run_nd(args, tmp.file("report.json"));
   EXPECT_TRUE(r.has_report) << r.describe();
   EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.describe();
+  if (r.has_report) EXPECT_FALSE(r.report.at("probes").contains("undeclared_metrics")) << r.report.at("probes").at("undeclared_metrics");
   return r.has_report ? r.report : json::object();
 }
 
@@ -145,6 +146,37 @@ TEST(Repro, RMSNormOverTimeSpelledWithLinalgNorm) {
   ASSERT_NE(l, nullptr);
   EXPECT_EQ(l->at("metrics").at("norm.statistic"), "norm");
   EXPECT_EQ(serious(run_repro("c16_twin_rmsnorm_over_hidden")), Set{});
+}
+
+// Tacotron2-PyTorch#8: the Prenet's F.dropout(x, 0.5, training=True) keeps
+// dropout on in eval. The finding names prenet, whose forward runs it, not
+// the first module to receive its output.
+TEST(Repro, HardCodedDropoutNamesTheModuleThatRunsIt) {
+  const json rep = run_repro("d01_prenet_dropout_always_on");
+  EXPECT_EQ(serious(rep), (Set{{"MODE004", "prenet"}}));
+  const auto& mm = rep.at("probes").at("model_metrics");
+  EXPECT_EQ(mm.at("evalrep.first_seen_at"), "prenet.layers.1.linear_layer");
+  EXPECT_EQ(serious(run_repro("d01_twin_prenet_dropout_self_training")), Set{});
+}
+
+// pytorch#81985: an InstanceNorm1d over time after a 3-tap convolution. The
+// convolution reads one padded frame at the boundary (the first module whose
+// output changes, a little); the InstanceNorm's statistics take in every
+// padded frame (its output changes far more): the norm is named.
+TEST(Repro, InstanceNormOverTimeAfterAConvolutionIsNamed) {
+  const json rep = run_repro("d15_instancenorm1d_over_time");
+  // At the shorter length the convolution's boundary frame and the norm change
+  // the shared positions by similar amounts (0.08 and 0.12): SEQ002 may name
+  // the norm or stay silent; SEQ001 must.
+  auto got = serious(rep);
+  got.erase({"SEQ002", "blocks.0.norm"});
+  EXPECT_EQ(got, (Set{{"SEQ001", "blocks.0.norm"}}));
+  const auto& mm = rep.at("probes").at("model_metrics");
+  EXPECT_EQ(mm.at("pad.first_layer"), "blocks.0.conv");
+  EXPECT_EQ(mm.at("pad.norm_layer"), "blocks.0.norm");
+  // The twin normalizes over channels: only the convolution's boundary frame
+  // changes, and without a padding mask no padding rule applies.
+  EXPECT_EQ(serious(run_repro("d15_twin_layernorm_over_channels")), Set{});
 }
 
 }  // namespace

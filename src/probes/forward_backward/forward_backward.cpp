@@ -734,7 +734,9 @@ void probe_forward_backward(Session& s) {
 
 const std::vector<std::string>& forward_backward_writes() {
   static const std::vector<std::string> names = {
-      "act.", "attn.", "fwd.", "grad.", "loss.", "norm.eps", "norm.gain_absmax", "norm.gain_mean",
+      // bn.batch_of_one, bn.values_per_channel: a train pass that BatchNorm
+      // refused (one value per channel), turned into evidence for BN006/BN010
+      "act.", "attn.", "bn.batch_of_one", "bn.values_per_channel", "fwd.", "grad.", "loss.", "norm.eps", "norm.gain_absmax", "norm.gain_mean",
       "norm.gain_p99", "param.", "sat.", "softmax."};
   return names;
 }

@@ -429,7 +429,29 @@ void probe_normalization(Session& s) {
     }
     double d = 0;
     const std::string first = first_divergence(s, module_stats(im, *again.collector), eval_stats, 0.0, &d);
-    if (!first.empty()) mm["evalrep.first_layer"] = first;
+    // The module that runs the random op, not the first one to receive its
+    // output: a dropout whose training flag is written as a constant true
+    // (F.dropout(x, p, training=True) in a forward) ignores eval() by
+    // construction. Otherwise the first module whose output differs.
+    std::string source;
+    bool found = false;
+    for (const auto& mo : im.mode_ops())
+      if (mo.op == "dropout" && mo.constant && mo.constant_value && !mo.baked) {
+        source = mo.module;
+        found = true;
+        break;
+      }
+    if (!first.empty()) {
+      mm["evalrep.first_seen_at"] = first;
+      if (found) {
+        mm["evalrep.first_layer"] = source;
+        mm["evalrep.cause"] = "a dropout with training=True written into " + (source.empty() ? std::string("the model's") : source + "'s") +
+                              " forward, so eval() cannot switch it off";
+      } else {
+        mm["evalrep.first_layer"] = first;
+        mm["evalrep.cause"] = "a random op there or in the code that feeds it ignores eval() (the first module whose output differs)";
+      }
+    }
   }
 
   // ---- batch dependence in eval mode --------------------------------------

@@ -803,6 +803,31 @@ void probe_sequence(Session& s) {
       if (t.kind == TapKind::kSoftmaxInput && (t.module == layer || t.module.rfind(layer + ".", 0) == 0)) return "attention";
     return "other";
   };
+  // The normalization over time through which the change reaches real
+  // positions: the first changed module when it is one; else the first norm
+  // over time whose output changes at least 3x more than any module before it
+  // (a norm passes a relative change on at about its size; three times more
+  // is its own statistics taking in the padded or extra positions: an
+  // InstanceNorm over time after a convolution that reads one padded frame at
+  // the boundary). "" when none.
+  auto norm_route = [&](const Deviation& d) -> std::string {
+    if (!d.first.empty() && norm_at(d.first)) return d.first;
+    if (!(d.root > kChanged)) return "";
+    for (size_t j = 0; j < d.modules.size(); ++j) {
+      const auto& [n, rn] = d.modules[j];
+      if (n.empty() || !(rn > kChanged) || !norm_at(n)) continue;
+      // Modules before it, leaving out its ancestors (a container's output
+      // already holds what the norm did).
+      double before = 0;
+      for (size_t i = 0; i < j; ++i) {
+        const std::string& m = d.modules[i].first;
+        if (m.empty() || n.rfind(m + ".", 0) == 0) continue;
+        before = std::max(before, d.modules[i].second);
+      }
+      if (before > 0 && rn >= 3 * before) return n;
+    }
+    return "";
+  };
   auto dev_json = [&](const Deviation& d) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& [m, r] : d.modules)
@@ -833,9 +858,11 @@ void probe_sequence(Session& s) {
     s.doc.model_metrics["pad.padded_to"] = L.T + P;
     s.doc.model_metrics["pad.first_layer"] = w.first;
     s.doc.model_metrics["pad.first_layer_kind"] = w.first.empty() && !(w.root > kChanged) ? "none" : kind_of_layer(w.first);
-    s.doc.model_metrics["pad.via_norm"] = !w.first.empty() && norm_at(w.first);
+    const std::string via = norm_route(w);
+    s.doc.model_metrics["pad.via_norm"] = !via.empty();
+    if (!via.empty()) s.doc.model_metrics["pad.norm_layer"] = via;
     // Not through a norm: a pooling over time or a convolution over time.
-    const Entry e = (w.root > kChanged && !(!w.first.empty() && norm_at(w.first))) ? entry_at(w.first) : Entry{};
+    const Entry e = (w.root > kChanged && via.empty()) ? entry_at(w.first) : Entry{};
     s.doc.model_metrics["pad.via_pooling_or_conv"] = !e.kind.empty();
     if (!e.kind.empty()) {
       s.doc.model_metrics["pad.entry_kind"] = e.kind;
@@ -863,7 +890,9 @@ void probe_sequence(Session& s) {
     s.doc.model_metrics["seqlen.rel_diff"] = num(d.root);
     s.doc.model_metrics["seqlen.first_layer"] = d.first;
     s.doc.model_metrics["seqlen.first_layer_kind"] = d.first.empty() && !(d.root > kChanged) ? "none" : kind_of_layer(d.first);
-    s.doc.model_metrics["seqlen.via_norm"] = !d.first.empty() && norm_at(d.first);
+    const std::string via = norm_route(d);
+    s.doc.model_metrics["seqlen.via_norm"] = !via.empty();
+    if (!via.empty()) s.doc.model_metrics["seqlen.norm_layer"] = via;
   }
   s.doc.probes["sequence_length"] = js;
 }
@@ -874,11 +903,12 @@ const std::vector<std::string>& sequence_writes() {
       "norm.computing_dtype", "norm.eps", "norm.fails_at_other_length", "norm.input_layout",
       "norm.input_shape", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.op",
       "norm.over_batch", "norm.over_time", "norm.reduced_axes", "norm.reduces_batch", "norm.reduces_time",
-      "norm.spatial_size", "norm.statistic", "norm.time_axis_from", "norm.written_out", "pad.error",
-      "pad.first_layer", "pad.first_layer_kind", "pad.mode", "pad.norms_over_time", "pad.padded_to",
+      "norm.spatial_size", "norm.statistic", "norm.time_axis_from", "norm.written_out", "pad.entry_kind",
+      "pad.entry_layer", "pad.entry_op", "pad.error", "pad.first_layer", "pad.first_layer_kind", "pad.mode",
+      "pad.norm_layer", "pad.norms_over_time", "pad.padded_to",
       "pad.rel_diff", "pad.rel_diff_eval", "pad.rel_diff_train", "pad.via_norm", "pad.via_pooling_or_conv",
       "seqlen.error", "seqlen.failed_layer", "seqlen.first_layer", "seqlen.first_layer_kind", "seqlen.lengths",
-      "seqlen.rel_diff", "seqlen.via_norm"};
+      "seqlen.norm_layer", "seqlen.rel_diff", "seqlen.via_norm"};
   return names;
 }
 
