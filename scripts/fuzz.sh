@@ -13,7 +13,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$here"
 seconds="${1:-20}"
-targets=(${ND_FUZZ_TARGETS:-fuzz_pickle fuzz_checkpoint fuzz_safetensors fuzz_input_spec fuzz_zip_index fuzz_pt2_archive fuzz_rule_file fuzz_config})
+targets=(${ND_FUZZ_TARGETS:-fuzz_pickle fuzz_checkpoint fuzz_safetensors fuzz_input_spec fuzz_zip_index fuzz_pt2_archive fuzz_rule_file fuzz_rule_cases fuzz_config})
 
 scripts/install-deps.sh
 scripts/install-deps.sh .ci/packages-fuzz.txt
