@@ -86,18 +86,31 @@ std::vector<at::Tensor> Session::output_tensors(const c10::IValue& out) {
   return ts;
 }
 
-double Session::relative_difference(const c10::IValue& a, const c10::IValue& b) {
+double Session::relative_difference(const c10::IValue& a, const c10::IValue& b, bool ids_share) {
   const auto ta = output_tensors(a), tb = output_tensors(b);
   if (ta.size() != tb.size()) return std::numeric_limits<double>::quiet_NaN();
   double num = 0, den = 0;
+  bool any_float = false;
+  int64_t ids_changed = 0, ids = 0;  // outputs with no floating tensor: class or token ids
   for (size_t i = 0; i < ta.size(); ++i) {
-    if (!ta[i].is_floating_point() || !tb[i].is_floating_point()) continue;
+    if (!ta[i].is_floating_point() || !tb[i].is_floating_point()) {
+      if (!ta[i].is_floating_point() && !tb[i].is_floating_point() && ta[i].sizes() == tb[i].sizes()) {
+        ids_changed += ta[i].ne(tb[i]).sum().item<int64_t>();
+        ids += ta[i].numel();
+      }
+      continue;
+    }
+    any_float = true;
     if (ta[i].sizes() != tb[i].sizes()) return std::numeric_limits<double>::quiet_NaN();
     at::Tensor x = ta[i].detach().to(at::kDouble), y = tb[i].detach().to(at::kDouble);
     at::Tensor ok = at::isfinite(x).logical_and(at::isfinite(y));
     num += (x - y).masked_fill(ok.logical_not(), 0).pow(2).sum().item<double>();
     den += y.masked_fill(ok.logical_not(), 0).pow(2).sum().item<double>();
   }
+  // A model that returns only ids (argmax predictions, generated tokens):
+  // the share of ids that changed, so drift and batch dependence are still
+  // measured (issue 15.3).
+  if (ids_share && !any_float && ids > 0) return static_cast<double>(ids_changed) / static_cast<double>(ids);
   if (den == 0) return num == 0 ? 0.0 : std::numeric_limits<double>::infinity();
   return std::sqrt(num / den);
 }

@@ -246,7 +246,13 @@ class Session {
   static std::vector<at::Tensor> output_tensors(const c10::IValue& out);
   /// ||a - b|| / ||b|| over the floating tensors of two outputs of the same
   /// structure (non-finite elements ignored); NaN when they do not match.
-  static double relative_difference(const c10::IValue& a, const c10::IValue& b);
+  /// With `ids` set, outputs with no floating tensor (class ids, token ids)
+  /// compare as the share of their elements that differ (0..1); without it
+  /// they compare as 0. Only for comparisons whose healthy value is exact
+  /// (the same eval computation on other batch compositions, an eval repeat):
+  /// between train and eval mode a tiny logit change flips near-tied ids, so
+  /// the share says nothing there.
+  static double relative_difference(const c10::IValue& a, const c10::IValue& b, bool ids = false);
   /// Throws nd::Error(timeout) when --timeout has passed; `where` names the probe.
   void check_timeout(const std::string& where) const;
 

@@ -548,6 +548,36 @@ TEST(E2EErrors, IntegerTensorOutputRunsTheForwardProbes) {
   EXPECT_EQ(r.report.at("probes").at("normalization").value("status", ""), "ok");
 }
 
+// A classifier that returns argmax ids and standardizes its features with the
+// batch's statistics in eval mode too (a hand-written BatchNorm without
+// running statistics): batch dependence is measured on the ids (the share
+// that change when an example runs alone), not read as 0. Its twin
+// standardizes each example by its own statistics: no ids change.
+TEST(E2EErrors, IdOutputsStillShowBatchDependence) {
+  TempDir tmp;
+  save_module("def forward(self, x):\n"
+              "    h = torch.cat([x, torch.mm(x, self.w)], 1)\n"
+              "    h = (h - h.mean(0, keepdim=True)) / (h.std(0, keepdim=True) + 1e-05)\n"
+              "    return torch.argmax(h, 1)\n",
+              tmp.file("ids_batch.pt"));
+  save_module("def forward(self, x):\n"
+              "    h = torch.cat([x, torch.mm(x, self.w)], 1)\n"
+              "    h = (h - h.mean(1, keepdim=True)) / (h.std(1, keepdim=True) + 1e-05)\n"
+              "    return torch.argmax(h, 1)\n",
+              tmp.file("ids_example.pt"));
+  const NdRun r = check(tmp.file("ids_batch.pt"), {}, {"--input-shape", "8x3"}, tmp.file("r.json"));
+  ASSERT_TRUE(r.has_report) << r.describe();
+  const json& mm = r.report.at("probes").at("model_metrics");
+  EXPECT_GT(nde2e::as_number(mm.at("batchdep.max_rel_diff")), 0.1) << mm.dump();
+  bool bn005 = false;
+  for (const auto& f : r.report.at("findings")) bn005 = bn005 || f.value("rule_id", "") == "BN005";
+  EXPECT_TRUE(bn005) << r.report.at("findings").dump(1);
+  const NdRun t = check(tmp.file("ids_example.pt"), {}, {"--input-shape", "8x3"}, tmp.file("t.json"));
+  ASSERT_TRUE(t.has_report) << t.describe();
+  EXPECT_EQ(nde2e::as_number(t.report.at("probes").at("model_metrics").at("batchdep.max_rel_diff")), 0.0);
+  for (const auto& f : t.report.at("findings")) EXPECT_NE(f.value("rule_id", ""), "BN005") << f.dump();
+}
+
 /// A model whose forward runs for hours: a scripted loop over a tiny tensor.
 std::string save_endless_model(const TempDir& tmp) {
   const std::string p = tmp.file("endless.pt");

@@ -418,7 +418,7 @@ void probe_normalization(Session& s) {
     }
     const_cast<CheckOptions&>(s.opt).seed -= 1;
     const PassResult& again = *again_p;
-    const double rep_diff = Session::relative_difference(again.output, eval.output);
+    const double rep_diff = Session::relative_difference(again.output, eval.output, /*ids=*/true);
     mm["evalrep.rel_diff"] = num(rep_diff);
     // Noise floor of the drift comparison (issue 16.11): the same eval pass
     // repeated. Deterministic kernels give 0 (then any drift is above it).
@@ -523,11 +523,11 @@ void probe_normalization(Session& s) {
       }
       throw;
     }
-    const double d0 = Session::relative_difference(first_alone.output, rows_of(ref.output, layout, one(0)));
-    const double d1 = Session::relative_difference(last_alone.output, rows_of(ref.output, layout, one(batch - 1)));
+    const double d0 = Session::relative_difference(first_alone.output, rows_of(ref.output, layout, one(0)), /*ids=*/true);
+    const double d1 = Session::relative_difference(last_alone.output, rows_of(ref.output, layout, one(batch - 1)), /*ids=*/true);
     at::Tensor rev = at::arange(batch - 1, -1, -1, at::kLong);
     PassResult rr = s.run_pass(spec("eval-reversed", select_examples(s, layout, rev), 0));
-    const double dr = Session::relative_difference(rows_of(rr.output, layout, rev), ref.output);
+    const double dr = Session::relative_difference(rows_of(rr.output, layout, rev), ref.output, /*ids=*/true);
     const double worst = std::isnan(d1) || d0 >= d1 ? d0 : d1;
     mm["batchdep.max_rel_diff"] = num(worst);
     mm["batchdep.worst_example"] = std::isnan(d1) || d0 >= d1 ? "0" : std::to_string(batch - 1);
