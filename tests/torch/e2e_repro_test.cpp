@@ -44,8 +44,10 @@ ReproRun run_repro_raw(const std::string& name, std::vector<std::string> extra =
 #endif
   EXPECT_TRUE(r.has_report) << r.describe();
   EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.describe();
-  if (r.has_report) EXPECT_FALSE(r.report.at("probes").contains("undeclared_metrics")) << r.report.at("probes").at("undeclared_metrics");
-  if (r.has_report) out.report = r.report;
+  if (r.has_report) {
+    EXPECT_FALSE(r.report.at("probes").contains("undeclared_metrics")) << r.report.at("probes").at("undeclared_metrics");
+    out.report = r.report;
+  }
   return out;
 }
 
