@@ -108,8 +108,8 @@ double Session::relative_difference(const c10::IValue& a, const c10::IValue& b, 
     den += y.masked_fill(ok.logical_not(), 0).pow(2).sum().item<double>();
   }
   // A model that returns only ids (argmax predictions, generated tokens):
-  // the share of ids that changed, so drift and batch dependence are still
-  // measured (issue 15.3).
+  // with ids_share, the share of ids that changed (batch dependence and the
+  // eval repeat, issue 15.3); without it such outputs compare as 0.
   if (ids_share && !any_float && ids > 0) return static_cast<double>(ids_changed) / static_cast<double>(ids);
   if (den == 0) return num == 0 ? 0.0 : std::numeric_limits<double>::infinity();
   return std::sqrt(num / den);

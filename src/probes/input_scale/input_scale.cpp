@@ -2,6 +2,7 @@
 // (input_scale.h). One extra eval pass per such input.
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "probes/input_scale/input_scale.h"
@@ -26,12 +27,14 @@ bool has_float_tensor(const c10::IValue& out) {
 }  // namespace
 
 void probe_input_scale(Session& s) {
-  std::vector<size_t> todo;
+  // The inputs to judge, with their argument index (s.doc.inputs does not
+  // change size while the probe runs).
+  std::vector<std::pair<InputMetrics*, size_t>> todo;
   for (auto& im : s.doc.inputs) {
     auto sc = im.metrics.find("input.scale");
     if (sc == im.metrics.end() || !sc->second.is_number() || !(sc->second.get<double>() > kScaleGate)) continue;
     if (im.index < 0 || static_cast<size_t>(im.index) >= s.args.size() || !s.args[im.index].value.isTensor()) continue;
-    todo.push_back(static_cast<size_t>(im.index));
+    todo.push_back({&im, static_cast<size_t>(im.index)});
   }
   if (todo.empty()) {
     // Nothing to judge is not a probe that could not run.
@@ -41,9 +44,7 @@ void probe_input_scale(Session& s) {
   }
   // Not shown invariant until a pass shows it (a pass that raises, or no
   // floating-point output, leaves IN002 as it was).
-  for (auto& im : s.doc.inputs)
-    for (size_t i : todo)
-      if (im.index == static_cast<int64_t>(i)) im.metrics["input.scale_invariant"] = false;
+  for (auto& [im, i] : todo) im->metrics["input.scale_invariant"] = false;
   const PassSpec ref_spec = normalization_nodropout_spec(false);
   const auto ref = s.pass(ref_spec);
   if (!has_float_tensor(ref->output)) {
@@ -51,7 +52,7 @@ void probe_input_scale(Session& s) {
     return;
   }
   nlohmann::json rows = nlohmann::json::array();
-  for (size_t i : todo) {
+  for (auto& [im, i] : todo) {
     PassSpec p = ref_spec;
     p.name = "eval-" + s.args[i].name + "-x2";
     p.probe = "input_scale";
@@ -60,11 +61,8 @@ void probe_input_scale(Session& s) {
     p.edit = s.args[i].name + " times 2";
     const auto r = s.pass(p);
     const double d = Session::relative_difference(r->output, ref->output);
-    for (auto& im : s.doc.inputs)
-      if (im.index == static_cast<int64_t>(i)) {
-        im.metrics["input.scale_invariance_rel_diff"] = std::isfinite(d) ? MetricValue(d) : MetricValue(nullptr);
-        im.metrics["input.scale_invariant"] = std::isfinite(d) && d < kInvariant;
-      }
+    im->metrics["input.scale_invariance_rel_diff"] = std::isfinite(d) ? MetricValue(d) : MetricValue(nullptr);
+    im->metrics["input.scale_invariant"] = std::isfinite(d) && d < kInvariant;
     rows.push_back({{"input", s.args[i].name}, {"rel_output_diff", std::isfinite(d) ? nlohmann::json(d) : nlohmann::json(nullptr)}});
   }
   s.doc.probes["input_scale"]["inputs"] = rows;
