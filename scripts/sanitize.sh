@@ -5,8 +5,9 @@
 # report fails the run (halt_on_error).
 #
 #   scripts/sanitize.sh                 the unit tests (CI runs this)
-#   scripts/sanitize.sh TARGET...       also these torch test targets, e.g.
-#                                       nd_model_batch_file_test nd_e2e_errors_test
+#   scripts/sanitize.sh TARGET...       also these torch test targets (nd_model_tests,
+#                                       nd_torch_tests); ND_SANITIZE_FILTER='E2EErrors.*'
+#                                       runs only the matching cases of them
 #                                       (slow: a full LibTorch build; docs/bad-inputs.md
 #                                       records what was run and the result)
 set -euo pipefail
@@ -18,7 +19,7 @@ scripts/install-deps.sh
 launcher="${CMAKE_CXX_COMPILER_LAUNCHER:-}"
 [ -n "$launcher" ] || launcher="$(scripts/ccache-launcher.sh)"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
-  -DNORMDOCTOR_SANITIZE=ON -DNORMDOCTOR_BUILD_BENCH=OFF ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER=$launcher} >/dev/null
+  -DNORMDOCTOR_SANITIZE=ON -DNORMDOCTOR_BUILD_BENCH=OFF -DCMAKE_UNITY_BUILD="${ND_UNITY_BUILD:-ON}" ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER=$launcher} >/dev/null
 cmake --build build-asan --target nd_unit_tests "$@"
 # LibTorch's own allocations at exit are not ours to fix: leaks are checked in
 # the torch-free tests only.
@@ -27,9 +28,10 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:dete
 build-asan/tests/nd_unit_tests --gtest_brief=1
 for t in "$@"; do
   case "$t" in
-    nd_*_test)
+    nd_*_tests)
       # The e2e tests run the ASan-built normdoctor binary (ND_BINARY).
-      ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" build-asan/tests/"$t" --gtest_brief=1 ;;
+      ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" build-asan/tests/"$t" --gtest_brief=1 \
+        --gtest_filter="${ND_SANITIZE_FILTER:-*}" ;;
   esac
 done
 echo "sanitize: no AddressSanitizer/UndefinedBehaviorSanitizer report"

@@ -18,9 +18,7 @@ namespace {
 
 using K = PickleValue::Kind;
 
-[[noreturn]] void fail(std::string_view source, const std::string& what) {
-  throw load_error(error_kind::kWeightsLoad, printable(std::string(source) + ": " + what));
-}
+[[noreturn]] void fail_checkpoint(std::string_view source, const std::string& what) { throw_load_error(error_kind::kWeightsLoad, source, what); }
 
 const PickleValue* dict_get(const PickleValue& d, std::string_view key) {
   if (d.kind != K::kDict) return nullptr;
@@ -97,7 +95,7 @@ bool is_optimizer_state(const PickleValue& d) {
 
 StateDictView find_state_dict(const PickleValue& root, std::string_view source) {
   if (root.kind != K::kDict) {
-    fail(source, std::string("holds a ") + pickle_kind_name(root.kind) +
+    fail_checkpoint(source, std::string("holds a ") + pickle_kind_name(root.kind) +
                      ", not a state_dict (expected a dict of parameter name -> tensor saved with "
                      "torch.save(model.state_dict()), or a checkpoint dict holding one under 'state_dict', "
                      "'model_state_dict', 'model' or 'module')");
@@ -107,10 +105,10 @@ StateDictView find_state_dict(const PickleValue& root, std::string_view source) 
   const PickleValue* sd = find_in(root, 0, where);
   if (!sd) {
     if (is_optimizer_state(root)) {
-      fail(source, "is an optimizer state_dict ('state' and 'param_groups'), not model weights; give it with "
+      fail_checkpoint(source, "is an optimizer state_dict ('state' and 'param_groups'), not model weights; give it with "
                    "--optimizer-state");
     }
-    fail(source, "holds no state_dict: a dict with keys " + key_list(root) +
+    fail_checkpoint(source, "holds no state_dict: a dict with keys " + key_list(root) +
                      " and no str -> tensor dict at the root or under 'state_dict', 'model_state_dict', 'model' "
                      "or 'module'");
   }
@@ -124,7 +122,7 @@ StateDictView find_state_dict(const PickleValue& root, std::string_view source) 
   for (std::size_t i = 0; i < sd->keys.size() && i < sd->items.size(); ++i) {
     const PickleValue& k = sd->keys[i];
     if (k.kind != K::kString) {
-      fail(source, "state_dict key " + std::to_string(i) + " is a " + pickle_kind_name(k.kind) +
+      fail_checkpoint(source, "state_dict key " + std::to_string(i) + " is a " + pickle_kind_name(k.kind) +
                        ", not a parameter name (str)");
     }
     const PickleValue& v = sd->items[i];
@@ -162,8 +160,8 @@ OptimizerStateDict find_optimizer_state(const PickleValue& root, std::string_vie
   }
   if (!d) {
     if (root.kind == K::kDict && is_state_dict(root))
-      fail(source, "is a model state_dict, not an optimizer state_dict; give it with --weights");
-    fail(source, std::string("holds no optimizer state_dict (expected torch.save(optimizer.state_dict()): a dict with "
+      fail_checkpoint(source, "is a model state_dict, not an optimizer state_dict; give it with --weights");
+    fail_checkpoint(source, std::string("holds no optimizer state_dict (expected torch.save(optimizer.state_dict()): a dict with "
                              "'state' and 'param_groups', or a checkpoint holding one under 'optimizer', "
                              "'optimizer_state_dict' or 'optimizer_states'); found a ") +
                      pickle_kind_name(root.kind) + (root.kind == K::kDict ? " with keys " + key_list(root) : ""));
@@ -172,17 +170,17 @@ OptimizerStateDict find_optimizer_state(const PickleValue& root, std::string_vie
   for (std::size_t gi = 0; gi < groups.items.size(); ++gi) {
     const PickleValue& g = groups.items[gi];
     const std::string gw = "param_groups[" + std::to_string(gi) + "]";
-    if (g.kind != K::kDict) fail(source, gw + " is a " + pickle_kind_name(g.kind) + ", not a dict");
+    if (g.kind != K::kDict) fail_checkpoint(source, gw + " is a " + pickle_kind_name(g.kind) + ", not a dict");
     OptimizerGroup og;
     for (std::size_t i = 0; i < g.keys.size() && i < g.items.size(); ++i) {
       if (g.keys[i].kind != K::kString) continue;
       const std::string& name = g.keys[i].str;
       const PickleValue& v = g.items[i];
       if (name == "params") {
-        if (v.kind != K::kList && v.kind != K::kTuple) fail(source, gw + "['params'] is not a list");
+        if (v.kind != K::kList && v.kind != K::kTuple) fail_checkpoint(source, gw + "['params'] is not a list");
         for (const auto& p : v.items) {
           if (p.kind != K::kInt || p.integer < 0)
-            fail(source, gw + "['params'] holds a " + std::string(pickle_kind_name(p.kind)) +
+            fail_checkpoint(source, gw + "['params'] holds a " + std::string(pickle_kind_name(p.kind)) +
                              ", not a parameter index (int >= 0)");
           og.params.push_back(p.integer);
         }
@@ -191,7 +189,7 @@ OptimizerStateDict find_optimizer_state(const PickleValue& root, std::string_vie
           og.beta1 = as_number(v.items[0]);
           og.beta2 = as_number(v.items[1]);
         }
-        if (!og.beta1 || !og.beta2) fail(source, gw + "['betas'] is not a pair of numbers");
+        if (!og.beta1 || !og.beta2) fail_checkpoint(source, gw + "['betas'] is not a pair of numbers");
       } else if (v.kind == K::kBool) {
         og.flags[name] = v.boolean;
       } else if (auto x = as_number(v)) {
@@ -208,11 +206,11 @@ OptimizerStateDict find_optimizer_state(const PickleValue& root, std::string_vie
   for (std::size_t i = 0; i < state.keys.size() && i < state.items.size(); ++i) {
     const PickleValue& k = state.keys[i];
     if (k.kind != K::kInt || k.integer < 0)
-      fail(source, "optimizer 'state' key " + std::to_string(i) + " is a " + pickle_kind_name(k.kind) +
+      fail_checkpoint(source, "optimizer 'state' key " + std::to_string(i) + " is a " + pickle_kind_name(k.kind) +
                        ", not a parameter index (int >= 0)");
     const PickleValue& v = state.items[i];
     if (v.kind != K::kDict)
-      fail(source, "optimizer state of parameter " + std::to_string(k.integer) + " is a " + pickle_kind_name(v.kind) +
+      fail_checkpoint(source, "optimizer state of parameter " + std::to_string(k.integer) + " is a " + pickle_kind_name(v.kind) +
                        ", not a dict");
     OptimizerParamState ps;
     ps.index = k.integer;
@@ -230,7 +228,7 @@ OptimizerStateDict find_optimizer_state(const PickleValue& root, std::string_vie
   std::sort(out.state.begin(), out.state.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
   for (std::size_t i = 1; i < out.state.size(); ++i)
     if (out.state[i].index == out.state[i - 1].index)
-      fail(source, "optimizer 'state' holds parameter " + std::to_string(out.state[i].index) + " twice");
+      fail_checkpoint(source, "optimizer 'state' holds parameter " + std::to_string(out.state[i].index) + " twice");
   out.kind = out.state.empty() ? "stateless" : (adam && !momentum && !other) ? "adam"
                                            : (momentum && !adam && !other) ? "sgd_momentum"
                                                                            : "unknown";
@@ -242,19 +240,19 @@ std::map<std::string, std::string> parse_shard_index(std::string_view text, std:
   try {
     j = nlohmann::json::parse(text.begin(), text.end());
   } catch (const std::exception& e) {
-    fail(source, std::string("is not valid JSON: ") + e.what());
+    fail_checkpoint(source, std::string("is not valid JSON: ") + e.what());
   }
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-    fail(source, "is not a sharded checkpoint index: no \"weight_map\" object");
+    fail_checkpoint(source, "is not a sharded checkpoint index: no \"weight_map\" object");
   std::map<std::string, std::string> out;
   for (const auto& [name, file] : j["weight_map"].items()) {
-    if (!file.is_string()) fail(source, "weight_map entry '" + name + "' is not a file name (string)");
+    if (!file.is_string()) fail_checkpoint(source, "weight_map entry '" + name + "' is not a file name (string)");
     const std::string f = file.get<std::string>();
     if (f.empty() || f.front() == '/' || f.find("..") != std::string::npos || f.find('\\') != std::string::npos)
-      fail(source, "weight_map entry '" + name + "' names '" + f + "', outside the index's folder");
+      fail_checkpoint(source, "weight_map entry '" + name + "' names '" + f + "', outside the index's folder");
     out[name] = f;
   }
-  if (out.empty()) fail(source, "weight_map is empty: the index names no tensors");
+  if (out.empty()) fail_checkpoint(source, "weight_map is empty: the index names no tensors");
   return out;
 }
 

@@ -39,9 +39,7 @@ const char* pickle_kind_name(PickleValue::Kind kind) {
 
 namespace {
 
-[[noreturn]] void fail(std::string_view source, const std::string& what) {
-  throw load_error(error_kind::kInputLoad, printable(std::string(source) + ": " + what));
-}
+[[noreturn]] void fail_pickle(std::string_view source, const std::string& what) { throw_load_error(error_kind::kInputLoad, source, what); }
 
 // Overflow-checked arithmetic on non-negative int64.
 bool mul_ok(int64_t a, int64_t b, int64_t* out) {
@@ -164,7 +162,7 @@ class Machine {
  private:
   // ---- input ----
   [[noreturn]] void malformed(const std::string& what) const {
-    fail(source_, "malformed pickle at byte " + std::to_string(op_pos_) + ": " + what);
+    fail_pickle(source_, "malformed pickle at byte " + std::to_string(op_pos_) + ": " + what);
   }
   void need(std::size_t n, const char* what) const {
     if (size_ - pos_ < n) {
@@ -396,7 +394,7 @@ class Machine {
     } else {
       hint = ": normdoctor reads tensors, tuples, lists and dicts of tensors";
     }
-    fail(source_, "contains a pickled Python object of class '" + qualified + "'" + hint);
+    fail_pickle(source_, "contains a pickled Python object of class '" + qualified + "'" + hint);
   }
 
   // ---- REDUCE / NEWOBJ ----
@@ -451,7 +449,7 @@ class Machine {
                            (static_cast<GlobalId>(nodes_[type].flag) == GlobalId::kTensorClass ||
                             static_cast<GlobalId>(nodes_[type].flag) == GlobalId::kParameterClass);
         if (!plain) {
-          fail(source_, "contains a tensor subclass " + describe(type) +
+          fail_pickle(source_, "contains a tensor subclass " + describe(type) +
                             ": normdoctor reads plain torch.Tensor objects");
         }
         const uint32_t result = call(args[0], args[2]);
@@ -525,7 +523,7 @@ class Machine {
       case GlobalId::kUntypedStorage:
       case GlobalId::kTensorClass:
       case GlobalId::kParameterClass:
-        fail(source_, "contains a pickled Python object of class '" + fname +
+        fail_pickle(source_, "contains a pickled Python object of class '" + fname +
                           "' built directly: normdoctor reads tensors saved with torch.save");
     }
     malformed("unknown callable");
@@ -814,7 +812,7 @@ class Machine {
         case op::OBJ: {
           std::vector<uint32_t> items = pop_mark();
           if (!items.empty() && nodes_[items[0]].kind == NKind::kGlobal) {
-            fail(source_, "contains a pickled Python object of class '" + str_of(items[0]) +
+            fail_pickle(source_, "contains a pickled Python object of class '" + str_of(items[0]) +
                               "': normdoctor reads tensors, tuples, lists and dicts of tensors");
           }
           malformed("OBJ opcode without a class");
@@ -900,11 +898,11 @@ class Machine {
   // ---- conversion to the owned tree ----
   PickleValue convert(uint32_t n, std::size_t depth, std::size_t& count, std::size_t& bytes) const {
     if (depth > limits_.max_depth) {
-      fail(source_, "objects nested deeper than " + std::to_string(limits_.max_depth) +
+      fail_pickle(source_, "objects nested deeper than " + std::to_string(limits_.max_depth) +
                         " levels (or a container that holds itself)");
     }
     if (++count > limits_.max_nodes) {
-      fail(source_, "more than " + std::to_string(limits_.max_nodes) + " objects once expanded");
+      fail_pickle(source_, "more than " + std::to_string(limits_.max_nodes) + " objects once expanded");
     }
     using K = PickleValue::Kind;
     const Node& x = nodes_[n];
@@ -912,7 +910,7 @@ class Machine {
     auto take_bytes = [&](std::size_t b) {
       bytes += b;
       if (bytes > limits_.max_bytes) {
-        fail(source_, "more than " + std::to_string(limits_.max_bytes) + " bytes of strings once expanded");
+        fail_pickle(source_, "more than " + std::to_string(limits_.max_bytes) + " bytes of strings once expanded");
       }
     };
     switch (x.kind) {
@@ -952,10 +950,10 @@ class Machine {
         v.dtype = static_cast<DType>(x.i);
         break;
       case NKind::kGlobal:
-        fail(source_, "contains the Python object '" + str_of(n) +
+        fail_pickle(source_, "contains the Python object '" + str_of(n) +
                           "' itself: normdoctor reads tensors, tuples, lists and dicts of tensors");
       case NKind::kStorage:
-        fail(source_, "contains a bare storage (" + storages_[x.ref].class_name +
+        fail_pickle(source_, "contains a bare storage (" + storages_[x.ref].class_name +
                           "): save tensors, not storages");
     }
     return v;
@@ -983,7 +981,7 @@ class Machine {
 
 void validate_tensor_ref(const TensorRef& ref, std::string_view source) {
   auto bad = [&](const std::string& what) {
-    fail(source, "tensor on storage '" + ref.storage_key + "' " + what);
+    fail_pickle(source, "tensor on storage '" + ref.storage_key + "' " + what);
   };
   constexpr std::size_t kMaxDims = 64;
   if (ref.sizes.size() != ref.strides.size()) {
@@ -1018,7 +1016,7 @@ void validate_tensor_ref(const TensorRef& ref, std::string_view source) {
 
 PickleValue parse_torch_pickle(const uint8_t* data, std::size_t size, std::string_view source,
                                const PickleLimits& limits) {
-  if (data == nullptr && size != 0) fail(source, "no data");
+  if (data == nullptr && size != 0) fail_pickle(source, "no data");
   Machine m(data, size, source, limits);
   return m.run();
 }

@@ -11,15 +11,7 @@ namespace nd::formats {
 
 namespace {
 
-[[noreturn]] void fail(std::string_view source, const std::string& what) {
-  throw load_error(error_kind::kModelLoad, printable(std::string(source) + ": " + what));
-}
-
-uint64_t le(const uint8_t* p, int n) {
-  uint64_t v = 0;
-  for (int k = 0; k < n; ++k) v |= static_cast<uint64_t>(p[k]) << (8 * k);
-  return v;
-}
+[[noreturn]] void fail_pt2(std::string_view source, const std::string& what) { throw_load_error(error_kind::kModelLoad, source, what); }
 
 const char* const kExportHint =
     "export with ep = torch.export.export(model.eval(), example_args); torch.export.save(ep, 'model.pt2')";
@@ -56,12 +48,12 @@ int64_t sym_int(const nlohmann::json& j, std::string_view source, const std::str
   const nlohmann::json* v = member(j, "as_int");
   if (v && v->is_number_integer()) return v->get<int64_t>();
   if (j.is_number_integer()) return j.get<int64_t>();
-  fail(source, where + " is not a concrete integer");
+  fail_pt2(source, where + " is not a concrete integer");
 }
 
 std::vector<int64_t> sym_ints(const nlohmann::json* j, std::string_view source, const std::string& where) {
-  if (!j || !j->is_array()) fail(source, where + " is missing or not a list");
-  if (j->size() > 64) fail(source, where + " has " + std::to_string(j->size()) + " dimensions");
+  if (!j || !j->is_array()) fail_pt2(source, where + " is missing or not a list");
+  if (j->size() > 64) fail_pt2(source, where + " has " + std::to_string(j->size()) + " dimensions");
   std::vector<int64_t> out;
   for (const auto& e : *j) out.push_back(sym_int(e, source, where));
   return out;
@@ -72,12 +64,12 @@ std::vector<Pt2Payload> read_payload_config(const nlohmann::json& cfg, const std
                                             std::vector<std::string>* custom_objects) {
   std::vector<Pt2Payload> out;
   const nlohmann::json* config = member(cfg, "config");
-  if (!config || !config->is_object()) fail(source, file + " has no \"config\" object");
+  if (!config || !config->is_object()) fail_pt2(source, file + " has no \"config\" object");
   for (auto it = config->begin(); it != config->end(); ++it) {
     const std::string where = file + " entry '" + it.key() + "'";
     const nlohmann::json& m = it.value();
     const nlohmann::json* path = member(m, "path_name");
-    if (!path || !path->is_string()) fail(source, where + " has no path_name");
+    if (!path || !path->is_string()) fail_pt2(source, where + " has no path_name");
     Pt2Payload p;
     p.fqn = it.key();
     p.record = dir + path->get<std::string>();
@@ -89,7 +81,7 @@ std::vector<Pt2Payload> read_payload_config(const nlohmann::json& cfg, const std
       continue;
     }
     auto rec = a.entries.find(p.record);
-    if (rec == a.entries.end()) fail(source, where + ": the archive has no record '" + p.record + "'");
+    if (rec == a.entries.end()) fail_pt2(source, where + ": the archive has no record '" + p.record + "'");
     p.record_bytes = rec->second.uncompressed_size;
     const nlohmann::json* meta = member(m, "tensor_meta");
     if (!meta || !meta->is_object()) {
@@ -97,33 +89,33 @@ std::vector<Pt2Payload> read_payload_config(const nlohmann::json& cfg, const std
         out.push_back(std::move(p));
         continue;
       }
-      fail(source, where + " has no tensor_meta");
+      fail_pt2(source, where + " has no tensor_meta");
     }
     const nlohmann::json* dt = member(*meta, "dtype");
-    if (!dt || !dt->is_number_integer()) fail(source, where + " has no dtype");
+    if (!dt || !dt->is_number_integer()) fail_pt2(source, where + " has no dtype");
     auto d = dtype_from_pt2_scalar_type(dt->get<int64_t>());
-    if (!d) fail(source, where + " has dtype code " + std::to_string(dt->get<int64_t>()) + ", which normdoctor does not read");
+    if (!d) fail_pt2(source, where + " has dtype code " + std::to_string(dt->get<int64_t>()) + ", which normdoctor does not read");
     p.dtype = *d;
     p.sizes = sym_ints(member(*meta, "sizes"), source, where + " sizes");
     p.strides = sym_ints(member(*meta, "strides"), source, where + " strides");
-    if (p.strides.size() != p.sizes.size()) fail(source, where + " has " + std::to_string(p.sizes.size()) +
+    if (p.strides.size() != p.sizes.size()) fail_pt2(source, where + " has " + std::to_string(p.sizes.size()) +
                                                           " sizes but " + std::to_string(p.strides.size()) + " strides");
     if (const auto* so = member(*meta, "storage_offset")) p.storage_offset = sym_int(*so, source, where + " storage_offset");
     if (const auto* rg = member(*meta, "requires_grad"); rg && rg->is_boolean()) p.requires_grad = rg->get<bool>();
     if (const auto* dev = member(*meta, "device")) {
       const auto* t = member(*dev, "type");
       if (t && t->is_string() && t->get<std::string>() == "meta")
-        fail(source, where + " is a meta tensor (no data): the program was exported without real weights");
+        fail_pt2(source, where + " is a meta tensor (no data): the program was exported without real weights");
     }
     if (const auto* layout = member(*meta, "layout"); layout && layout->is_number_integer() && layout->get<int64_t>() != 7 &&
                                                      layout->get<int64_t>() != 0)
-      fail(source, where + " has a sparse or mkldnn layout (code " + std::to_string(layout->get<int64_t>()) +
+      fail_pt2(source, where + " has a sparse or mkldnn layout (code " + std::to_string(layout->get<int64_t>()) +
                        "); normdoctor reads strided tensors");
     if (!p.use_pickle) {
       // The view must lie inside the record (an empty record is a zero tensor, as torch does).
       const uint64_t item = dtype_itemsize(p.dtype);
       if (p.record_bytes % item != 0)
-        fail(source, where + ": record '" + p.record + "' has " + std::to_string(p.record_bytes) +
+        fail_pt2(source, where + ": record '" + p.record + "' has " + std::to_string(p.record_bytes) +
                          " bytes, not a multiple of the element size " + std::to_string(item));
       TensorRef ref;
       ref.storage_key = p.record;
@@ -142,7 +134,7 @@ std::vector<Pt2Payload> read_payload_config(const nlohmann::json& cfg, const std
         }
       } else {
         for (int64_t s : p.sizes)
-          if (s < 0) fail(source, where + " has a negative size");
+          if (s < 0) fail_pt2(source, where + " has a negative size");
       }
     }
     out.push_back(std::move(p));
@@ -259,13 +251,13 @@ bool is_pt2_layout(const std::vector<ZipEntry>& entries) { return pt2_root(entri
 uint64_t zip_record_data_offset(const ReadAt& read, uint64_t file_size, const ZipEntry& entry, std::string_view source) {
   const std::string where = "zip entry '" + entry.name + "'";
   if (entry.local_header_offset > file_size || file_size - entry.local_header_offset < 30)
-    fail(source, where + ": its local header lies outside the file (truncated archive?)");
+    fail_pt2(source, where + ": its local header lies outside the file (truncated archive?)");
   uint8_t h[30];
-  if (read(entry.local_header_offset, h, 30) != 30) fail(source, where + ": cannot read its local header");
-  if (le(h, 4) != 0x04034b50) fail(source, where + ": corrupt local header");
-  const uint64_t data = entry.local_header_offset + 30 + le(h + 26, 2) + le(h + 28, 2);
+  if (read(entry.local_header_offset, h, 30) != 30) fail_pt2(source, where + ": cannot read its local header");
+  if (little_endian(h, 4) != 0x04034b50) fail_pt2(source, where + ": corrupt local header");
+  const uint64_t data = entry.local_header_offset + 30 + little_endian(h + 26, 2) + little_endian(h + 28, 2);
   if (data > file_size || entry.compressed_size > file_size - data)
-    fail(source, where + ": its data lies outside the file (truncated archive?)");
+    fail_pt2(source, where + ": its data lies outside the file (truncated archive?)");
   return data;
 }
 
@@ -273,14 +265,14 @@ std::vector<uint8_t> read_zip_record(const ReadAt& read, uint64_t file_size, con
                                      std::string_view source, uint64_t max_bytes) {
   const std::string where = "zip entry '" + entry.name + "'";
   if (entry.method != 0)
-    fail(source, where + " is compressed (method " + std::to_string(entry.method) +
+    fail_pt2(source, where + " is compressed (method " + std::to_string(entry.method) +
                      "); torch.export.save stores its records uncompressed: re-save the archive with torch.export.save");
   if (entry.uncompressed_size > max_bytes)
-    fail(source, where + " is larger (" + std::to_string(entry.uncompressed_size) + " bytes) than this record may be");
+    fail_pt2(source, where + " is larger (" + std::to_string(entry.uncompressed_size) + " bytes) than this record may be");
   const uint64_t data = zip_record_data_offset(read, file_size, entry, source);
   std::vector<uint8_t> out(static_cast<std::size_t>(entry.uncompressed_size));
   if (!out.empty() && read(data, out.data(), out.size()) != out.size())
-    fail(source, where + ": cannot read its data (truncated archive?)");
+    fail_pt2(source, where + ": cannot read its data (truncated archive?)");
   return out;
 }
 
@@ -289,7 +281,7 @@ Pt2Archive read_pt2_archive(const ReadAt& read, uint64_t file_size, std::string_
   a.source = std::string(source);
   const auto entries = index_of(read, file_size, source);
   const auto root = pt2_root(entries);
-  if (!root) fail(source, "is a zip archive without an archive_format record: not a torch.export .pt2 archive");
+  if (!root) fail_pt2(source, "is a zip archive without an archive_format record: not a torch.export .pt2 archive");
   a.root = *root;
   for (const auto& e : entries)
     if (e.name.compare(0, a.root.size(), a.root) == 0) a.entries[e.name.substr(a.root.size())] = e;
@@ -300,12 +292,12 @@ Pt2Archive read_pt2_archive(const ReadAt& read, uint64_t file_size, std::string_
 
   const std::string format = text("archive_format");
   if (format != "pt2")
-    fail(source, "has archive_format '" + format + "', expected 'pt2' (a torch.export.save archive)");
+    fail_pt2(source, "has archive_format '" + format + "', expected 'pt2' (a torch.export.save archive)");
   if (a.entries.count("archive_version")) a.archive_version = text("archive_version");
   if (a.entries.count("byteorder")) {
     const std::string order = text("byteorder");
     if (order != "little")
-      fail(source, "was saved on a big-endian machine (byteorder '" + order + "'); re-save it on a little-endian one");
+      fail_pt2(source, "was saved on a big-endian machine (byteorder '" + order + "'); re-save it on a little-endian one");
   }
 
   bool aoti = false, executorch = false;
@@ -319,17 +311,17 @@ Pt2Archive read_pt2_archive(const ReadAt& read, uint64_t file_size, std::string_
   }
   if (a.models.empty()) {
     if (aoti)
-      fail(source, "is an AOTInductor package (compiled code under data/aotinductor/, no exported graph): normdoctor "
+      fail_pt2(source, "is an AOTInductor package (compiled code under data/aotinductor/, no exported graph): normdoctor "
                    "needs the graph to instrument it; save the ExportedProgram itself with torch.export.save(ep, "
                    "'model.pt2') (or torch._inductor.aoti_compile_and_package's input program)");
     if (executorch)
-      fail(source, "is an ExecuTorch package (data/executorch/, no exported graph); " + std::string(kExportHint));
-    fail(source, "is a .pt2 archive without a models/<name>.json program; " + std::string(kExportHint));
+      fail_pt2(source, "is an ExecuTorch package (data/executorch/, no exported graph); " + std::string(kExportHint));
+    fail_pt2(source, "is a .pt2 archive without a models/<name>.json program; " + std::string(kExportHint));
   }
   std::sort(a.models.begin(), a.models.end());
   if (!model.empty()) {
     if (std::find(a.models.begin(), a.models.end(), model) == a.models.end())
-      fail(source, "has no program named '" + model + "'");
+      fail_pt2(source, "has no program named '" + model + "'");
     a.model_name = model;
   } else if (std::find(a.models.begin(), a.models.end(), "model") != a.models.end()) {
     a.model_name = "model";
@@ -340,18 +332,18 @@ Pt2Archive read_pt2_archive(const ReadAt& read, uint64_t file_size, std::string_
   const std::vector<uint8_t> js = record(json_name, uint64_t(1) << 30);
   a.program = nlohmann::json::parse(js.begin(), js.end(), nullptr, /*allow_exceptions=*/false);
   if (a.program.is_discarded() || !a.program.is_object())
-    fail(source, json_name + " is not valid JSON (a corrupt archive?)");
+    fail_pt2(source, json_name + " is not valid JSON (a corrupt archive?)");
 
   const nlohmann::json* sv = member(a.program, "schema_version");
   const nlohmann::json* major = sv ? member(*sv, "major") : nullptr;
   const nlohmann::json* minor = sv ? member(*sv, "minor") : nullptr;
   if (!major || !major->is_number_integer())
-    fail(source, json_name + " has no schema_version.major: not a serialized ExportedProgram");
+    fail_pt2(source, json_name + " has no schema_version.major: not a serialized ExportedProgram");
   a.schema_major = major->get<int>();
   a.schema_minor = minor && minor->is_number_integer() ? minor->get<int>() : 0;
   if (const auto* tv = member(a.program, "torch_version"); tv && tv->is_string()) a.torch_version = tv->get<std::string>();
   if (a.schema_major != kPt2SchemaMajor)
-    fail(source, "ExportedProgram schema version " + std::to_string(a.schema_major) + "." +
+    fail_pt2(source, "ExportedProgram schema version " + std::to_string(a.schema_major) + "." +
                      std::to_string(a.schema_minor) + (a.torch_version.empty() ? "" : " (saved by torch " + a.torch_version + ")") +
                      " is not supported: normdoctor reads schema major version " + std::to_string(kPt2SchemaMajor) +
                      " (PyTorch 2.6 to 2.13); re-export with such a PyTorch");
@@ -360,10 +352,10 @@ Pt2Archive read_pt2_archive(const ReadAt& read, uint64_t file_size, std::string_
   const nlohmann::json* sig = gm ? member(*gm, "signature") : nullptr;
   if (!graph || !graph->is_object() || !member(*graph, "nodes") || !member(*graph, "nodes")->is_array() ||
       !member(*graph, "inputs") || !member(*graph, "outputs"))
-    fail(source, json_name + " has no graph_module.graph with inputs, outputs and nodes");
+    fail_pt2(source, json_name + " has no graph_module.graph with inputs, outputs and nodes");
   if (!sig || !member(*sig, "input_specs") || !member(*sig, "input_specs")->is_array() || !member(*sig, "output_specs") ||
       !member(*sig, "output_specs")->is_array())
-    fail(source, json_name + " has no graph_module.signature with input_specs and output_specs");
+    fail_pt2(source, json_name + " has no graph_module.signature with input_specs and output_specs");
 
   const std::string legacy_w = "data/weights/" + a.model_name + ".pt";
   const std::string legacy_c = "data/constants/" + a.model_name + ".pt";
@@ -372,7 +364,7 @@ Pt2Archive read_pt2_archive(const ReadAt& read, uint64_t file_size, std::string_
   auto config = [&](const std::string& name) -> nlohmann::json {
     const std::vector<uint8_t> b = record(name, uint64_t(1) << 30);
     nlohmann::json j = nlohmann::json::parse(b.begin(), b.end(), nullptr, false);
-    if (j.is_discarded()) fail(source, name + " is not valid JSON (a corrupt archive?)");
+    if (j.is_discarded()) fail_pt2(source, name + " is not valid JSON (a corrupt archive?)");
     return j;
   };
   const std::string wcfg = "data/weights/" + a.model_name + "_weights_config.json";
@@ -380,7 +372,7 @@ Pt2Archive read_pt2_archive(const ReadAt& read, uint64_t file_size, std::string_
   if (a.entries.count(wcfg)) {
     a.weights = read_payload_config(config(wcfg), "data/weights/", a, source, wcfg, nullptr);
   } else if (a.legacy_weights.empty()) {
-    fail(source, "has neither " + wcfg + " nor " + legacy_w + ": the weights are missing");
+    fail_pt2(source, "has neither " + wcfg + " nor " + legacy_w + ": the weights are missing");
   }
   if (a.entries.count(ccfg)) a.constants = read_payload_config(config(ccfg), "data/constants/", a, source, ccfg, &a.custom_objects);
   const std::string si = "data/sample_inputs/" + a.model_name + ".pt";
@@ -416,7 +408,7 @@ TorchSaveBytes parse_torch_save_bytes(const uint8_t* data, std::size_t size, std
       break;
     }
   }
-  if (!found) fail(source, "is not a torch.save archive (no data.pkl record)");
+  if (!found) fail_pt2(source, "is not a torch.save archive (no data.pkl record)");
   TorchSaveBytes out;
   const ZipEntry* pkl = nullptr;
   for (const auto& e : entries) {
@@ -424,7 +416,7 @@ TorchSaveBytes parse_torch_save_bytes(const uint8_t* data, std::size_t size, std
     const std::string rest = e.name.substr(prefix.size());
     if (rest == "data.pkl") pkl = &e;
     if (rest.rfind("data/", 0) == 0) {
-      if (e.method != 0) fail(source, "record '" + rest + "' is compressed; torch.save stores its records");
+      if (e.method != 0) fail_pt2(source, "record '" + rest + "' is compressed; torch.save stores its records");
       const uint64_t off = zip_record_data_offset(read, size, e, source);
       out.storages[rest.substr(5)] = {static_cast<std::size_t>(off), static_cast<std::size_t>(e.uncompressed_size)};
     }
@@ -442,10 +434,10 @@ TorchSaveBytes parse_torch_save_bytes(const uint8_t* data, std::size_t size, std
     todo.pop_back();
     if (v->kind == PickleValue::Kind::kTensor) {
       auto it = out.storages.find(v->tensor.storage_key);
-      if (it == out.storages.end()) fail(source, "has no record 'data/" + v->tensor.storage_key + "' for a tensor's data");
+      if (it == out.storages.end()) fail_pt2(source, "has no record 'data/" + v->tensor.storage_key + "' for a tensor's data");
       const uint64_t need = static_cast<uint64_t>(v->tensor.storage_numel) * dtype_itemsize(v->tensor.dtype);
       if (it->second.second < need)
-        fail(source, "record 'data/" + v->tensor.storage_key + "' holds " + std::to_string(it->second.second) +
+        fail_pt2(source, "record 'data/" + v->tensor.storage_key + "' holds " + std::to_string(it->second.second) +
                          " bytes but its storage needs " + std::to_string(need));
     }
     for (const auto& c : v->items) todo.push_back(&c);

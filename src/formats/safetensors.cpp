@@ -12,9 +12,7 @@ namespace nd::formats {
 
 namespace {
 
-[[noreturn]] void fail(std::string_view source, const std::string& what) {
-  throw load_error(error_kind::kInputLoad, printable(std::string(source) + ": " + what));
-}
+[[noreturn]] void fail_safetensors(std::string_view source, const std::string& what) { throw_load_error(error_kind::kInputLoad, source, what); }
 
 uint64_t read_u64_le(const uint8_t* p) {
   uint64_t v = 0;
@@ -61,18 +59,18 @@ bool looks_like_safetensors(const uint8_t* prefix, std::size_t prefix_size, uint
 uint64_t safetensors_header_length(const uint8_t* first8, std::size_t size, uint64_t file_size,
                                    std::string_view source) {
   if (size < 8 || file_size < 8) {
-    fail(source, "safetensors file is " + std::to_string(file_size) +
+    fail_safetensors(source, "safetensors file is " + std::to_string(file_size) +
                      " bytes, shorter than its 8-byte header length");
   }
   const uint64_t n = read_u64_le(first8);
   if (n > file_size - 8) {
-    fail(source, "safetensors header length " + std::to_string(n) + " exceeds the file size (" +
+    fail_safetensors(source, "safetensors header length " + std::to_string(n) + " exceeds the file size (" +
                      std::to_string(file_size) + " bytes): truncated or not a safetensors file");
   }
   if (n > kSafetensorsMaxHeader) {
-    fail(source, "safetensors header length " + std::to_string(n) + " exceeds the 100 MiB limit");
+    fail_safetensors(source, "safetensors header length " + std::to_string(n) + " exceeds the 100 MiB limit");
   }
-  if (n < 2) fail(source, "safetensors header length " + std::to_string(n) + " is too short for JSON");
+  if (n < 2) fail_safetensors(source, "safetensors header length " + std::to_string(n) + " is too short for JSON");
   return n;
 }
 
@@ -81,36 +79,36 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* json, std::size_t json
   SafetensorsHeader out;
   out.data_start = 8 + static_cast<uint64_t>(json_size);
   if (file_size < out.data_start) {
-    fail(source, "safetensors header runs past the end of the file");
+    fail_safetensors(source, "safetensors header runs past the end of the file");
   }
   const uint64_t data_size = file_size - out.data_start;
 
   constexpr std::size_t kMaxDepth = 16;
   if (json_depth(json, json_size, kMaxDepth) > kMaxDepth) {
-    fail(source, "safetensors header nests JSON deeper than " + std::to_string(kMaxDepth) + " levels");
+    fail_safetensors(source, "safetensors header nests JSON deeper than " + std::to_string(kMaxDepth) + " levels");
   }
   nlohmann::ordered_json header;
   try {
     header = nlohmann::ordered_json::parse(json, json + json_size);
   } catch (const nlohmann::json::exception& e) {
-    fail(source, std::string("safetensors header is not valid JSON (") + e.what() + ")");
+    fail_safetensors(source, std::string("safetensors header is not valid JSON (") + e.what() + ")");
   }
   if (!header.is_object()) {
-    fail(source, "safetensors header is a JSON " + std::string(header.type_name()) + ", not an object");
+    fail_safetensors(source, "safetensors header is a JSON " + std::string(header.type_name()) + ", not an object");
   }
 
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
     const auto& entry = it.value();
     if (name == "__metadata__") {
-      if (!entry.is_object()) fail(source, "safetensors \"__metadata__\" is not an object");
+      if (!entry.is_object()) fail_safetensors(source, "safetensors \"__metadata__\" is not an object");
       for (auto m = entry.begin(); m != entry.end(); ++m) {
         if (m.value().is_string()) out.metadata[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
     const std::string where = "tensor '" + name + "'";
-    auto bad = [&](const std::string& what) { fail(source, where + ": " + what); };
+    auto bad = [&](const std::string& what) { fail_safetensors(source, where + ": " + what); };
     if (!entry.is_object()) bad("entry is not an object");
     SafetensorsEntry e;
     e.name = name;
@@ -168,18 +166,18 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* json, std::size_t json
   uint64_t cursor = 0;
   for (const SafetensorsEntry* e : order) {
     if (e->begin < cursor) {
-      fail(source, "tensor '" + e->name + "': data_offsets [" + std::to_string(e->begin) + ", " +
+      fail_safetensors(source, "tensor '" + e->name + "': data_offsets [" + std::to_string(e->begin) + ", " +
                        std::to_string(e->end) + ") overlap the previous tensor (which ends at " +
                        std::to_string(cursor) + ")");
     }
     if (e->begin > cursor) {
-      fail(source, "tensor '" + e->name + "': data_offsets begin at " + std::to_string(e->begin) +
+      fail_safetensors(source, "tensor '" + e->name + "': data_offsets begin at " + std::to_string(e->begin) +
                        ", leaving a gap after byte " + std::to_string(cursor) + " of the data region");
     }
     cursor = e->end;
   }
   if (cursor != data_size) {
-    fail(source, "safetensors data region holds " + std::to_string(data_size) +
+    fail_safetensors(source, "safetensors data region holds " + std::to_string(data_size) +
                      " bytes but the tensors cover " + std::to_string(cursor) +
                      " (trailing bytes or a corrupt header)");
   }

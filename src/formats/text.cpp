@@ -1,5 +1,7 @@
 #include "formats/text.h"
 
+#include "core/error.h"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -63,6 +65,10 @@ std::string printable(std::string_view s, std::size_t max_bytes) {
     }
   }
   return out;
+}
+
+void throw_load_error(const char* kind, std::string_view source, const std::string& what, std::size_t max_bytes) {
+  throw load_error(kind, printable(std::string(source) + ": " + what, max_bytes));
 }
 
 }  // namespace nd::formats

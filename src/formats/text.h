@@ -17,4 +17,10 @@ bool valid_utf8(std::string_view s);
 /// in JSON reports, which must be valid UTF-8, and on terminals.
 std::string printable(std::string_view s, std::size_t max_bytes = 2000);
 
+/// Throws load_error(kind, "SOURCE: WHAT") (core/error.h) through printable():
+/// the one form of a file's parse error, naming the file (or argument) first.
+/// `kind` is an error_kind constant (input_load, model_load, weights_load).
+[[noreturn]] void throw_load_error(const char* kind, std::string_view source, const std::string& what,
+                                   std::size_t max_bytes = 2000);
+
 }  // namespace nd::formats

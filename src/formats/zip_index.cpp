@@ -18,21 +18,13 @@ constexpr std::size_t kEocdSize = 22;
 constexpr std::size_t kMaxComment = 0xFFFF;
 constexpr uint64_t kMaxCentralDirectory = 64u << 20;
 
-[[noreturn]] void fail(std::string_view source, const std::string& what) {
-  throw load_error(error_kind::kInputLoad, printable(std::string(source) + ": " + what));
-}
-
-uint64_t le(const uint8_t* p, int n) {
-  uint64_t v = 0;
-  for (int k = 0; k < n; ++k) v |= static_cast<uint64_t>(p[k]) << (8 * k);
-  return v;
-}
+[[noreturn]] void fail_zip(std::string_view source, const std::string& what) { throw_load_error(error_kind::kInputLoad, source, what); }
 
 std::vector<uint8_t> read_exact(const ReadAt& read, uint64_t offset, std::size_t n,
                                 std::string_view source, const char* what) {
   std::vector<uint8_t> buf(n);
   if (n != 0 && read(offset, buf.data(), n) != n) {
-    fail(source, std::string("could not read the zip ") + what + " (truncated archive?)");
+    fail_zip(source, std::string("could not read the zip ") + what + " (truncated archive?)");
   }
   return buf;
 }
@@ -42,7 +34,7 @@ std::vector<uint8_t> read_exact(const ReadAt& read, uint64_t offset, std::size_t
 std::vector<ZipEntry> read_zip_index(const ReadAt& read, uint64_t file_size, std::string_view source) {
   const std::string truncated =
       "is not a complete zip archive (no end-of-central-directory record): the file is truncated or corrupt";
-  if (file_size < kEocdSize) fail(source, truncated);
+  if (file_size < kEocdSize) fail_zip(source, truncated);
 
   // The end-of-central-directory record is in the last 22 + 65535 bytes.
   const std::size_t tail_size = static_cast<std::size_t>(std::min<uint64_t>(file_size, kEocdSize + kMaxComment));
@@ -50,72 +42,72 @@ std::vector<ZipEntry> read_zip_index(const ReadAt& read, uint64_t file_size, std
   const std::vector<uint8_t> tail = read_exact(read, tail_start, tail_size, source, "end record");
   std::size_t eocd = std::string::npos;
   for (std::size_t i = tail_size - kEocdSize + 1; i-- > 0;) {
-    if (le(&tail[i], 4) == kEocdSig && i + kEocdSize + le(&tail[i + 20], 2) <= tail_size) {
+    if (little_endian(&tail[i], 4) == kEocdSig && i + kEocdSize + little_endian(&tail[i + 20], 2) <= tail_size) {
       eocd = i;
       break;
     }
   }
-  if (eocd == std::string::npos) fail(source, truncated);
+  if (eocd == std::string::npos) fail_zip(source, truncated);
   const uint8_t* e = &tail[eocd];
   const uint64_t eocd_offset = tail_start + eocd;
-  uint64_t entries = le(e + 10, 2);
-  uint64_t cd_size = le(e + 12, 4);
-  uint64_t cd_offset = le(e + 16, 4);
+  uint64_t entries = little_endian(e + 10, 2);
+  uint64_t cd_size = little_endian(e + 12, 4);
+  uint64_t cd_offset = little_endian(e + 16, 4);
 
   if (entries == 0xFFFF || cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF) {
     // zip64: a locator right before the record points at the zip64 end record.
-    if (eocd_offset < 20) fail(source, "zip64 archive without its zip64 locator");
+    if (eocd_offset < 20) fail_zip(source, "zip64 archive without its zip64 locator");
     const auto loc = read_exact(read, eocd_offset - 20, 20, source, "zip64 locator");
-    if (le(loc.data(), 4) != kZip64LocatorSig) fail(source, "zip64 archive without its zip64 locator");
-    const uint64_t z_offset = le(loc.data() + 8, 8);
-    if (z_offset > file_size || file_size - z_offset < 56) fail(source, "zip64 end record lies outside the file");
+    if (little_endian(loc.data(), 4) != kZip64LocatorSig) fail_zip(source, "zip64 archive without its zip64 locator");
+    const uint64_t z_offset = little_endian(loc.data() + 8, 8);
+    if (z_offset > file_size || file_size - z_offset < 56) fail_zip(source, "zip64 end record lies outside the file");
     const auto z = read_exact(read, z_offset, 56, source, "zip64 end record");
-    if (le(z.data(), 4) != kZip64EocdSig) fail(source, "corrupt zip64 end record");
-    entries = le(z.data() + 32, 8);
-    cd_size = le(z.data() + 40, 8);
-    cd_offset = le(z.data() + 48, 8);
+    if (little_endian(z.data(), 4) != kZip64EocdSig) fail_zip(source, "corrupt zip64 end record");
+    entries = little_endian(z.data() + 32, 8);
+    cd_size = little_endian(z.data() + 40, 8);
+    cd_offset = little_endian(z.data() + 48, 8);
   }
   if (cd_offset > file_size || cd_size > file_size - cd_offset) {
-    fail(source, "zip central directory lies outside the file (" + std::to_string(file_size) +
+    fail_zip(source, "zip central directory lies outside the file (" + std::to_string(file_size) +
                      " bytes): the archive is truncated or corrupt");
   }
-  if (cd_size > kMaxCentralDirectory) fail(source, "zip central directory larger than 64 MiB");
-  if (entries > cd_size / 46) fail(source, "zip central directory claims more entries than it can hold");
+  if (cd_size > kMaxCentralDirectory) fail_zip(source, "zip central directory larger than 64 MiB");
+  if (entries > cd_size / 46) fail_zip(source, "zip central directory claims more entries than it can hold");
 
   const auto cd = read_exact(read, cd_offset, static_cast<std::size_t>(cd_size), source, "central directory");
   std::vector<ZipEntry> out;
   out.reserve(static_cast<std::size_t>(entries));
   std::size_t pos = 0;
   for (uint64_t k = 0; k < entries; ++k) {
-    if (cd.size() - pos < 46 || le(&cd[pos], 4) != kCentralSig) {
-      fail(source, "corrupt zip central directory (entry " + std::to_string(k) + ")");
+    if (cd.size() - pos < 46 || little_endian(&cd[pos], 4) != kCentralSig) {
+      fail_zip(source, "corrupt zip central directory (entry " + std::to_string(k) + ")");
     }
     const uint8_t* h = &cd[pos];
     ZipEntry z;
-    z.method = static_cast<uint16_t>(le(h + 10, 2));
-    z.compressed_size = le(h + 20, 4);
-    z.uncompressed_size = le(h + 24, 4);
-    const std::size_t name_len = static_cast<std::size_t>(le(h + 28, 2));
-    const std::size_t extra_len = static_cast<std::size_t>(le(h + 30, 2));
-    const std::size_t comment_len = static_cast<std::size_t>(le(h + 32, 2));
-    z.local_header_offset = le(h + 42, 4);
+    z.method = static_cast<uint16_t>(little_endian(h + 10, 2));
+    z.compressed_size = little_endian(h + 20, 4);
+    z.uncompressed_size = little_endian(h + 24, 4);
+    const std::size_t name_len = static_cast<std::size_t>(little_endian(h + 28, 2));
+    const std::size_t extra_len = static_cast<std::size_t>(little_endian(h + 30, 2));
+    const std::size_t comment_len = static_cast<std::size_t>(little_endian(h + 32, 2));
+    z.local_header_offset = little_endian(h + 42, 4);
     if (cd.size() - pos - 46 < name_len + extra_len + comment_len) {
-      fail(source, "corrupt zip central directory (entry " + std::to_string(k) + " overruns it)");
+      fail_zip(source, "corrupt zip central directory (entry " + std::to_string(k) + " overruns it)");
     }
     z.name.assign(reinterpret_cast<const char*>(h + 46), name_len);
     // zip64 extended information: 64-bit values for the fields saturated above.
     const uint8_t* x = h + 46 + name_len;
     std::size_t xp = 0;
     while (extra_len - xp >= 4) {
-      const uint64_t id = le(x + xp, 2);
-      const std::size_t len = static_cast<std::size_t>(le(x + xp + 2, 2));
+      const uint64_t id = little_endian(x + xp, 2);
+      const std::size_t len = static_cast<std::size_t>(little_endian(x + xp + 2, 2));
       if (extra_len - xp - 4 < len) break;
       if (id == 0x0001) {
         std::size_t f = 0;
         auto take = [&](uint64_t* field) {
           if (*field != 0xFFFFFFFF) return;
-          if (len - f < 8) fail(source, "corrupt zip64 field in entry '" + z.name + "'");
-          *field = le(x + xp + 4 + f, 8);
+          if (len - f < 8) fail_zip(source, "corrupt zip64 field in entry '" + z.name + "'");
+          *field = little_endian(x + xp + 4 + f, 8);
           f += 8;
         };
         take(&z.uncompressed_size);
@@ -128,18 +120,18 @@ std::vector<ZipEntry> read_zip_index(const ReadAt& read, uint64_t file_size, std
 
     const std::string where = "zip entry '" + z.name + "'";
     if (z.local_header_offset > cd_offset || z.compressed_size > cd_offset - z.local_header_offset) {
-      fail(source, where + " lies outside the archive data: the file is truncated or corrupt");
+      fail_zip(source, where + " lies outside the archive data: the file is truncated or corrupt");
     }
     if (z.method == 0) {
       if (z.uncompressed_size != z.compressed_size) {
-        fail(source, where + " is stored but its sizes disagree");
+        fail_zip(source, where + " is stored but its sizes disagree");
       }
     } else if (z.method == 8) {
       if (z.uncompressed_size / 1032 > z.compressed_size + 1) {
-        fail(source, where + " claims an impossible compression ratio");
+        fail_zip(source, where + " claims an impossible compression ratio");
       }
     } else {
-      fail(source, where + " uses zip compression method " + std::to_string(z.method) +
+      fail_zip(source, where + " uses zip compression method " + std::to_string(z.method) +
                        " (torch.save writes stored entries)");
     }
     out.push_back(std::move(z));
@@ -155,6 +147,12 @@ std::vector<ZipEntry> read_zip_index(const uint8_t* data, std::size_t size, std:
     return k;
   };
   return read_zip_index(read, size, source);
+}
+
+uint64_t little_endian(const uint8_t* p, int n) {
+  uint64_t v = 0;
+  for (int k = 0; k < n; ++k) v |= static_cast<uint64_t>(p[k]) << (8 * k);
+  return v;
 }
 
 }  // namespace nd::formats

@@ -33,4 +33,8 @@ std::vector<ZipEntry> read_zip_index(const ReadAt& read, uint64_t file_size, std
 /// The same over a buffer in memory (for tests and fuzzing).
 std::vector<ZipEntry> read_zip_index(const uint8_t* data, std::size_t size, std::string_view source);
 
+/// The unsigned little-endian integer of `n` bytes (1..8) at `p`, as zip
+/// headers store their fields.
+uint64_t little_endian(const uint8_t* p, int n);
+
 }  // namespace nd::formats

@@ -1,5 +1,7 @@
 #include "metrics/metrics.h"
 
+#include <cmath>
+
 namespace nd {
 
 const LayerMetrics* MetricsDoc::find_layer(const std::string& path) const {
@@ -22,5 +24,13 @@ const MetricValue* lookup_metric(const MetricMap* local, const MetricMap& model,
   auto it = model.find(name);
   return it == model.end() ? nullptr : &it->second;
 }
+
+MetricValue metric_number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+MetricValue finite_or_null(double v) { return std::isfinite(v) ? MetricValue(v) : MetricValue(nullptr); }
 
 }  // namespace nd

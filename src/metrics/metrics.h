@@ -23,6 +23,14 @@ using MetricValue = nlohmann::json;
 /// Flat metric map, ordered by name (deterministic output).
 using MetricMap = std::map<std::string, MetricValue>;
 
+/// A measured number as a metric value: finite values as JSON numbers, NaN as
+/// "nan" and infinities as "inf"/"-inf" (JSON has no non-finite numbers; the
+/// rules compare these strings, docs/metrics.md).
+MetricValue metric_number(double v);
+/// A measured number, or null (measured, no value) when it is not finite:
+/// for values where NaN or Inf only means "could not be computed".
+MetricValue finite_or_null(double v);
+
 /// One module of named_modules() (path "" is the root module).
 struct LayerMetrics {
   std::string path;        ///< module path exactly as named_modules() prints it

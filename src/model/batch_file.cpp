@@ -28,9 +28,7 @@ using formats::TensorRef;
 // weights_load for checkpoints (read_saved_file sets it for its call).
 thread_local const char* g_kind = error_kind::kInputLoad;
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw load_error(g_kind, formats::printable(path + ": " + what));
-}
+[[noreturn]] void fail_batch(const std::string& path, const std::string& what) { formats::throw_load_error(g_kind, path, what); }
 
 struct KindScope {
   const char* saved;
@@ -57,13 +55,13 @@ class File {
   explicit File(const std::string& path) : path_(path) {
     std::error_code ec;
     const auto status = std::filesystem::status(path, ec);
-    if (ec || !std::filesystem::exists(status)) fail(path, "no such file");
-    if (std::filesystem::is_directory(status)) fail(path, "is a directory, not a batch file");
+    if (ec || !std::filesystem::exists(status)) fail_batch(path, "no such file");
+    if (std::filesystem::is_directory(status)) fail_batch(path, "is a directory, not a batch file");
     in_.open(path, std::ios::binary);
-    if (!in_) fail(path, "cannot be opened for reading");
+    if (!in_) fail_batch(path, "cannot be opened for reading");
     in_.seekg(0, std::ios::end);
     const auto end = in_.tellg();
-    if (end < 0) fail(path, "cannot be read (not a regular file?)");
+    if (end < 0) fail_batch(path, "cannot be read (not a regular file?)");
     size_ = static_cast<uint64_t>(end);
   }
   uint64_t size() const { return size_; }
@@ -75,7 +73,7 @@ class File {
     return static_cast<std::size_t>(in_.gcount());
   }
   void read_exact(uint64_t offset, void* out, std::size_t n, const std::string& what) {
-    if (read_at(offset, out, n) != n) fail(path_, "could not read " + what + " (file truncated?)");
+    if (read_at(offset, out, n) != n) fail_batch(path_, "could not read " + what + " (file truncated?)");
   }
 
  private:
@@ -86,7 +84,7 @@ class File {
 
 at::ScalarType scalar_type_or_fail(formats::DType t, const std::string& path, const std::string& where) {
   if (auto st = scalar_type_of(t)) return *st;
-  fail(path, where + " has dtype " + formats::dtype_name(t) +
+  fail_batch(path, where + " has dtype " + formats::dtype_name(t) +
                  ", which normdoctor does not read (supported: float32, float64, float16, bfloat16, "
                  "int8, int16, int32, int64, uint8, bool, complex64, complex128)");
 }
@@ -107,18 +105,18 @@ class ZipBatch {
         file_.size(), path_);
     find_prefix(entries, expected);
     if (!has("version") && !has(".data/version")) {
-      fail(path_, "is a zip archive without a version record: not a torch.save file (" + expected + ")");
+      fail_batch(path_, "is a zip archive without a version record: not a torch.save file (" + expected + ")");
     }
 
     try {
       reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path_);
     } catch (const std::exception& e) {
-      fail(path_, "is not a readable torch.save archive: " + first_line(e.what()));
+      fail_batch(path_, "is not a readable torch.save archive: " + first_line(e.what()));
     }
     if (has("byteorder")) {
       const std::string order = record_text("byteorder");
       if (order != "little") {
-        fail(path_, "was saved on a big-endian machine (byteorder '" + order +
+        fail_batch(path_, "was saved on a big-endian machine (byteorder '" + order +
                         "'); re-save it on a little-endian one");
       }
     }
@@ -139,15 +137,15 @@ class ZipBatch {
       const std::string rest = e.name.substr(slash + 1);
       if (rest == "constants.pkl" || rest.rfind("code/", 0) == 0) {
         if (g_kind == error_kind::kWeightsLoad)
-          fail(path_, "is a TorchScript model (torch.jit.save), not a checkpoint: give it as the model, or save "
+          fail_batch(path_, "is a TorchScript model (torch.jit.save), not a checkpoint: give it as the model, or save "
                       "the weights with torch.save(model.state_dict(), ...)");
-        fail(path_, "is a TorchScript model (torch.jit.save), not a batch of inputs: give it as the "
+        fail_batch(path_, "is a TorchScript model (torch.jit.save), not a batch of inputs: give it as the "
                     "model and save the inputs with torch.save(...)");
       }
       if (rest == "data.pkl" && prefix_.empty()) prefix_ = prefix;
     }
     if (prefix_.empty()) {
-      fail(path_, "is a zip archive without a data.pkl record: not a torch.save file (" + expected + ")");
+      fail_batch(path_, "is a zip archive without a data.pkl record: not a torch.save file (" + expected + ")");
     }
     for (const auto& e : entries) {
       if (e.name.rfind(prefix_, 0) == 0) sizes_[e.name.substr(prefix_.size())] = e.uncompressed_size;
@@ -158,18 +156,18 @@ class ZipBatch {
 
   std::tuple<at::DataPtr, std::size_t> record(const std::string& name) {
     auto it = sizes_.find(name);
-    if (it == sizes_.end()) fail(path_, "archive has no record '" + name + "'");
+    if (it == sizes_.end()) fail_batch(path_, "archive has no record '" + name + "'");
     try {
       auto rec = reader_->getRecord(name);
       if (std::get<1>(rec) != it->second) {
-        fail(path_, "record '" + name + "' has " + std::to_string(std::get<1>(rec)) +
+        fail_batch(path_, "record '" + name + "' has " + std::to_string(std::get<1>(rec)) +
                         " bytes, its zip entry says " + std::to_string(it->second));
       }
       return rec;
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
-      fail(path_, "cannot read record '" + name + "' of the archive: " + first_line(e.what()));
+      fail_batch(path_, "cannot read record '" + name + "' of the archive: " + first_line(e.what()));
     }
   }
 
@@ -185,10 +183,10 @@ class ZipBatch {
     auto it = storages_.find(ref.storage_key);
     if (it == storages_.end()) {
       const std::string name = "data/" + ref.storage_key;
-      if (!has(name)) fail(path_, where + ": the archive has no record '" + name + "' for its data");
+      if (!has(name)) fail_batch(path_, where + ": the archive has no record '" + name + "' for its data");
       const uint64_t need = static_cast<uint64_t>(ref.storage_numel) * formats::dtype_itemsize(ref.dtype);
       if (sizes_[name] < need) {
-        fail(path_, where + ": record '" + name + "' holds " + std::to_string(sizes_[name]) +
+        fail_batch(path_, where + ": record '" + name + "' holds " + std::to_string(sizes_[name]) +
                         " bytes but its storage needs " + std::to_string(need));
       }
       auto [data, size] = record(name);
@@ -203,7 +201,7 @@ class ZipBatch {
       const auto bytes = storage.numel() * static_cast<int64_t>(storage.element_size());
       const auto itemsize = static_cast<int64_t>(formats::dtype_itemsize(ref.dtype));
       if (bytes / itemsize < ref.storage_numel) {
-        fail(path_, where + ": storage '" + ref.storage_key + "' is too small for its view");
+        fail_batch(path_, where + ": storage '" + ref.storage_key + "' is too small for its view");
       }
       at::Tensor copy = at::empty({bytes / itemsize}, at::TensorOptions().dtype(st));
       std::memcpy(copy.data_ptr(), storage.data_ptr(), static_cast<std::size_t>((bytes / itemsize) * itemsize));
@@ -220,10 +218,10 @@ class ZipBatch {
     auto element = [&](const PickleValue& v, const std::string& where) -> at::Tensor {
       if (v.kind == K::kTensor) return materialize(v.tensor, where);
       if (v.kind == K::kTuple || v.kind == K::kList || v.kind == K::kDict) {
-        fail(path_, where + " is a " + formats::pickle_kind_name(v.kind) +
+        fail_batch(path_, where + " is a " + formats::pickle_kind_name(v.kind) +
                         ": nested containers are not read; " + kExpected);
       }
-      fail(path_, where + " is a " + std::string(formats::pickle_kind_name(v.kind)) +
+      fail_batch(path_, where + " is a " + std::string(formats::pickle_kind_name(v.kind)) +
                       ", not a tensor; " + kExpected);
     };
     switch (root.kind) {
@@ -235,7 +233,7 @@ class ZipBatch {
       case K::kList: {
         const std::string kind = root.kind == K::kTuple ? "tuple" : "list";
         out.container = kind;
-        if (root.items.empty()) fail(path_, "holds an empty " + kind + ": no tensors to use as inputs");
+        if (root.items.empty()) fail_batch(path_, "holds an empty " + kind + ": no tensors to use as inputs");
         for (std::size_t i = 0; i < root.items.size(); ++i) {
           out.positional.push_back(element(root.items[i], "element " + std::to_string(i) + " of the " + kind));
         }
@@ -243,11 +241,11 @@ class ZipBatch {
       }
       case K::kDict: {
         out.container = "dict";
-        if (root.items.empty()) fail(path_, "holds an empty dict: no tensors to use as inputs");
+        if (root.items.empty()) fail_batch(path_, "holds an empty dict: no tensors to use as inputs");
         for (std::size_t i = 0; i < root.items.size(); ++i) {
           const PickleValue& key = root.keys[i];
           if (key.kind != K::kString) {
-            fail(path_, "dict key " + std::to_string(i) + " is a " + formats::pickle_kind_name(key.kind) +
+            fail_batch(path_, "dict key " + std::to_string(i) + " is a " + formats::pickle_kind_name(key.kind) +
                             ": keys must be forward's parameter names (str)");
           }
           out.keyword.emplace_back(key.str, element(root.items[i], "dict value '" + key.str + "'"));
@@ -255,7 +253,7 @@ class ZipBatch {
         return out;
       }
       default:
-        fail(path_, std::string("holds a ") + formats::pickle_kind_name(root.kind) + ", not tensors; " +
+        fail_batch(path_, std::string("holds a ") + formats::pickle_kind_name(root.kind) + ", not tensors; " +
                         kExpected);
     }
   }
@@ -277,7 +275,7 @@ BatchFile read_safetensors(const std::string& path, File& file) {
   std::vector<uint8_t> json(static_cast<std::size_t>(n));
   file.read_exact(8, json.data(), json.size(), "the safetensors header");
   const auto header = formats::parse_safetensors_header(json.data(), json.size(), file.size(), path);
-  if (header.tensors.empty()) fail(path, "safetensors file holds no tensors");
+  if (header.tensors.empty()) fail_batch(path, "safetensors file holds no tensors");
 
   BatchFile out;
   out.path = path;
@@ -340,7 +338,7 @@ template <class R, class Zip, class Safe>
 R read_either(const std::string& path, const std::string& expected, const std::string& what, Zip on_zip,
               Safe on_safetensors) {
   File file(path);
-  if (file.size() == 0) fail(path, std::string("is empty (0 bytes); ") + expected);
+  if (file.size() == 0) fail_batch(path, std::string("is empty (0 bytes); ") + expected);
   std::array<uint8_t, 32> head{};
   const std::size_t got = file.read_at(0, head.data(), head.size());
 
@@ -351,18 +349,18 @@ R read_either(const std::string& path, const std::string& expected, const std::s
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {  // c10::Error and friends from LibTorch
-      fail(path, "cannot be read as a torch.save archive: " + first_line(e.what()));
+      fail_batch(path, "cannot be read as a torch.save archive: " + first_line(e.what()));
     }
   }
   if (got >= 1 && head[0] == 0x80) {
     if (has_legacy_magic(head.data(), got)) {
-      fail(path, "was saved with _use_new_zipfile_serialization=False (the legacy format); re-save it "
+      fail_batch(path, "was saved with _use_new_zipfile_serialization=False (the legacy format); re-save it "
                  "with torch.save in PyTorch >= 1.6");
     }
-    fail(path, "is a plain Python pickle, not a torch.save archive; save " + what + " with torch.save(...)");
+    fail_batch(path, "is a plain Python pickle, not a torch.save archive; save " + what + " with torch.save(...)");
   }
   if (got >= 6 && std::memcmp(head.data(), "\x93NUMPY", 6) == 0) {
-    fail(path, "is a numpy .npy file; convert it with torch.from_numpy() and save it with torch.save(...)");
+    fail_batch(path, "is a numpy .npy file; convert it with torch.from_numpy() and save it with torch.save(...)");
   }
   if (formats::looks_like_safetensors(head.data(), got, file.size()) || has_suffix(path, ".safetensors")) {
     try {
@@ -370,10 +368,10 @@ R read_either(const std::string& path, const std::string& expected, const std::s
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
-      fail(path, "cannot be read as a safetensors file: " + first_line(e.what()));
+      fail_batch(path, "cannot be read as a safetensors file: " + first_line(e.what()));
     }
   }
-  fail(path, std::string("is neither a torch.save archive (zip) nor a .safetensors file; ") + expected);
+  fail_batch(path, std::string("is neither a torch.save archive (zip) nor a .safetensors file; ") + expected);
 }
 
 }  // namespace

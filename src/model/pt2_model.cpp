@@ -25,7 +25,7 @@ namespace nd {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
+[[noreturn]] void fail_pt2_model(const std::string& path, const std::string& what) {
   throw load_error(error_kind::kModelLoad, path + ": " + what);
 }
 
@@ -75,7 +75,7 @@ bool is_pt2_file(const std::string& path) {
 #if TORCH_VERSION_MAJOR < 2
 
 LoadedModel load_pt2_model(const std::string& path) {
-  fail(path, "is a torch.export .pt2 archive; reading it needs normdoctor built against LibTorch 2.x (this one "
+  fail_pt2_model(path, "is a torch.export .pt2 archive; reading it needs normdoctor built against LibTorch 2.x (this one "
              "uses LibTorch " + libtorch_version() + "): rebuild it against a PyTorch 2.x install (see README), or "
              "export TorchScript with torch.jit.script(model).save('model.pt')");
 }
@@ -90,9 +90,9 @@ using torch::jit::Node;
 using torch::jit::Value;
 using Json = nlohmann::json;
 
-at::ScalarType scalar_type_or_fail(formats::DType t, const std::string& path, const std::string& where) {
+at::ScalarType pt2_scalar_type(formats::DType t, const std::string& path, const std::string& where) {
   if (auto st = scalar_type_of(t)) return *st;
-  fail(path, where + " has dtype " + formats::dtype_name(t) + ", which normdoctor does not read");
+  fail_pt2_model(path, where + " has dtype " + formats::dtype_name(t) + ", which normdoctor does not read");
 }
 
 const Json* member(const Json& j, const char* key) {
@@ -110,7 +110,7 @@ std::string str_member(const Json& j, const char* key) {
 // weight files, the sample inputs).
 at::Tensor materialize(const formats::TorchSaveBytes& ts, const std::vector<uint8_t>& buf, const formats::TensorRef& ref,
                        std::map<std::string, at::Tensor>& storages, const std::string& path, const std::string& where) {
-  const at::ScalarType st = scalar_type_or_fail(ref.dtype, path, where);
+  const at::ScalarType st = pt2_scalar_type(ref.dtype, path, where);
   auto it = storages.find(ref.storage_key);
   if (it == storages.end()) {
     const auto& [off, size] = ts.storages.at(ref.storage_key);
@@ -119,7 +119,7 @@ at::Tensor materialize(const formats::TorchSaveBytes& ts, const std::vector<uint
     if (numel) std::memcpy(s.data_ptr(), buf.data() + off, static_cast<std::size_t>(numel) * formats::dtype_itemsize(ref.dtype));
     it = storages.emplace(ref.storage_key, s).first;
   }
-  if (it->second.scalar_type() != st) fail(path, where + ": one storage viewed with two dtypes is not supported");
+  if (it->second.scalar_type() != st) fail_pt2_model(path, where + ": one storage viewed with two dtypes is not supported");
   return it->second.as_strided(ref.sizes, ref.strides, ref.storage_offset);
 }
 
@@ -181,7 +181,7 @@ class Builder {
 
 void Builder::load_tensors() {
   if (!a_.custom_objects.empty())
-    fail(path_, "holds script-object constants (" + a_.custom_objects.front() +
+    fail_pt2_model(path_, "holds script-object constants (" + a_.custom_objects.front() +
                     "): torchbind classes and opaque objects are not supported");
   std::map<std::string, at::Tensor> files;  // raw records: one storage per file (aliases share it)
   std::map<std::string, at::Tensor> views;  // record + view -> tensor
@@ -193,12 +193,12 @@ void Builder::load_tensors() {
         const std::vector<uint8_t> b = record(p.record);
         const auto ts = formats::parse_torch_save_bytes(b.data(), b.size(), path_ + " (" + p.record + ")");
         if (ts.root.kind != PickleValue::Kind::kTensor)
-          fail(path_, where + ": record '" + p.record + "' holds a " + formats::pickle_kind_name(ts.root.kind) +
+          fail_pt2_model(path_, where + ": record '" + p.record + "' holds a " + formats::pickle_kind_name(ts.root.kind) +
                           ", not a tensor (a tensor subclass?)");
         std::map<std::string, at::Tensor> storages;
         t = materialize(ts, b, ts.root.tensor, storages, path_, where);
       } else {
-        const at::ScalarType st = scalar_type_or_fail(p.dtype, path_, where);
+        const at::ScalarType st = pt2_scalar_type(p.dtype, path_, where);
         auto it = files.find(p.record);
         if (it == files.end()) {
           const std::vector<uint8_t> b = record(p.record);
@@ -207,7 +207,7 @@ void Builder::load_tensors() {
           if (numel) std::memcpy(s.data_ptr(), b.data(), b.size());
           it = files.emplace(p.record, s).first;
         }
-        if (it->second.scalar_type() != st) fail(path_, where + ": one record viewed with two dtypes is not supported");
+        if (it->second.scalar_type() != st) fail_pt2_model(path_, where + ": one record viewed with two dtypes is not supported");
         // The same view of the same record is one tensor (tied weights stay one parameter).
         std::ostringstream key;
         key << p.record << '|' << c10::IntArrayRef(p.sizes) << '|' << c10::IntArrayRef(p.strides) << '|' << p.storage_offset;
@@ -238,13 +238,13 @@ void Builder::load_tensors() {
     const std::vector<uint8_t> b = record(legacy);
     const auto ts = formats::parse_torch_save_bytes(b.data(), b.size(), path_ + " (" + legacy + ")");
     if (ts.root.kind != PickleValue::Kind::kDict)
-      fail(path_, legacy + " holds a " + std::string(formats::pickle_kind_name(ts.root.kind)) + ", expected a dict of tensors");
+      fail_pt2_model(path_, legacy + " holds a " + std::string(formats::pickle_kind_name(ts.root.kind)) + ", expected a dict of tensors");
     std::map<std::string, at::Tensor> storages;
     for (std::size_t i = 0; i < ts.root.items.size(); ++i) {
       const auto& k = ts.root.keys[i];
       const auto& v = ts.root.items[i];
       if (k.kind != PickleValue::Kind::kString || v.kind != PickleValue::Kind::kTensor)
-        fail(path_, legacy + ": entry " + std::to_string(i) + " is not a named tensor");
+        fail_pt2_model(path_, legacy + ": entry " + std::to_string(i) + " is not a named tensor");
       tensors_[k.str] = materialize(ts, b, v.tensor, storages, path_, legacy + " entry '" + k.str + "'");
     }
   }
@@ -390,24 +390,24 @@ Value* Builder::constant(const c10::IValue& v) {
 
 Value* Builder::tensor_value(const std::string& name, const std::string& where) {
   auto it = values_.find(name);
-  if (it == values_.end()) fail(path_, where + " uses value '" + name + "', which no earlier node defines (a corrupt graph?)");
+  if (it == values_.end()) fail_pt2_model(path_, where + " uses value '" + name + "', which no earlier node defines (a corrupt graph?)");
   return it->second;
 }
 
 int64_t scalar_type_code(int64_t schema_code, const std::string& path, const std::string& where) {
   auto d = formats::dtype_from_pt2_scalar_type(schema_code);
-  if (!d) fail(path, where + " names dtype code " + std::to_string(schema_code) + ", which normdoctor does not read");
-  return static_cast<int64_t>(scalar_type_or_fail(*d, path, where));
+  if (!d) fail_pt2_model(path, where + " names dtype code " + std::to_string(schema_code) + ", which normdoctor does not read");
+  return static_cast<int64_t>(pt2_scalar_type(*d, path, where));
 }
 
 Value* Builder::argument(const Json& arg, const c10::Argument& formal, const std::string& where) {
-  if (!arg.is_object() || arg.size() != 1) fail(path_, where + " is not a serialized Argument");
+  if (!arg.is_object() || arg.size() != 1) fail_pt2_model(path_, where + " is not a serialized Argument");
   const std::string kind = arg.begin().key();
   const Json& v = arg.begin().value();
   auto sym_int = [&](const Json& s) -> Value* {
     if (const Json* i = member(s, "as_int")) return constant(i->get<int64_t>());
     if (const Json* nm = member(s, "as_name")) return tensor_value(nm->get<std::string>(), where);
-    fail(path_, where + " is a malformed SymInt");
+    fail_pt2_model(path_, where + " is a malformed SymInt");
   };
   try {
     // A Python number where the schema wants a Tensor (aten.mul.Tensor(x, 2)):
@@ -493,7 +493,7 @@ Value* Builder::argument(const Json& arg, const c10::Argument& formal, const std
       return constant(static_cast<int64_t>(mf));
     }
     if (kind == "as_layout") {
-      if (v.get<int64_t>() != 7) fail(path_, where + " asks for a non-strided layout");
+      if (v.get<int64_t>() != 7) fail_pt2_model(path_, where + " asks for a non-strided layout");
       return constant(static_cast<int64_t>(c10::kStrided));
     }
     if (kind == "as_device") {
@@ -503,9 +503,9 @@ Value* Builder::argument(const Json& arg, const c10::Argument& formal, const std
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    fail(path_, where + " (" + kind + ") is malformed: " + e.what());
+    fail_pt2_model(path_, where + " (" + kind + ") is malformed: " + e.what());
   }
-  fail(path_, where + " is an argument of kind '" + kind + "', which normdoctor does not support" +
+  fail_pt2_model(path_, where + " is an argument of kind '" + kind + "', which normdoctor does not support" +
                   (kind == "as_graph" ? " (a higher-order op's subgraph: control flow is not supported)" : ""));
 }
 
@@ -518,17 +518,17 @@ void Builder::translate_node(const Json& node) {
   const std::string pre = "torch.ops.";
   if (target.rfind("_operator.", 0) == 0 && translate_sym_arith(node, target.substr(10), where)) return;
   if (target.rfind(pre, 0) != 0) {
-    fail(path_, where + ": a call of the Python function " + target +
+    fail_pt2_model(path_, where + ": a call of the Python function " + target +
                     ", which only Python can run (dynamic-shape arithmetic or a graph break); re-export with static "
                     "shapes (no dynamic_shapes=) or rewrite that part of forward in torch ops");
   }
   std::string rest = target.substr(pre.size());
   if (rest.rfind("higher_order.", 0) == 0)
-    fail(path_, where + ": higher-order op " + rest.substr(13) +
+    fail_pt2_model(path_, where + ": higher-order op " + rest.substr(13) +
                     " (control flow, wrapped subgraphs) is not supported; export a model without torch.cond/map or set_grad_enabled regions");
   const auto d1 = rest.find('.');
   const auto d2 = rest.rfind('.');
-  if (d1 == std::string::npos || d2 == d1) fail(path_, where + ": target is not torch.ops.<ns>.<op>.<overload>");
+  if (d1 == std::string::npos || d2 == d1) fail_pt2_model(path_, where + ": target is not torch.ops.<ns>.<op>.<overload>");
   const std::string ns = rest.substr(0, d1);
   const std::string op = rest.substr(d1 + 1, d2 - d1 - 1);
   std::string overload = rest.substr(d2 + 1);
@@ -547,7 +547,7 @@ void Builder::translate_node(const Json& node) {
                          "load its C++ library into normdoctor's build");
   }
   const c10::FunctionSchema& schema = handle->schema();
-  if (schema.is_vararg()) fail(path_, where + ": vararg operators are not supported");
+  if (schema.is_vararg()) fail_pt2_model(path_, where + ": vararg operators are not supported");
 
   // Arguments in schema order (the graph's named inputs may omit defaults).
   std::map<std::string, const Json*> given;
@@ -560,7 +560,7 @@ void Builder::translate_node(const Json& node) {
     } else if (formal.default_value()) {
       inputs.push_back(constant(*formal.default_value()));
     } else {
-      fail(path_, where + ": no value for argument '" + formal.name() + "' of " + full);
+      fail_pt2_model(path_, where + ": no value for argument '" + formal.name() + "' of " + full);
     }
   }
   Node* n = g_->create(c10::Symbol::fromQualString(qual), inputs, schema.returns().size());
@@ -570,13 +570,13 @@ void Builder::translate_node(const Json& node) {
   const c10::FunctionSchema* matched = n->maybeSchema();
   if (!matched || matched->overload_name() != schema.overload_name()) {
     // The registry matches overloads by argument types; ours must be the one the program names.
-    fail(path_, where + ": the TorchScript operator registry does not resolve these arguments to " + full +
+    fail_pt2_model(path_, where + ": the TorchScript operator registry does not resolve these arguments to " + full +
                     (matched ? " (it picks " + matched->name() + "." + matched->overload_name() + ")" : ""));
   }
   // Outputs: one serialized Argument per return.
   const Json& outs = node.at("outputs");
   if (outs.size() != schema.returns().size() && !(outs.empty() && schema.returns().empty()))
-    fail(path_, where + " has " + std::to_string(outs.size()) + " outputs, " + full + " returns " +
+    fail_pt2_model(path_, where + " has " + std::to_string(outs.size()) + " outputs, " + full + " returns " +
                     std::to_string(schema.returns().size()));
   for (size_t i = 0; i < outs.size(); ++i) {
     const Json& o = outs[i];
@@ -592,7 +592,7 @@ void Builder::translate_node(const Json& node) {
       set_scope(un, cur_scope_);
       for (size_t k = 0; k < v.size(); ++k) values_[str_member(v[k], "name")] = un->output(k);
     } else if (kind == "as_optional_tensors") {
-      fail(path_, where + ": optional-tensor list outputs are not supported");
+      fail_pt2_model(path_, where + ": optional-tensor list outputs are not supported");
     }
   }
   if (ns == "aten") ops_by_module_[cur_scope_.empty() ? std::string() : cur_scope_.back()].push_back({op, &node});
@@ -653,7 +653,7 @@ bool Builder::translate_sym_arith(const Json& node, const std::string& op, const
   n->output()->setType(schema->returns()[0].type());
   g_->insertNode(n);
   set_scope(n, cur_scope_);
-  if (!n->maybeSchema()) fail(path_, where + ": " + it->second.first + " does not accept these arguments");
+  if (!n->maybeSchema()) fail_pt2_model(path_, where + ": " + it->second.first + " does not accept these arguments");
   const Json& outs = node.at("outputs");
   if (outs.size() == 1 && outs[0].is_object() && !outs[0].empty()) {
     const Json& v = outs[0].begin().value();
@@ -687,7 +687,7 @@ bool Builder::translate_decomposed(const Json& node, const std::string& op, cons
   for (const Json& in : node.at("inputs")) given[str_member(in, "name")] = member(in, "arg");
   auto arg = [&](const char* nm) -> const Json& {
     auto it = given.find(nm);
-    if (it == given.end() || !it->second) fail(path_, where + ": no value for argument '" + nm + "'");
+    if (it == given.end() || !it->second) fail_pt2_model(path_, where + ": no value for argument '" + nm + "'");
     return *it->second;
   };
   const char* target = drop ? "aten::dropout" : "aten::batch_norm";
@@ -713,7 +713,7 @@ bool Builder::translate_decomposed(const Json& node, const std::string& op, cons
   n->output()->setType(c10::TensorType::get());
   g_->insertNode(n);
   set_scope(n, cur_scope_);
-  if (!n->maybeSchema()) fail(path_, where + ": " + target + " does not accept these arguments");
+  if (!n->maybeSchema()) fail_pt2_model(path_, where + ": " + target + " does not accept these arguments");
   values_[out_name(0)] = n->output();
   if (bn_fn) {
     values_[out_name(3)] = inputs[3];
@@ -866,13 +866,13 @@ LoadedModel Builder::build() {
   std::vector<std::string> user_inputs;
   std::map<std::string, c10::IValue> const_inputs;
   for (const Json& spec : sig["input_specs"]) {
-    if (!spec.is_object() || spec.empty()) fail(path_, "graph signature: malformed input spec");
+    if (!spec.is_object() || spec.empty()) fail_pt2_model(path_, "graph signature: malformed input spec");
     const std::string kind = spec.begin().key();
     const Json& v = spec.begin().value();
     if (kind == "parameter" || kind == "buffer" || kind == "tensor_constant") {
       const std::string ph = str_member(v.at("arg"), "name");
       const std::string fqn = str_member(v, kind == "parameter" ? "parameter_name" : kind == "buffer" ? "buffer_name" : "tensor_constant_name");
-      if (!tensors_.count(fqn)) fail(path_, "graph signature: " + kind + " '" + fqn + "' is not in the archive's weights or constants");
+      if (!tensors_.count(fqn)) fail_pt2_model(path_, "graph signature: " + kind + " '" + fqn + "' is not in the archive's weights or constants");
       state_of[ph] = fqn;
       if (kind == "parameter") {
         // Pickled and legacy weights carry no is_param flag of their own: the signature decides.
@@ -887,7 +887,7 @@ LoadedModel Builder::build() {
       } else if (member(arg, "as_none")) {
         user_inputs.push_back("");
       } else {
-        fail(path_, "graph signature: a user input of kind '" + (arg.empty() ? std::string("?") : arg.begin().key()) +
+        fail_pt2_model(path_, "graph signature: a user input of kind '" + (arg.empty() ? std::string("?") : arg.begin().key()) +
                         "' (only tensor inputs are supported; re-export with static shapes)");
       }
     } else if (kind == "constant_input") {
@@ -900,7 +900,7 @@ LoadedModel Builder::build() {
       else if (const Json* s = member(cv, "as_string")) iv = s->get<std::string>();
       const_inputs[nm] = iv;
     } else {
-      fail(path_, "graph signature: input of kind '" + kind + "' (effect tokens, script objects) is not supported");
+      fail_pt2_model(path_, "graph signature: input of kind '" + kind + "' (effect tokens, script objects) is not supported");
     }
   }
 
@@ -920,8 +920,8 @@ LoadedModel Builder::build() {
   for (const Json& in : graph["inputs"]) {
     std::string nm;
     if (const Json* t = member(in, "as_tensor")) nm = str_member(*t, "name");
-    else if (const Json* c = member(in, "as_custom_obj")) fail(path_, "graph input '" + str_member(*c, "name") + "' is a script object: not supported");
-    else if (const Json* tk = member(in, "as_token")) fail(path_, "graph input '" + str_member(*tk, "name") + "' is an effect token: not supported");
+    else if (const Json* c = member(in, "as_custom_obj")) fail_pt2_model(path_, "graph input '" + str_member(*c, "name") + "' is a script object: not supported");
+    else if (const Json* tk = member(in, "as_token")) fail_pt2_model(path_, "graph input '" + str_member(*tk, "name") + "' is an effect token: not supported");
     if (nm.empty()) continue;
     auto st = state_of.find(nm);
     if (st != state_of.end()) values_[nm] = getattr_chain(st->second);
@@ -935,10 +935,10 @@ LoadedModel Builder::build() {
   const Json& gouts = graph["outputs"];
   const Json& ospecs = sig["output_specs"];
   if (gouts.size() != ospecs.size())
-    fail(path_, "graph has " + std::to_string(gouts.size()) + " outputs but its signature describes " + std::to_string(ospecs.size()));
+    fail_pt2_model(path_, "graph has " + std::to_string(gouts.size()) + " outputs but its signature describes " + std::to_string(ospecs.size()));
   for (size_t i = 0; i < ospecs.size(); ++i) {
     const Json& spec = ospecs[i];
-    if (!spec.is_object() || spec.empty()) fail(path_, "graph signature: malformed output spec");
+    if (!spec.is_object() || spec.empty()) fail_pt2_model(path_, "graph signature: malformed output spec");
     const std::string kind = spec.begin().key();
     const Json& v = spec.begin().value();
     const Json& out = gouts[i];
@@ -947,7 +947,7 @@ LoadedModel Builder::build() {
       if (member(out, "as_none")) return constant(c10::IValue());
       if (const Json* n = member(out, "as_int")) return constant(n->get<int64_t>());
       if (const Json* f = member(out, "as_float")) return constant(f->get<double>());
-      fail(path_, "graph output " + std::to_string(i) + " has a kind normdoctor does not support");
+      fail_pt2_model(path_, "graph output " + std::to_string(i) + " has a kind normdoctor does not support");
     };
     if (kind == "user_output" || kind == "loss_output") {
       outs.push_back(out_value());
@@ -957,7 +957,7 @@ LoadedModel Builder::build() {
       if (kind == "user_input_mutation") dst = tensor_value(str_member(v, "user_input_name"), "graph output " + std::to_string(i));
       else {
         const std::string fqn = str_member(v, kind == "buffer_mutation" ? "buffer_name" : "parameter_name");
-        if (!tensors_.count(fqn)) fail(path_, "graph signature: mutated state '" + fqn + "' is not in the archive");
+        if (!tensors_.count(fqn)) fail_pt2_model(path_, "graph signature: mutated state '" + fqn + "' is not in the archive");
         dst = getattr_chain(fqn);
       }
       if (dst == nv) continue;  // updated in place already (translate_decomposed)
@@ -983,7 +983,7 @@ LoadedModel Builder::build() {
       g_->insertNode(c);
       set_scope(c, owner_chain);
     } else {
-      fail(path_, "graph signature: output of kind '" + kind + "' (a joint forward-backward graph?) is not supported");
+      fail_pt2_model(path_, "graph signature: output of kind '" + kind + "' (a joint forward-backward graph?) is not supported");
     }
   }
   if (outs.size() == 1) {
@@ -1038,7 +1038,7 @@ LoadedModel Builder::build() {
 
 LoadedModel load_pt2_model(const std::string& path) {
   FileReader file(path);
-  if (!file.ok()) fail(path, "cannot be read (permission denied?)");
+  if (!file.ok()) fail_pt2_model(path, "cannot be read (permission denied?)");
   const formats::Pt2Archive a = formats::read_pt2_archive(file.reader(), file.size(), path);
   register_missing_op_fallbacks();
   Builder b(a, file, path);
@@ -1049,7 +1049,7 @@ LoadedModel load_pt2_model(const std::string& path) {
     throw;
   } catch (const std::exception& e) {
     const std::string what = e.what();
-    fail(path, "the exported program could not be translated: " + what.substr(0, what.find('\n')));
+    fail_pt2_model(path, "the exported program could not be translated: " + what.substr(0, what.find('\n')));
   }
   lm.sha256 = sha256_file(path);
   describe_forward_and_modules(lm);

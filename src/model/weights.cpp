@@ -14,8 +14,8 @@ namespace nd {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw load_error(error_kind::kWeightsLoad, formats::printable(path + ": " + what, 8000));
+[[noreturn]] void fail_weights(const std::string& path, const std::string& what) {
+  formats::throw_load_error(error_kind::kWeightsLoad, path, what, 8000);
 }
 
 const char* const kExpectedCheckpoint =
@@ -41,7 +41,7 @@ Checkpoint read_one(const std::string& path) {
   if (f.format == "safetensors") {
     ck.container = "safetensors";
     ck.tensors = std::move(f.named);
-    if (ck.tensors.empty()) fail(path, "safetensors file holds no tensors");
+    if (ck.tensors.empty()) fail_weights(path, "safetensors file holds no tensors");
     return ck;
   }
   const formats::StateDictView v = formats::find_state_dict(f.root, path);
@@ -53,11 +53,11 @@ Checkpoint read_one(const std::string& path) {
 
 Checkpoint read_index(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "no such file or not readable");
+  if (!in) fail_weights(path, "no such file or not readable");
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();
-  if (text.size() > (64u << 20)) fail(path, "is larger than 64 MiB: not a shard index");
+  if (text.size() > (64u << 20)) fail_weights(path, "is larger than 64 MiB: not a shard index");
   const auto map = formats::parse_shard_index(text, path);
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   std::map<std::string, std::vector<std::string>> by_shard;  // shard -> names the index puts there
@@ -76,7 +76,7 @@ Checkpoint read_index(const std::string& path) {
       if (map.count(k) && map.at(k) == shard) ck.tensors.emplace_back(k, t);
     }
     for (const auto& n : names)
-      if (!have.count(n)) fail(path, "the index puts tensor '" + n + "' in " + shard + ", which does not hold it");
+      if (!have.count(n)) fail_weights(path, "the index puts tensor '" + n + "' in " + shard + ", which does not hold it");
   }
   ck.format = "sharded " + fmt + " (" + std::to_string(by_shard.size()) + " files)";
   return ck;
@@ -115,9 +115,9 @@ auto as_weights_error(F&& f) -> decltype(f()) {
 
 Checkpoint read_checkpoint(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) fail(path, "no such file");
+  if (!std::filesystem::exists(path, ec)) fail_weights(path, "no such file");
   if (std::filesystem::is_directory(path, ec))
-    fail(path, "is a directory; give the checkpoint file (or its *.index.json when sharded)");
+    fail_weights(path, "is a directory; give the checkpoint file (or its *.index.json when sharded)");
   Checkpoint ck = as_weights_error([&] { return ends_with(path, ".json") ? read_index(path) : read_one(path); });
   ck.step = formats::step_from_name(path);
   return ck;
@@ -212,10 +212,10 @@ WeightsLoad load_weights(torch::jit::Module& module, const Checkpoint& ck, bool 
       msg += "\n  " + m;
     }
     msg += "\n  --weights-partial loads the " + std::to_string(copies.size()) + " tensors that match and lists the rest";
-    fail(ck.path, msg);
+    fail_weights(ck.path, msg);
   }
   if (copies.empty())
-    fail(ck.path, "no tensor of the checkpoint matches a parameter or buffer of " + model_path + " (checkpoint keys: " +
+    fail_weights(ck.path, "no tensor of the checkpoint matches a parameter or buffer of " + model_path + " (checkpoint keys: " +
                       list(r.unexpected, 5) + "; model: " + list(order, 5) + ")");
   torch::NoGradGuard ng;
   for (auto& [dst, src] : copies) {
@@ -261,12 +261,12 @@ std::vector<std::string> WeightsLoad::sentences() const {
 
 OptimizerState read_optimizer_state(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) fail(path, "no such file");
+  if (!std::filesystem::exists(path, ec)) fail_weights(path, "no such file");
   SavedFile f = as_weights_error([&] {
     return read_saved_file(path, error_kind::kWeightsLoad,
                            "expected torch.save(optimizer.state_dict()) of Adam, AdamW or SGD");
   });
-  if (f.format != "torch.save") fail(path, "is a safetensors file; an optimizer state_dict is saved with torch.save");
+  if (f.format != "torch.save") fail_weights(path, "is a safetensors file; an optimizer state_dict is saved with torch.save");
   OptimizerState o;
   o.path = path;
   o.dict = formats::find_optimizer_state(f.root, path);
@@ -274,7 +274,7 @@ OptimizerState read_optimizer_state(const std::string& path) {
     for (const auto& [name, ref] : ps.tensors) {
       at::Tensor t = f.tensor(ref, "state[" + std::to_string(ps.index) + "]['" + name + "']");
       if (name == "step") {
-        if (t.numel() != 1) fail(path, "state[" + std::to_string(ps.index) + "]['step'] is not a scalar");
+        if (t.numel() != 1) fail_weights(path, "state[" + std::to_string(ps.index) + "]['step'] is not a scalar");
         o.step[ps.index] = t.to(at::kDouble).item<double>();
       } else {
         o.tensors[ps.index][name] = t;

@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 
 constexpr const char* kSuffix = ".cases.toml";
 
-const std::vector<std::string> kTopKeys = {"case"};
+const std::vector<std::string> kCaseFileKeys = {"case"};
 const std::vector<std::string> kCaseKeys = {"name", "expect", "model_metrics", "inputs", "layers", "finding"};
 const std::vector<std::string> kInputKeys = {"name", "index", "info", "metrics"};
 const std::vector<std::string> kLayerKeys = {"path", "kind", "exec_order", "leaf", "parameters", "info", "metrics"};
@@ -36,7 +36,7 @@ class CaseReader {
   CaseReader(std::string file, const toml::table& root) : file_(std::move(file)), root_(root) {}
 
   std::vector<RuleCase> read() {
-    check_keys(root_, kTopKeys, "");
+    check_keys(root_, kCaseFileKeys, "");
     const toml::node* n = root_.get("case");
     if (!n) fail(1, "no [[case]]; a case file needs at least one");
     const toml::array* a = n->as_array();

@@ -23,6 +23,10 @@
 #include "../unit/json_schema.h"
 #include "../unit/mini_xml.h"
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_cli_formats_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -421,3 +425,5 @@ TEST(CliFormats, ReadmeSampleOutputMatchesARealRun) {
   ASSERT_FALSE(want.empty());
   EXPECT_EQ(norm(want), norm(got)) << "README: " << want << "\nrun:    " << got;
 }
+
+}  // namespace nd_test_cli_formats_test

@@ -36,6 +36,10 @@
 #include <functional>
 #include <tuple>
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_corpus_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -231,8 +235,9 @@ TEST_P(CorpusRun, FindingsAreExactlyTheExpectedOnes) {
     EXPECT_TRUE(found) << "missing true finding " << e.describe() << ": " << e.why;
     if (found && !e.severity.empty())
       for (const auto& g : got)
-        if (std::get<0>(g) == e.failure_mode && std::get<1>(g) == e.layer)
+        if (std::get<0>(g) == e.failure_mode && std::get<1>(g) == e.layer) {
           EXPECT_EQ(std::get<4>(g), e.severity) << e.describe() << ": " << std::get<3>(g) << "\n  " << e.why;
+        }
   }
   for (const auto& g : got) {
     bool expected = false;
@@ -375,3 +380,5 @@ TEST(CorpusFolder, ExpectationsNameCatalogSlugs) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_corpus_test

@@ -20,6 +20,10 @@
 
 #include "e2e_util.h"
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_e2e_errors_test {
+
 namespace {
 
 using namespace nde2e;
@@ -763,3 +767,5 @@ TEST(E2EBadInputsDoc, EveryRowHasAMatchingTest) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_e2e_errors_test

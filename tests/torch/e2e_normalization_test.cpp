@@ -7,6 +7,10 @@
 
 #include "e2e_util.h"
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_e2e_normalization_test {
+
 namespace {
 
 using nde2e::json;
@@ -113,3 +117,5 @@ TEST(NormalizationEvidence, BatchDependenceNamesCause) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_e2e_normalization_test

@@ -20,6 +20,10 @@
 #include "e2e_util.h"
 #include "model/op_fallbacks.h"
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_e2e_paths_test {
+
 namespace {
 
 using namespace nde2e;
@@ -357,3 +361,5 @@ TEST(InputContainer, EveryBatchFixtureIsCovered) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_e2e_paths_test

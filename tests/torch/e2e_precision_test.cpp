@@ -10,6 +10,10 @@
 #include "../unit/json_schema.h"
 #include "e2e_util.h"
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_e2e_precision_test {
+
 namespace {
 
 using nde2e::as_number;
@@ -345,3 +349,5 @@ TEST(RealModelEvidence, MobilenetEvalActivationsReachTheFp16SubnormalRange) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_e2e_precision_test

@@ -13,6 +13,10 @@
 
 #include "e2e_util.h"
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_e2e_pt2_test {
+
 namespace {
 
 using namespace nde2e;
@@ -156,3 +160,5 @@ TEST(Pt2Detect, ByContentNotExtension) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_e2e_pt2_test

@@ -15,6 +15,10 @@
 
 #include "e2e_util.h"
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_e2e_recog_test {
+
 namespace {
 
 using nde2e::json;
@@ -372,7 +376,9 @@ TEST(RecogReal, BertAttentionAndLayerNorms) {
   const json rep = run_real("hf_bert_tiny");
   for (const auto& l : rep.at("layers")) {
     const json& m = l.at("metrics");
-    if (m.contains("norm.reduced_axes")) EXPECT_EQ(m.at("norm.reduced_axes"), "hidden") << l.at("path");
+    if (m.contains("norm.reduced_axes")) {
+      EXPECT_EQ(m.at("norm.reduced_axes"), "hidden") << l.at("path");
+    }
   }
   for (const auto& f : rep.at("findings")) {
     const std::string id = f.at("rule_id");
@@ -382,3 +388,5 @@ TEST(RecogReal, BertAttentionAndLayerNorms) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_e2e_recog_test

@@ -14,6 +14,10 @@
 #include "e2e_util.h"
 #include "torch_version.h"
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_e2e_repro_test {
+
 namespace {
 
 using nde2e::json;
@@ -212,3 +216,5 @@ TEST(Repro, InstanceNormOverTimeAfterAConvolutionIsNamed) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_e2e_repro_test

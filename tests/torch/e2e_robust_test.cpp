@@ -11,6 +11,10 @@
 
 #include "e2e_util.h"
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_e2e_robust_test {
+
 namespace {
 
 using nde2e::json;
@@ -381,3 +385,5 @@ TEST(E2ERobustIsolation, ModelThatCannotRunAtAllIsExit3) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_e2e_robust_test

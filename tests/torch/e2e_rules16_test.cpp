@@ -10,6 +10,10 @@
 
 #include "e2e_util.h"
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_e2e_rules16_test {
+
 namespace {
 
 using nde2e::json;
@@ -266,3 +270,5 @@ TEST(Rules16Evidence, OutputLogitDivergence) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_e2e_rules16_test

@@ -18,6 +18,10 @@
 
 #include "e2e_util.h"
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_e2e_rules_test {
+
 namespace {
 
 using namespace nde2e;
@@ -305,7 +309,9 @@ TEST_P(RuleCase, FindingsMatchManifest) {
   bool gating = false;
   for (const auto& f : j.at("findings")) gating = gating || f.value("severity", "") != "info";
   EXPECT_EQ(r.exit_code, std::max(c.exit_code, gating ? 1 : 0)) << r.describe();
-  if (c.findings.empty() && c.allowed_extra.empty()) EXPECT_EQ(r.exit_code, 0) << r.describe();
+  if (c.findings.empty() && c.allowed_extra.empty()) {
+    EXPECT_EQ(r.exit_code, 0) << r.describe();
+  }
   EXPECT_EQ(j.value("exit_code", -1), r.exit_code);
   EXPECT_EQ(j.at("model").value("path", ""), model(c.fixture + ".pt"));
   // Every probe wrote only the metrics it declares (src/probes/registry.cpp).
@@ -435,3 +441,5 @@ INSTANTIATE_TEST_SUITE_P(E2E, RuleCase, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
 }  // namespace
+
+}  // namespace nd_test_e2e_rules_test

@@ -9,6 +9,10 @@
 
 #include "e2e_util.h"
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_e2e_sequence_test {
+
 namespace {
 
 using nde2e::json;
@@ -357,3 +361,5 @@ TEST(LayoutFlags, SeqDimBeyondEveryInputIsAUsageError) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_e2e_sequence_test

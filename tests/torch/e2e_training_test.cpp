@@ -16,6 +16,10 @@
 
 #include "e2e_util.h"
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_e2e_training_test {
+
 namespace {
 
 using namespace nde2e;
@@ -327,3 +331,5 @@ TEST(Replay, StepsNeedLr) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_e2e_training_test

@@ -18,6 +18,10 @@
 
 #include "e2e_util.h"
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_e2e_weights_test {
+
 namespace {
 
 using namespace nde2e;
@@ -254,8 +258,9 @@ TEST(Timeline, CorpusArchitectureDivergingRun) {
   for (const char* id : {"TL003", "TL004", "TL005", "TL006", "TL007"}) movers += static_cast<int>(findings_of(r.report, id).size());
   EXPECT_EQ(movers, 1);
   for (const auto& f : r.report["findings"])
-    if (f.value("rule_id", "").rfind("TL00", 0) == 0 && f.value("rule_id", "") != "TL001")
+    if (f.value("rule_id", "").rfind("TL00", 0) == 0 && f.value("rule_id", "") != "TL001") {
       EXPECT_NE(f["message"].get<std::string>().find("trajectory"), std::string::npos) << f["message"];
+    }
 }
 
 TEST(Timeline, CorpusArchitectureHealthyRunHasNoMover) {
@@ -367,3 +372,5 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GainConvention,
                              if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;
                          });
+
+}  // namespace nd_test_e2e_weights_test

@@ -24,6 +24,10 @@
 #include "probes/inputs/inputs.h"
 #include "probes/session.h"
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_infer_inputs_test {
+
 namespace {
 
 // ------------------------------------------------------------------ running the binary
@@ -517,3 +521,5 @@ TEST(InputShape, ErrorsExitTwo) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_infer_inputs_test

@@ -19,6 +19,10 @@
 #include "model/batch_file.h"
 #include "model/synth_inputs.h"
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_model_batch_file_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -403,3 +407,5 @@ TEST(SynthInputs, SeedMakesThemRepeatable) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_model_batch_file_test

@@ -26,6 +26,10 @@
 #include <torch/script.h>
 #include <torch/version.h>
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_model_op_fallbacks_test {
+
 namespace {
 
 constexpr const char* kSdpa = "aten::scaled_dot_product_attention";
@@ -614,3 +618,5 @@ TEST(MissingOperatorIn, MessageNamesFileOperatorAndVersion) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_model_op_fallbacks_test

@@ -17,6 +17,10 @@
 
 #include <iostream>
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_pass_cache_test {
+
 namespace {
 
 using nde2e::json;
@@ -122,3 +126,5 @@ TEST(PassCache, SharedPassesGiveTheFindingsOfSeparatePasses) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_pass_cache_test

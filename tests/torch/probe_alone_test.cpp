@@ -21,6 +21,10 @@
 
 #include "probes/session.h"
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_probe_alone_test {
+
 namespace {
 
 using nlohmann::json;
@@ -130,3 +134,5 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<AloneCase>& i) { return i.param.name; });
 
 }  // namespace
+
+}  // namespace nd_test_probe_alone_test

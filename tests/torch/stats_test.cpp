@@ -14,6 +14,10 @@
 #include "model/batch_file.h"
 #include "model/model.h"
 
+// Everything in this file lives in its own namespace: the torch tests build
+// as one executable, in unity batches (tests/CMakeLists.txt).
+namespace nd_test_stats_test {
+
 namespace {
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -257,3 +261,5 @@ TEST(Collector, NestedModulesReadTheirSharedOutputOnce) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_stats_test

@@ -10,6 +10,10 @@
 #include "rules/suggest.h"
 #include "test_util.h"
 
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_catalog_test {
+
 namespace {
 
 /// Slugs of the catalog file: the first backticked word of each table row.
@@ -82,3 +86,5 @@ TEST(Suggest, ClosestNameWithinLimit) {
   EXPECT_EQ(nd::did_you_mean("qqq", keys), "");
   EXPECT_EQ(nd::closest_name("mess", keys), "message");  // abbreviation
 }
+
+}  // namespace nd_test_catalog_test

@@ -25,6 +25,10 @@
 #include "rules/rules.h"
 #include "test_util.h"
 
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_cli_test {
+
 using nlohmann::json;
 
 namespace {
@@ -773,3 +777,5 @@ TEST(CliRulesTest, ShippedCasesPass) {
   EXPECT_EQ(r.out.find("no case file"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" passed, 0 failed\n"), std::string::npos) << r.out;
 }
+
+}  // namespace nd_test_cli_test

@@ -7,6 +7,10 @@
 #include "rules/rules.h"
 #include "test_util.h"
 
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_config_test {
+
 using ndtest::layer;
 
 namespace {
@@ -239,9 +243,9 @@ TEST(Config, SuppressionsByRuleAndModuleGlob) {
                                        finding("ACT003", "blocks.3.mlp.fc2"), finding("IN002", std::nullopt, "x"),
                                        finding("GRAD002", "blocks.0.fc")};
   std::vector<nd::Suppression> sups = {
-      {"ACT002", "blocks.*", "rescaled", 3, 0},  // '*' crosses dots
-      {"IN", "*", "raw pixels on purpose", 7, 0},  // prefix; "*" covers findings without a module
-      {"GRAD003", "*", "never fires here", 11, 0},
+      {"ACT002", "blocks.*", "rescaled", 3, 0, ""},  // '*' crosses dots
+      {"IN", "*", "raw pixels on purpose", 7, 0, ""},  // prefix; "*" covers findings without a module
+      {"GRAD003", "*", "never fires here", 11, 0, ""},
   };
   EXPECT_EQ(nd::suppress_findings(findings, sups), 2);
   ASSERT_EQ(findings.size(), 3u);
@@ -264,7 +268,7 @@ TEST(Config, ModulePatternDoesNotMatchFindingsWithoutModule) {
   nd::Finding f;
   f.rule_id = "GRAD002";  // model-level, no layer
   std::vector<nd::Finding> findings = {f};
-  std::vector<nd::Suppression> sups = {{"GRAD002", "fc*", "r", 1, 0}};
+  std::vector<nd::Suppression> sups = {{"GRAD002", "fc*", "r", 1, 0, ""}};
   EXPECT_EQ(nd::suppress_findings(findings, sups), 0);
   EXPECT_EQ(findings.size(), 1u);
 }
@@ -290,3 +294,5 @@ TEST(Config, EffectiveConfigurationForTheReport) {
   EXPECT_EQ(j["suppressions"][0]["matched"], 2);
   EXPECT_EQ(j["suppressions"][0]["unused"], false);
 }
+
+}  // namespace nd_test_config_test

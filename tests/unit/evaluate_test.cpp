@@ -9,6 +9,10 @@
 #include "rules/rules.h"
 #include "test_util.h"
 
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_evaluate_test {
+
 using ndtest::input;
 using ndtest::layer;
 using nlohmann::json;
@@ -279,3 +283,5 @@ TEST(MessagePlaceholders, ParsesAndRejects) {
   EXPECT_THROW(nd::message_placeholders("empty {}"), std::invalid_argument);
   EXPECT_THROW(nd::message_placeholders("space {act rms}"), std::invalid_argument);
 }
+
+}  // namespace nd_test_evaluate_test

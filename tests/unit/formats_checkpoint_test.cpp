@@ -12,6 +12,10 @@
 #include "formats/pickle.h"
 #include "test_util.h"
 
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_formats_checkpoint_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -132,3 +136,5 @@ TEST(CheckpointFormat, Globs) {
   EXPECT_EQ(kind, "weights_load");
   EXPECT_EQ(expand_weight_paths({"plain.pt"}), (std::vector<std::string>{"plain.pt"}));
 }
+
+}  // namespace nd_test_formats_checkpoint_test

@@ -6,6 +6,10 @@
 #include "core/error.h"
 #include "formats/input_spec.h"
 
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_formats_input_spec_test {
+
 namespace {
 
 using nd::formats::DType;
@@ -126,3 +130,5 @@ TEST(FormatsInputSpec, GarbageNeverCrashes) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_formats_input_spec_test

@@ -10,6 +10,10 @@
 #include "formats/pickle.h"
 #include "formats/text.h"
 
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_formats_pickle_test {
+
 namespace {
 
 using nd::formats::DType;
@@ -421,3 +425,5 @@ TEST(FormatsPickle, GarbageNeverCrashes) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_formats_pickle_test

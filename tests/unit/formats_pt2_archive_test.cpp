@@ -13,6 +13,10 @@
 #include "formats/pt2_archive.h"
 #include "zip_builder.h"
 
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_formats_pt2_archive_test {
+
 namespace {
 
 using nd::formats::Pt2Archive;
@@ -163,3 +167,5 @@ TEST(Pt2Archive, FixturesFromTorch213) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_formats_pt2_archive_test

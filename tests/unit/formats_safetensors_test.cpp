@@ -8,6 +8,10 @@
 #include "core/error.h"
 #include "formats/safetensors.h"
 
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_formats_safetensors_test {
+
 namespace {
 
 using nd::formats::DType;
@@ -147,3 +151,5 @@ TEST(FormatsSafetensors, GarbageNeverCrashes) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_formats_safetensors_test

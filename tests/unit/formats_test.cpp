@@ -17,6 +17,10 @@
 #include "rules/rules.h"
 #include "test_util.h"
 
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_formats_test {
+
 using ndtest::layer;
 using nlohmann::json;
 
@@ -100,8 +104,8 @@ Fixture fixture() {
   nd::Config cfg;
   cfg.file = "normdoctor.toml";
   cfg.severity_overrides["IN002"] = nd::Severity::kWarning;
-  cfg.suppressions.push_back({"NORM001", "blocks.*", "the blocks' gains are reset by the warm-up", 7, 0});
-  cfg.suppressions.push_back({"GRAD", "decoder.*", "no decoder any more", 12, 0});
+  cfg.suppressions.push_back({"NORM001", "blocks.*", "the blocks' gains are reset by the warm-up", 7, 0, ""});
+  cfg.suppressions.push_back({"GRAD", "decoder.*", "no decoder any more", 12, 0, ""});
   fx.rules = nd::apply_config(all, cfg);
   fx.findings = nd::evaluate_rules(fx.rules, fx.doc);
   fx.ctx.tool_version = "0.1.0";
@@ -413,3 +417,5 @@ TEST(Formats, FindingText) {
             "     2. second fix of ACT002\n"
             "see: normdoctor explain ACT002\n");
 }
+
+}  // namespace nd_test_formats_test

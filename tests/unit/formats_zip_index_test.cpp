@@ -10,6 +10,10 @@
 #include "formats/zip_index.h"
 #include "zip_builder.h"
 
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_formats_zip_index_test {
+
 namespace {
 
 using ndtest::make_zip;
@@ -87,3 +91,5 @@ TEST(FormatsZipIndex, GarbageNeverCrashes) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_formats_zip_index_test

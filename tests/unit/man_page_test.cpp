@@ -12,6 +12,10 @@
 #include "report/report.h"
 #include "test_util.h"
 
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_man_page_test {
+
 namespace {
 
 std::string man_path() { return (ndtest::source_dir() / "man" / "normdoctor.1").string(); }
@@ -98,3 +102,5 @@ TEST(ManPage, DocumentsFormatsExitCodesAndEnvironment) {
   for (const char* env : {"NO_COLOR", "TERM", "NORMDOCTOR_RULES_DIR"})
     EXPECT_NE(src.find(".B " + std::string(env)), std::string::npos) << env;
 }
+
+}  // namespace nd_test_man_page_test

@@ -2,6 +2,10 @@
 
 #include "metrics/metrics.h"
 
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_metrics_test {
+
 TEST(Metrics, LookupPrefersLocalThenModel) {
   nd::MetricMap local{{"act.absmax", 3.0}};
   nd::MetricMap model{{"act.absmax", 5.0}, {"run.precision", "fp32"}};
@@ -20,3 +24,5 @@ TEST(Metrics, FindLayerByPath) {
   EXPECT_EQ(doc.find_layer("blocks.0.ln")->kind, "LayerNorm");
   EXPECT_EQ(doc.find_layer("blocks.1"), nullptr);
 }
+
+}  // namespace nd_test_metrics_test

@@ -9,6 +9,10 @@
 #include "rules/rules.h"
 #include "test_util.h"
 
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_report_test {
+
 using ndtest::layer;
 using nlohmann::json;
 
@@ -378,3 +382,5 @@ TEST(TextReport, PrecisionSectionWhenAFormatWasChecked) {
       << text;
   EXPECT_EQ(text.find("  proj "), text.find("  proj  Linear"));  // proj is in the layer table only
 }
+
+}  // namespace nd_test_report_test

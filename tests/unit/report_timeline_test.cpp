@@ -5,6 +5,10 @@
 #include "metrics/metrics.h"
 #include "report/report_common.h"
 
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_report_timeline_test {
+
 namespace {
 
 nd::MetricsDoc timeline_doc(bool mover) {
@@ -48,3 +52,5 @@ TEST(TimelineText, NoMover) {
 }
 
 TEST(TimelineText, AbsentWithoutTimeline) { EXPECT_EQ(nd::report_detail::render_timeline_text(nd::MetricsDoc{}), ""); }
+
+}  // namespace nd_test_report_timeline_test

@@ -13,7 +13,10 @@
 #include "rules/rules.h"
 #include "test_util.h"
 
-namespace {
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_rule_cases_test {
+
 
 std::string rules_dir() { return (ndtest::source_dir() / "rules").string(); }
 
@@ -72,7 +75,8 @@ void PrintTo(const CaseRef& c, std::ostream* os) { *os << "file " << c.file << "
 
 class ShippedRuleCase : public testing::TestWithParam<CaseRef> {};
 
-}  // namespace
+// (No anonymous namespace in this file: a test class deriving from a type
+// with internal linkage draws -Wsubobject-linkage in a unity batch.)
 
 TEST_P(ShippedRuleCase, Holds) {
   const nd::RuleCaseFile& file = shipped_cases().files[GetParam().file];
@@ -321,3 +325,5 @@ TEST(RuleCaseRunner, DocsExamplePasses) {
   ASSERT_EQ(f.cases.size(), 2u);
   for (const auto& c : f.cases) EXPECT_EQ(nd::run_rule_case(*nd::find_rule(shipped(), "BN002"), c), std::vector<std::string>{}) << c.name;
 }
+
+}  // namespace nd_test_rule_cases_test

@@ -6,6 +6,10 @@
 #include "rules/rules.h"
 #include "test_util.h"
 
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_rule_catalog_healthy_test {
+
 using ndtest::input;
 using ndtest::layer;
 
@@ -40,3 +44,5 @@ TEST(RuleCatalog, HealthyModelHasNoFindings) {
                        {"mode.baked_training_false", 0}};
   EXPECT_TRUE(nd::evaluate_rules(nd::load_rules((ndtest::source_dir() / "rules").string()), doc).empty());
 }
+
+}  // namespace nd_test_rule_catalog_healthy_test

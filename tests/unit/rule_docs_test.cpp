@@ -12,6 +12,10 @@
 #include "rules/rules.h"
 #include "test_util.h"
 
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_rule_docs_test {
+
 namespace {
 
 std::vector<nd::Rule> shipped() { return nd::load_rules((ndtest::source_dir() / "rules").string()); }
@@ -73,3 +77,5 @@ TEST(RuleDocs, WhatRulesAndExplainPrint) {
     EXPECT_FALSE(r.when.empty());
   }
 }
+
+}  // namespace nd_test_rule_docs_test

@@ -5,6 +5,10 @@
 #include "rules/rules.h"
 #include "test_util.h"
 
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_rule_file_test {
+
 namespace {
 
 const char* kGood = R"(id = "BN002"
@@ -275,3 +279,5 @@ TEST(Severity, ParseAndName) {
     EXPECT_STREQ(e.what(), "--fail-on: unknown severity 'warn' (expected info, warning or error); did you mean 'warning'?");
   }
 }
+
+}  // namespace nd_test_rule_file_test

@@ -11,6 +11,10 @@
 #include "rules/rules.h"
 #include "test_util.h"
 
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_shipped_rules_test {
+
 namespace {
 
 std::vector<nd::Rule> shipped() { return nd::load_rules((ndtest::source_dir() / "rules").string()); }
@@ -257,3 +261,5 @@ TEST(ShippedRules, NameOnlyDocumentedMetrics) {
     }
   }
 }
+
+}  // namespace nd_test_shipped_rules_test

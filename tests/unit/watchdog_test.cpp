@@ -10,6 +10,10 @@
 
 #include "cli/watchdog.h"
 
+// Everything in this file lives in its own namespace: the unit tests build
+// in unity batches (tests/CMakeLists.txt).
+namespace nd_test_watchdog_test {
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -63,3 +67,5 @@ TEST(Watchdog, NoTimeoutStartsNothing) {
 }
 
 }  // namespace
+
+}  // namespace nd_test_watchdog_test

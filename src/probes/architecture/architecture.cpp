@@ -15,7 +15,6 @@
 namespace nd {
 namespace {
 
-nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
 struct Block {
   std::string path, stack;
@@ -87,8 +86,8 @@ void probe_architecture(Session& s) {
                     {"placement", placement},
                     {"additions", pl},
                     {"norms", b.norms},
-                    {"stream_rms_in", num(in)},
-                    {"stream_rms_out", num(out)}});
+                    {"stream_rms_in", finite_or_null(in)},
+                    {"stream_rms_out", finite_or_null(out)}});
   }
   int64_t norm_sites = static_cast<int64_t>(im.norm_ops().size());
   auto& mm = s.doc.model_metrics;
@@ -120,9 +119,9 @@ void probe_architecture(Session& s) {
   mm["arch.final_norm_layer"] = fin.norm_module;
   mm["arch.head_layer"] = fin.head_module;
   mm["arch.last_block"] = last_block;
-  mm["arch.stream_rms_first"] = num(first_in);
-  mm["arch.stream_rms_last"] = num(last_out);
-  mm["arch.stream_growth"] = (std::isfinite(first_in) && std::isfinite(last_out) && first_in > 0) ? num(last_out / first_in)
+  mm["arch.stream_rms_first"] = finite_or_null(first_in);
+  mm["arch.stream_rms_last"] = finite_or_null(last_out);
+  mm["arch.stream_growth"] = (std::isfinite(first_in) && std::isfinite(last_out) && first_in > 0) ? finite_or_null(last_out / first_in)
                                                                                                   : nlohmann::json(nullptr);
   s.doc.probes["architecture"] = {{"blocks", rows},
                                   {"main_stack", main_stack},

@@ -59,12 +59,6 @@ std::string shape_text(const c10::IValue& v) {
   return ss.str();
 }
 
-nlohmann::json num(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
-
 }  // namespace
 
 void probe_fast_path(Session& s) {
@@ -133,7 +127,7 @@ void probe_fast_path(Session& s) {
   const bool same_shape = probe["fast_shape"] == probe["slow_shape"];
   mm["fastpath.shape_changed"] = !same_shape;
   const double d = same_shape ? Session::relative_difference(fast, slow) : std::numeric_limits<double>::quiet_NaN();
-  mm["fastpath.rel_output_diff"] = num(d);
+  mm["fastpath.rel_output_diff"] = metric_number(d);
   if (!same_shape || d > 1e-3)
     s.doc.assumptions.push_back(
         "in eval mode without grad the model takes PyTorch's fast path (" + *ops.begin() + (ops.size() > 1 ? ", ..." : "") +

@@ -52,11 +52,6 @@ struct FeatureStats {
 
 namespace {
 
-MetricValue num(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
 
 /// Units of x along `axis`: how many, how many are <= 0 everywhere (dead),
 /// how many are > 0 everywhere (always active, the mirror image).
@@ -158,7 +153,7 @@ void probe_features(Session& s) {
     m["dead.values_per_unit"] = d.min_values_per_unit;
     m["dead.always_active_fraction"] = always;
     m["dead.chance_fraction"] = chance;
-    m["dead.over_chance"] = chance > 0 ? num(frac / chance) : MetricValue("inf");
+    m["dead.over_chance"] = chance > 0 ? metric_number(frac / chance) : MetricValue("inf");
     // Sign test against the mirror image: if the units' inputs are symmetric
     // about 0, a unit with one sign on the whole batch is dead or always
     // active with equal odds, so dead ~ Binomial(dead + always, 1/2). The
@@ -193,7 +188,7 @@ void probe_features(Session& s) {
     auto& m = lm->metrics;
     // A block has several residual additions: keep the largest ratio.
     if (m.count("outlier.ratio") && m["outlier.ratio"].is_number() && m["outlier.ratio"].get<double>() >= ratio) continue;
-    m["outlier.ratio"] = num(ratio);
+    m["outlier.ratio"] = metric_number(ratio);
     m["outlier.channel"] = at;
     m["outlier.channel_absmax"] = top;
     m["outlier.median_absmax"] = med;

@@ -18,11 +18,6 @@ double finite_or(double v, double fallback) { return std::isfinite(v) ? v : fall
 
 std::string layer_label(const std::string& path) { return path.empty() ? "<root>" : path; }
 
-MetricValue num(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
 
 struct ParamGrad {
   int64_t params = 0, without = 0, zero = 0, nonfinite = 0;
@@ -173,9 +168,9 @@ void probe_forward_backward(Session& s) {
   }
   s.doc.probes["loss"] = {{"description", r.loss_description}};
   const double loss_v = r.loss ? r.loss->item<double>() : std::numeric_limits<double>::quiet_NaN();
-  s.doc.model_metrics["loss.value"] = num(loss_v);
+  s.doc.model_metrics["loss.value"] = metric_number(loss_v);
   s.doc.model_metrics["loss.finite"] = std::isfinite(loss_v);
-  s.doc.probes["loss"]["value"] = num(loss_v);
+  s.doc.probes["loss"]["value"] = metric_number(loss_v);
 
   std::map<std::string, size_t> idx;
   for (size_t i = 0; i < s.doc.layers.size(); ++i) idx[s.doc.layers[i].path] = i;
@@ -279,8 +274,8 @@ void probe_forward_backward(Session& s) {
         outs.push_back({{"index", t->output_index},
                         {"primary", a.primary_fired ? t->primary : t == a.outputs.front()},
                         {"shape", rec.shape},
-                        {"rms", num(rec.fwd.rms())},
-                        {"absmax", num(rec.fwd.absmax())}});
+                        {"rms", metric_number(rec.fwd.rms())},
+                        {"absmax", metric_number(rec.fwd.absmax())}});
       }
       m["act.outputs"] = outs;
     }
@@ -289,10 +284,10 @@ void probe_forward_backward(Session& s) {
       put_stats(m, "act", a.fwd);
       m["act.beyond_fp16_count"] = a.fwd.beyond_fp16;
       m["act.zero_fraction"] = a.fwd.numel ? static_cast<double>(a.fwd.zeros) / static_cast<double>(a.fwd.numel) : 0.0;
-      m["act.fp16_headroom"] = a.fwd.absmax() > 0 ? num(kFp16Max / a.fwd.absmax()) : MetricValue("inf");
+      m["act.fp16_headroom"] = a.fwd.absmax() > 0 ? metric_number(kFp16Max / a.fwd.absmax()) : MetricValue("inf");
       if (a.grad_calls > 0) {
-        m["grad.out_norm"] = num(a.grad.l2());
-        m["grad.out_rms"] = num(a.grad.rms());
+        m["grad.out_norm"] = metric_number(a.grad.l2());
+        m["grad.out_rms"] = metric_number(a.grad.rms());
         m["grad.out_nonfinite_count"] = a.grad.nonfinite();
       }
     }
@@ -342,13 +337,13 @@ void probe_forward_backward(Session& s) {
           onehot_max = std::max(onehot_max, oh);
           if (std::isfinite(en)) entropy_min = std::min(entropy_min, en);
           rows.push_back({{"head", h}, {"rows", hs.rows}, {"logit_absmax", hs.logit_absmax},
-                          {"entropy_mean", num(en)}, {"onehot_fraction", oh}});
+                          {"entropy_mean", metric_number(en)}, {"onehot_fraction", oh}});
         }
         m["attn.heads"] = static_cast<int64_t>(a.heads.size());
         m["attn.worst_head"] = static_cast<int64_t>(worst);
         m["attn.worst_head_logit_absmax"] = a.heads[worst].logit_absmax;
         m["attn.head_onehot_fraction_max"] = onehot_max;
-        m["attn.head_entropy_min"] = num(entropy_min);
+        m["attn.head_entropy_min"] = metric_number(entropy_min);
         lm.info["attention_heads"] = rows;
       }
       // Query/key versus value projection weights (Frobenius norms), where
@@ -407,7 +402,7 @@ void probe_forward_backward(Session& s) {
       if (++blocked <= 6) silenced_names += (blocked > 1 ? ", " : "") + (mi.path.empty() ? std::string("<root>") : mi.path);
     }
     if (mi.parameters > 0) {
-      m["param.absmax"] = num(pg.absmax_param);
+      m["param.absmax"] = metric_number(pg.absmax_param);
       m["param.nonfinite_count"] = pg.param_nonfinite;
     }
     // No backward ran (class ids out): no parameter gradient was measured,
@@ -421,10 +416,10 @@ void probe_forward_backward(Session& s) {
       // the path exists and this batch's values closed it (a ReLU inactive
       // for every example, an all-zero input), not the graph's structure.
       m["grad.zero_from_values"] = pg.without == 0 && pg.zero > pg.silenced;
-      m["grad.param_norm"] = num(std::sqrt(pg.sumsq));
+      m["grad.param_norm"] = metric_number(std::sqrt(pg.sumsq));
       m["grad.param_nonfinite_count"] = pg.nonfinite;
       if (pg.w2_sumsq > 0) {
-        m["grad.to_weight"] = num(std::sqrt(pg.g2_sumsq / pg.w2_sumsq));
+        m["grad.to_weight"] = metric_number(std::sqrt(pg.g2_sumsq / pg.w2_sumsq));
         m["grad.zero_rows_fraction"] = pg.rows ? static_cast<double>(pg.zero_rows) / static_cast<double>(pg.rows) : 0.0;
       }
     }

@@ -36,11 +36,6 @@ namespace {
 /// the sample batch (rules/BN009.toml gives the sources).
 constexpr double kStaleEvalError = 0.25, kStaleOverFloor = 5;
 
-MetricValue num(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
 
 /// Module-output statistics per module path for one pass.
 std::map<std::string, TensorStats> module_stats(const InstrumentedModel& im, const Collector& c) {
@@ -128,7 +123,6 @@ c10::IValue rows_of(const c10::IValue& out, const BatchLayout& L, const at::Tens
   // Lists and dicts: compare whole (rare for batch dependence).
   return out;
 }
-
 
 }  // namespace
 
@@ -233,8 +227,8 @@ void probe_normalization(Session& s) {
         const at::Tensor var = b.var.masked_select(live);
         const at::Tensor mean_noise = b.example_mean.std(0).masked_select(live) / root_b / var.sqrt();
         const at::Tensor var_noise = b.example_var.std(0).masked_select(live) / root_b / var;
-        m["bn.mean_noise"] = num(mean_noise.mean().item<double>());
-        m["bn.var_noise"] = num(var_noise.mean().item<double>());
+        m["bn.mean_noise"] = metric_number(mean_noise.mean().item<double>());
+        m["bn.var_noise"] = metric_number(var_noise.mean().item<double>());
       }
     }
     const auto type = lm->info.contains("running_stats");
@@ -272,10 +266,10 @@ void probe_normalization(Session& s) {
         at::Tensor z = (b.mean - rm).abs() / (rv + eps).sqrt();
         at::Tensor ratio = (b.var + eps) / (rv + eps);
         const double gm = ratio.log().mean().exp().item<double>();
-        m["bn.mean_z"] = num(z.mean().item<double>());
-        m["bn.mean_z_max"] = num(z.max().item<double>());
-        m["bn.var_ratio"] = num(gm);
-        m["bn.var_ratio_off"] = num(std::max(gm, 1.0 / gm));
+        m["bn.mean_z"] = metric_number(z.mean().item<double>());
+        m["bn.mean_z_max"] = metric_number(z.max().item<double>());
+        m["bn.var_ratio"] = metric_number(gm);
+        m["bn.var_ratio_off"] = metric_number(std::max(gm, 1.0 / gm));
         // The three together (issue 16.8): the RMS difference between the
         // eval-mode output (running statistics) and the train-mode output
         // (batch statistics) of this layer, in units of the batch-normalized
@@ -283,15 +277,15 @@ void probe_normalization(Session& s) {
         // channels. Its floor is the sampling noise of the sample batch's own
         // statistics, from the spread of the per-example statistics.
         at::Tensor err = ((ratio.sqrt() - 1).pow(2) + z.pow(2)).mean().sqrt();
-        m["bn.eval_error"] = num(err.item<double>());
+        m["bn.eval_error"] = metric_number(err.item<double>());
         if (b.examples >= 2) {
           const double n = static_cast<double>(b.examples);
           at::Tensor sd = b.var.clamp_min(1e-12).sqrt();
           at::Tensor mn = b.example_mean.std(0) / std::sqrt(n) / sd;
           at::Tensor vn = b.example_var.std(0) / std::sqrt(n) / b.var.clamp_min(1e-12);
           const double floor = (mn.pow(2) + (vn / 2).pow(2)).mean().sqrt().item<double>();
-          m["bn.eval_error_floor"] = num(floor);
-          m["bn.eval_error_over_floor"] = floor > 0 ? num(err.item<double>() / floor) : MetricValue("inf");
+          m["bn.eval_error_floor"] = metric_number(floor);
+          m["bn.eval_error_over_floor"] = floor > 0 ? metric_number(err.item<double>() / floor) : MetricValue("inf");
         }
       }
     }
@@ -357,7 +351,7 @@ void probe_normalization(Session& s) {
     const std::map<std::string, TensorStats> eval_ref_stats =
         eval_ref_p == eval_p ? eval_stats : module_stats(im, *eval_ref_p->collector);
     const double drift = Session::relative_difference(nodrop_output, eval_ref);
-    mm["drift.rel_output_diff"] = num(drift);
+    mm["drift.rel_output_diff"] = metric_number(drift);
     mm["drift.explained_by_stale_stats"] = false;
     mm["drift.stale_note"] = "";
     // A traced/exported graph with training flags baked in cannot enter the
@@ -371,7 +365,7 @@ void probe_normalization(Session& s) {
                         "this file was made from (the file itself cannot switch mode: see MODE003)"
                   : "";
     if (!train->output.isNone())
-      mm["drift.rel_output_diff_with_dropout"] = num(Session::relative_difference(train->output, eval.output));
+      mm["drift.rel_output_diff_with_dropout"] = metric_number(Session::relative_difference(train->output, eval.output));
     double d = 0;
     const std::string seen = first_divergence(s, module_stats(im, nodrop_collector), eval_ref_stats, 1e-4, &d);
     const std::string first = seen.empty() ? seen : drift_origin(im, nodrop_collector, seen);
@@ -419,13 +413,13 @@ void probe_normalization(Session& s) {
     const_cast<CheckOptions&>(s.opt).seed -= 1;
     const PassResult& again = *again_p;
     const double rep_diff = Session::relative_difference(again.output, eval.output, /*ids=*/true);
-    mm["evalrep.rel_diff"] = num(rep_diff);
+    mm["evalrep.rel_diff"] = metric_number(rep_diff);
     // Noise floor of the drift comparison (issue 16.11): the same eval pass
     // repeated. Deterministic kernels give 0 (then any drift is above it).
     if (mm.count("drift.rel_output_diff") && mm["drift.rel_output_diff"].is_number() && std::isfinite(rep_diff)) {
       const double drift = mm["drift.rel_output_diff"].get<double>();
       mm["drift.noise_floor"] = rep_diff;
-      mm["drift.over_floor"] = rep_diff > 0 ? num(drift / rep_diff) : MetricValue(drift > 0 ? "inf" : "nan");
+      mm["drift.over_floor"] = rep_diff > 0 ? metric_number(drift / rep_diff) : MetricValue(drift > 0 ? "inf" : "nan");
     }
     double d = 0;
     const std::string first = first_divergence(s, module_stats(im, *again.collector), eval_stats, 0.0, &d);
@@ -529,15 +523,15 @@ void probe_normalization(Session& s) {
     PassResult rr = s.run_pass(spec("eval-reversed", select_examples(s, layout, rev), 0));
     const double dr = Session::relative_difference(rows_of(rr.output, layout, rev), ref.output, /*ids=*/true);
     const double worst = std::isnan(d1) || d0 >= d1 ? d0 : d1;
-    mm["batchdep.max_rel_diff"] = num(worst);
+    mm["batchdep.max_rel_diff"] = metric_number(worst);
     mm["batchdep.worst_example"] = std::isnan(d1) || d0 >= d1 ? "0" : std::to_string(batch - 1);
-    mm["batchdep.reorder_rel_diff"] = num(dr);
+    mm["batchdep.reorder_rel_diff"] = metric_number(dr);
     // Noise floor (issue 16.11): the same batch reordered. Batch statistics
     // and every per-example op are invariant to the order, so what changes
     // is the kernels' summation order alone.
-    mm["batchdep.noise_floor"] = num(dr);
+    mm["batchdep.noise_floor"] = metric_number(dr);
     mm["batchdep.over_floor"] = std::isnan(worst) || std::isnan(dr) ? MetricValue("nan")
-                                : dr > 0                          ? num(worst / dr)
+                                : dr > 0                          ? metric_number(worst / dr)
                                                                   : MetricValue(worst > 0 ? "inf" : "nan");
     mm["batchdep.batch"] = batch;
     report["batch_dependence_method"] =
@@ -632,7 +626,7 @@ void probe_normalization(Session& s) {
       s.model.module.train(false);
       at::manual_seed(s.opt.seed);
       out_eval = s.model.module.forward(s.arg_values());
-      mm["mode.switch_rel_diff"] = num(Session::relative_difference(out_train, out_eval));
+      mm["mode.switch_rel_diff"] = metric_number(Session::relative_difference(out_train, out_eval));
       mm["mode.switch_confirmed"] = Session::relative_difference(out_train, out_eval) == 0.0;
     } catch (const std::exception& e) {
       if (is_out_of_memory(e)) throw;  // an error of the run, not a finding (run_check names the stage)

@@ -38,11 +38,6 @@ constexpr double kDefaultLossScale = 65536.0;
 /// Reference-pass memory budget: module outputs kept for the comparison.
 constexpr int64_t kReferenceBudgetBytes = int64_t{2} << 30;
 
-MetricValue num(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
 
 /// A floating-point storage format and its IEEE 754 limits.
 struct Format {
@@ -246,7 +241,7 @@ void norm_gain_scale(Session& s) {
     if (!best) continue;
     lm.metrics["norm.next_layer"] = best->path;
     lm.metrics["norm.next_layer_absmax"] = best_absmax;
-    lm.metrics["norm.next_layer_fp16_headroom"] = best_absmax > 0 ? num(kFp16Max / best_absmax) : MetricValue("inf");
+    lm.metrics["norm.next_layer_fp16_headroom"] = best_absmax > 0 ? metric_number(kFp16Max / best_absmax) : MetricValue("inf");
   }
 }
 
@@ -331,7 +326,7 @@ void probe_precision(Session& s) {
     auto it = lm.metrics.find("act.absmax");
     if (it == lm.metrics.end() || !it->second.is_number()) continue;
     const double a = it->second.get<double>();
-    lm.metrics["prec.headroom"] = a > 0 ? num(f.max / a) : MetricValue("inf");
+    lm.metrics["prec.headroom"] = a > 0 ? metric_number(f.max / a) : MetricValue("inf");
   }
 
   // LayerNorm / RMSNorm layers: eps in the format; internals from their inputs.
@@ -567,8 +562,8 @@ void probe_precision(Session& s) {
     if (c.compared > 0) {
       const double rel = c.den > 0 ? std::sqrt(c.num / c.den) : (c.num == 0 ? 0.0 : std::numeric_limits<double>::infinity());
       const double cos = (c.den > 0 && c.lp > 0) ? c.dot / std::sqrt(c.den * c.lp) : (c.den == 0 && c.lp == 0 ? 1.0 : 0.0);
-      m["prec.rel_error"] = num(rel);
-      m["prec.cosine"] = num(cos);
+      m["prec.rel_error"] = metric_number(rel);
+      m["prec.cosine"] = metric_number(cos);
       m["prec.ref_absmax"] = c.ref_absmax;
       m["prec.beyond_max_count"] = c.ref_beyond;
       m["prec.nonfinite_count"] = nonfinite;
@@ -601,7 +596,7 @@ void probe_precision(Session& s) {
     m["prec.norm_nonfinite_count"] = n.nonfinite;
     m["prec.norm_overflow_rows"] = n.overflow_rows;
     m["prec.norm_sumsq_max"] = n.sumsq_max;
-    m["prec.norm_sumsq_headroom"] = n.sumsq_max > 0 ? num(f.max / n.sumsq_max) : MetricValue("inf");
+    m["prec.norm_sumsq_headroom"] = n.sumsq_max > 0 ? metric_number(f.max / n.sumsq_max) : MetricValue("inf");
   }
   // A norm whose own statistic overflows in the format (the square or the
   // variance of a norm computed in the format) is an eps-precision problem
@@ -645,7 +640,7 @@ void probe_precision(Session& s) {
     if (f.name == "fp16") mm["prec.loss_scale_blocked_by"] = first_nonfinite;
   }
   if (!first_divergent.empty()) mm["prec.first_divergent_layer"] = first_divergent;
-  mm["prec.output_rel_error"] = num(Session::relative_difference(lp_pass.output, ref_pass.output));
+  mm["prec.output_rel_error"] = metric_number(Session::relative_difference(lp_pass.output, ref_pass.output));
   if (ref_truncated)
     s.doc.assumptions.push_back("the precision probe kept fp32 module outputs up to 2 GiB; later modules were not compared");
 

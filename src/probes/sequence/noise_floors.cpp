@@ -7,16 +7,6 @@
 
 namespace nd {
 
-namespace {
-
-MetricValue num(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
-
-}  // namespace
-
 void apply_noise_floors(Session& s) {
   // The floor of the sequence comparisons (issue 16.11): the same eval pass
   // with the batch reordered (batchdep.noise_floor), measured in this run
@@ -36,7 +26,7 @@ void apply_noise_floors(Session& s) {
     const double diff = d->second.get<double>();
     mm[std::string(p) + ".noise_floor"] = floor;
     mm[std::string(p) + ".noise_floor_from"] = from;
-    mm[std::string(p) + ".over_floor"] = floor > 0 ? num(diff / floor) : MetricValue(diff > 0 ? "inf" : "nan");
+    mm[std::string(p) + ".over_floor"] = floor > 0 ? metric_number(diff / floor) : MetricValue(diff > 0 ? "inf" : "nan");
   }
 }
 

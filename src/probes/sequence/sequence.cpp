@@ -315,7 +315,6 @@ Deviation deviations(const InstrumentedModel& im, const Collector& ref, const Co
   return d;
 }
 
-nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
 /// Axes a normalization reduces over, for an input of rank `rank`; empty
 /// when unknown (a normalized_shape computed at run time).
@@ -831,7 +830,7 @@ void probe_sequence(Session& s) {
   auto dev_json = [&](const Deviation& d) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& [m, r] : d.modules)
-      if (r > kChanged || m.empty()) j.push_back({{"layer", m}, {"rel_diff", num(r)}});
+      if (r > kChanged || m.empty()) j.push_back({{"layer", m}, {"rel_diff", finite_or_null(r)}});
     return j;
   };
   nlohmann::json jp = {{"padded_to", L.T + P}, {"from", L.T}, {"mode_note", "train mode: batch statistics; eval mode: running statistics"}};
@@ -842,18 +841,18 @@ void probe_sequence(Session& s) {
   Deviation dt, de;
   if (padded_eval) {
     de = deviations(im, *ref_eval->collector, *padded_eval->collector);
-    jp["eval"] = {{"rel_diff", num(de.root)}, {"first_layer", de.first}, {"changed", dev_json(de)}};
-    s.doc.model_metrics["pad.rel_diff_eval"] = num(de.root);
+    jp["eval"] = {{"rel_diff", finite_or_null(de.root)}, {"first_layer", de.first}, {"changed", dev_json(de)}};
+    s.doc.model_metrics["pad.rel_diff_eval"] = finite_or_null(de.root);
   }
   if (padded_train) {
     dt = deviations(im, *ref_train->collector, *padded_train->collector);
-    jp["train"] = {{"rel_diff", num(dt.root)}, {"first_layer", dt.first}, {"changed", dev_json(dt)}};
-    s.doc.model_metrics["pad.rel_diff_train"] = num(dt.root);
+    jp["train"] = {{"rel_diff", finite_or_null(dt.root)}, {"first_layer", dt.first}, {"changed", dev_json(dt)}};
+    s.doc.model_metrics["pad.rel_diff_train"] = finite_or_null(dt.root);
   }
   if (padded_eval || padded_train) {
     const bool train_worse = padded_train && (!padded_eval || !(de.root >= dt.root));
     const Deviation& w = train_worse ? dt : de;
-    s.doc.model_metrics["pad.rel_diff"] = num(w.root);
+    s.doc.model_metrics["pad.rel_diff"] = finite_or_null(w.root);
     s.doc.model_metrics["pad.mode"] = train_worse ? "train" : "eval";
     s.doc.model_metrics["pad.padded_to"] = L.T + P;
     s.doc.model_metrics["pad.first_layer"] = w.first;
@@ -884,10 +883,10 @@ void probe_sequence(Session& s) {
     s.doc.model_metrics["seqlen.failed_layer"] = short_failed_layer;
   } else if (shorter) {
     const Deviation d = deviations(im, *ref_eval->collector, *shorter->collector);
-    js["rel_diff"] = num(d.root);
+    js["rel_diff"] = finite_or_null(d.root);
     js["first_layer"] = d.first;
     js["changed"] = dev_json(d);
-    s.doc.model_metrics["seqlen.rel_diff"] = num(d.root);
+    s.doc.model_metrics["seqlen.rel_diff"] = finite_or_null(d.root);
     s.doc.model_metrics["seqlen.first_layer"] = d.first;
     s.doc.model_metrics["seqlen.first_layer_kind"] = d.first.empty() && !(d.root > kChanged) ? "none" : kind_of_layer(d.first);
     const std::string via = norm_route(d);

@@ -51,11 +51,6 @@ constexpr double kFloor = 0.25;
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-MetricValue num(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
 
 double as_double(const MetricValue& v) {
   if (v.is_number()) return v.get<double>();
@@ -355,13 +350,13 @@ void probe_timeline(Session& s) {
       for (const auto& x : xs) any = any || x.has_value();
       if (!any) continue;
       nlohmann::json arr = nlohmann::json::array();
-      for (size_t i = 0; i < n; ++i) arr.push_back(xs[i] ? num(*xs[i]) : nlohmann::json());
+      for (size_t i = 0; i < n; ++i) arr.push_back(xs[i] ? metric_number(*xs[i]) : nlohmann::json());
       jm[metric] = arr;
     }
     if (!jm.empty()) jl[path] = jm;
   }
   nlohmann::json jloss = nlohmann::json::array();
-  for (double x : loss) jloss.push_back(num(x));
+  for (double x : loss) jloss.push_back(metric_number(x));
   nlohmann::json tl = {{"checkpoints", cks},
                        {"layers", jl},
                        {"loss", jloss},
@@ -394,8 +389,8 @@ void probe_timeline(Session& s) {
       m[fwd ? "timeline.first_nonfinite_forward" : "timeline.first_nonfinite_gradient"] = true;
       m["timeline.nonfinite_checkpoint"] = labels[i];
       m["timeline.last_finite_checkpoint"] = i > 0 ? labels[i - 1] : std::string("none (the first checkpoint)");
-      m["timeline.nonfinite_loss"] = num(loss[i]);
-      m["timeline.last_finite_loss"] = i > 0 ? num(loss[i - 1]) : MetricValue("nan");
+      m["timeline.nonfinite_loss"] = metric_number(loss[i]);
+      m["timeline.last_finite_loss"] = i > 0 ? metric_number(loss[i - 1]) : MetricValue("nan");
       if (!fwd) m["timeline.nonfinite_from"] = nf_grad_from;
     }
   }
@@ -404,7 +399,7 @@ void probe_timeline(Session& s) {
     Series upto(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(std::min(n, horizon)));
     mm["timeline.first_mover_layer"] = best->layer;
     tl["first_mover"] = {{"layer", best->layer}, {"metric", best->metric}, {"checkpoint", s.checkpoints[best->at]},
-                         {"index", best->at}, {"z", num(best->z)}, {"ratio", num(best->ratio)},
+                         {"index", best->at}, {"z", metric_number(best->z)}, {"ratio", metric_number(best->ratio)},
                          {"early_median", best->early}, {"trajectory", trajectory(upto)}};
     if (LayerMetrics* lm = s.doc.find_layer(best->layer)) {
       auto& m = lm->metrics;
@@ -412,8 +407,8 @@ void probe_timeline(Session& s) {
       m["timeline.mover_metric"] = best->metric;
       m["timeline.mover_family"] = family(best->metric);
       m["timeline.mover_checkpoint"] = labels[best->at];
-      m["timeline.mover_z"] = num(best->z);
-      m["timeline.mover_ratio"] = num(best->ratio);
+      m["timeline.mover_z"] = metric_number(best->z);
+      m["timeline.mover_ratio"] = metric_number(best->ratio);
       m["timeline.mover_early_median"] = best->early;
       m["timeline.mover_trajectory"] = trajectory(upto);
     }

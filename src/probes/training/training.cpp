@@ -29,11 +29,6 @@ namespace {
 
 constexpr double kAdamBeta1 = 0.9, kAdamBeta2 = 0.999, kAdamEps = 1e-8;
 
-MetricValue num(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
 
 std::string param_path(const std::string& module, const std::string& name) {
   return module.empty() ? name : module + "." + name;
@@ -172,7 +167,7 @@ void probe_update_ratio(Session& s) {
     const std::string full = param_path(p.module, p.name);
     nlohmann::json row = {{"param", full}, {"numel", p.value.numel()}};
     const double w = norm_of(p.value);
-    row["weight_norm"] = num(w);
+    row["weight_norm"] = metric_number(w);
     if (!g.defined()) {
       row["grad_norm"] = nullptr;
       row["ratio"] = nullptr;
@@ -190,7 +185,7 @@ void probe_update_ratio(Session& s) {
       un = norm_of(a.update);
       row["from_saved_state"] = true;
       row["adam_step"] = st->step;
-      row["adam_rms_ratio"] = num(a.rms_ratio);
+      row["adam_rms_ratio"] = metric_number(a.rms_ratio);
       row["adam_eps_fraction"] = a.eps_fraction;
       if (p.value.dim() >= 2) lag.add(p.module, full, a, st->step);
     } else if (st && s.optimizer->kind == "sgd_momentum" && st->momentum_buffer.defined()) {
@@ -202,8 +197,8 @@ void probe_update_ratio(Session& s) {
     } else {
       un = first_update_norm(g, lr, optimizer == "sgd" ? "sgd" : "adam");
     }
-    row["grad_norm"] = num(gn);
-    row["update_norm"] = num(un);
+    row["grad_norm"] = metric_number(gn);
+    row["update_norm"] = metric_number(un);
     if (w > 0 && std::isfinite(w) && std::isfinite(un)) {
       const double ratio = un / w;
       row["ratio"] = ratio;
@@ -372,7 +367,7 @@ void probe_replay(Session& s) {
     std::string rms_layer, step_growth_layer;
     for (const auto& [path, st] : act) {
       const double rms = st.rms(), am = st.absmax();
-      modules[path] = {{"rms", num(rms)}, {"absmax", num(am)}, {"nonfinite_count", st.nonfinite()}};
+      modules[path] = {{"rms", metric_number(rms)}, {"absmax", metric_number(am)}, {"nonfinite_count", st.nonfinite()}};
       if (!is_leaf[path]) continue;
       if (std::isfinite(rms) && rms > rms_max) {
         rms_max = rms;
@@ -396,11 +391,11 @@ void probe_replay(Session& s) {
       }
     }
 
-    nlohmann::json row = {{"step", step},       {"loss", num(loss)},          {"act_rms_max", rms_max},
+    nlohmann::json row = {{"step", step},       {"loss", metric_number(loss)},          {"act_rms_max", rms_max},
                           {"act_rms_max_layer", rms_layer}, {"act_absmax_max", absmax_max},
                           {"act_growth", step_growth},       {"act_growth_layer", step == 0 ? std::string() : step_growth_layer}};
     if (!gain_layer.empty()) {
-      row["gain_max"] = num(gain_max);
+      row["gain_max"] = metric_number(gain_max);
       row["gain_max_layer"] = gain_layer;
     }
 
@@ -457,7 +452,7 @@ void probe_replay(Session& s) {
       }
       w.detach().sub_(upd.to(w.scalar_type()));
     }
-    row["grad_norm"] = num(std::sqrt(gsq));
+    row["grad_norm"] = metric_number(std::sqrt(gsq));
     row["grad_nonfinite_count"] = g_nonfinite;
     row["update_ratio_max"] = ratio_max;
     row["update_ratio_param"] = ratio_param;
@@ -481,9 +476,9 @@ void probe_replay(Session& s) {
   mm["replay.lr"] = lr;
   mm["replay.optimizer"] = optimizer;
   mm["replay.steps_run"] = static_cast<int64_t>(steps.size());
-  mm["replay.loss_first"] = num(loss_first);
-  mm["replay.loss_max"] = num(std::isfinite(loss_max) ? loss_max : std::numeric_limits<double>::quiet_NaN());
-  mm["replay.loss_last"] = num(loss_last);
+  mm["replay.loss_first"] = metric_number(loss_first);
+  mm["replay.loss_max"] = metric_number(std::isfinite(loss_max) ? loss_max : std::numeric_limits<double>::quiet_NaN());
+  mm["replay.loss_last"] = metric_number(loss_last);
   if (growth_step >= 0) {
     mm["replay.act_growth_max"] = growth_max;
     mm["replay.act_growth_layer"] = growth_layer;
@@ -494,7 +489,7 @@ void probe_replay(Session& s) {
     mm["replay.nonfinite_step"] = nonfinite_step;
     mm["replay.nonfinite_layer"] = nonfinite_layer;
     mm["replay.nonfinite_what"] = nonfinite_what;
-    mm["replay.loss_before_nonfinite"] = num(loss_before);
+    mm["replay.loss_before_nonfinite"] = metric_number(loss_before);
   }
   if (grad_nonfinite_step >= 0) mm["replay.grad_nonfinite_step"] = grad_nonfinite_step;
 }
