@@ -671,6 +671,29 @@ const std::vector<std::string>& ScopeResolver::chain(const Node* node) {
       for (const Block* b : node->blocks()) visit(b);
       found = !first;
     }
+    if (!found && !node->blocks().empty()) {
+      // No node inside has a call stack either: an error branch
+      // (BatchNorm's _check_input_dim, `if x.dim() != 3: raise ValueError(...)`:
+      // aten::format + prim::RaiseException). It lies where the values it
+      // branches on were computed (the deepest scope common to its inputs'
+      // producers), not in the root: in the root, every value its message
+      // reads (x.dim()) would look like an output of each module around it.
+      bool first = true;
+      for (const Value* in : node->inputs()) {
+        const Node* d = in->node();
+        if (d->kind() == c10::prim::Constant || d->kind() == c10::prim::Param) continue;
+        const auto& c = chain(d);
+        if (first) {
+          result = c;
+          first = false;
+        } else {
+          size_t k = 0;
+          while (k < result.size() && k < c.size() && result[k] == c[k]) ++k;
+          result.resize(k);
+        }
+      }
+      found = !first;
+    }
     if (!found) {
       const Node* owner = node->owningBlock() ? node->owningBlock()->owningNode() : nullptr;
       if (owner) result = chain(owner);

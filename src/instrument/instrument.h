@@ -372,9 +372,10 @@ class ScopeResolver {
  public:
   explicit ScopeResolver(const LoadedModel& model);
   const std::vector<std::string>& chain(const torch::jit::Node* node);
-  /// False for nodes without a call stack of their own or of an enclosing
-  /// node (LibTorch gives none to prim::If/prim::Loop and their blocks'
-  /// nodes when inlining functions): their scope is unknown.
+  /// Whether chain(node) is known. Every node resolves at present: nodes
+  /// without a call stack (LibTorch gives none to prim::If/prim::Loop and
+  /// their blocks' nodes when inlining functions, nor to the root's own
+  /// nodes) take the scope chain() infers for them.
   bool known(const torch::jit::Node* node) const;
   /// The named_modules() path of a module-typed value reached from self by
   /// prim::GetAttr; nullopt when it is not one.

@@ -194,6 +194,61 @@ TEST(Repro, HardCodedDropoutNamesTheModuleThatRunsIt) {
   EXPECT_EQ(serious(twin3), Set{});
 }
 
+// Multilingual_Text_to_Speech#81: BatchNorm1d in a Transformer encoder over
+// [batch, time, hidden], wrapped as transpose, BatchNorm1d, transpose back
+// (SeqBN). In train mode the padded positions enter the BatchNorm's batch
+// statistics over (batch, time): SEQ001, at the BatchNorm inside the wrapper,
+// the first module whose output changes (eval mode, with running statistics,
+// is untouched). BatchNorm's _check_input_dim error branch reads the
+// wrapper's transposed input; that branch has no call stack, and when it was
+// taken for the root, the transpose looked like an output of the wrapper and
+// of its layer, which then "ran" before the BatchNorm: the finding was
+// SEQ004 (other routes) at the wrapper.
+TEST(Repro, BatchNormWrappedInATransposeIsTheModuleNamed) {
+  RUN_REPRO(rep, "d02_transformer_batchnorm1d");
+  Set want{{"SEQ001", "layers.0.norm1.bn"}};
+  for (int i = 0; i < 3; ++i)
+    for (const char* n : {"norm1", "norm2"}) want.insert({"AXIS003", "layers." + std::to_string(i) + "." + n + ".bn"});
+  EXPECT_EQ(serious(rep), want);
+  const auto& mm = rep.at("probes").at("model_metrics");
+  EXPECT_EQ(mm.at("pad.first_layer"), "layers.0.norm1.bn");
+  EXPECT_EQ(mm.at("pad.via_norm"), true);
+  EXPECT_EQ(mm.at("pad.mode"), "train");
+  EXPECT_EQ(nde2e::as_number(mm.at("pad.rel_diff_eval")), 0.0);
+  EXPECT_GT(nde2e::as_number(mm.at("pad.rel_diff_train")), 0.1);
+  // The wrapper's output is its last transpose: it comes after its BatchNorm,
+  // and the layer's after both norms.
+  for (int i = 0; i < 3; ++i) {
+    const std::string l = "layers." + std::to_string(i);
+    const json* w = nde2e::find_layer(rep, l + ".norm1");
+    const json* bn = nde2e::find_layer(rep, l + ".norm1.bn");
+    const json* n2 = nde2e::find_layer(rep, l + ".norm2");
+    const json* layer = nde2e::find_layer(rep, l);
+    ASSERT_TRUE(w && bn && n2 && layer) << l;
+    EXPECT_GT(w->at("exec_order").get<int64_t>(), bn->at("exec_order").get<int64_t>()) << l;
+    EXPECT_GT(layer->at("exec_order").get<int64_t>(), n2->at("exec_order").get<int64_t>()) << l;
+  }
+  RUN_REPRO(twin, "d02_twin_transformer_layernorm");
+  EXPECT_EQ(serious(twin), Set{});
+}
+
+// coinrun#41: a hand-written BatchNorm (BatchNorm2dTF, TensorFlow's eps and
+// momentum) keeps running_mean/running_var buffers but normalizes with the
+// batch's statistics in eval mode too. The cause names that, not
+// track_running_stats=False (it has running buffers; no aten::batch_norm runs).
+TEST(Repro, HandWrittenBatchNormUsingBatchStatisticsInEval) {
+  RUN_REPRO(rep, "d08_custom_bn_batch_stats_in_eval");
+  EXPECT_EQ(serious(rep), (Set{{"BN005", "features.1"}}));
+  const json* f = finding(rep, "BN005");
+  ASSERT_NE(f, nullptr);
+  const std::string cause = f->at("evidence").at("batchdep.cause").get<std::string>();
+  EXPECT_NE(cause.find("BatchNorm2dTF has running_mean/running_var buffers"), std::string::npos) << cause;
+  EXPECT_EQ(cause.find("track_running_stats"), std::string::npos) << cause;
+  EXPECT_EQ(f->at("evidence").at("batchdep.batch"), 16);
+  RUN_REPRO(twin, "d08_twin_custom_bn_running_stats");
+  EXPECT_EQ(serious(twin), Set{});
+}
+
 // pytorch#81985: an InstanceNorm1d over time after a 3-tap convolution. The
 // convolution reads one padded frame at the boundary (the first module whose
 // output changes, a little); the InstanceNorm's statistics take in every

@@ -544,11 +544,19 @@ void probe_normalization(Session& s) {
         mm["batchdep.first_layer"] = first;
         const LayerMetrics* l = s.doc.find_layer(first);
         std::string cause = "an op that mixes examples in " + first;
-        if (l && l->kind.find("BatchNorm") != std::string::npos) {
-          const bool running = l->metrics.count("bn.has_running_stats") && l->metrics.at("bn.has_running_stats") == true;
+        const bool bn_op = l && l->metrics.count("bn.has_running_stats");
+        if (l && bn_op && l->kind.find("BatchNorm") != std::string::npos) {
+          const bool running = l->metrics.at("bn.has_running_stats") == true;
           cause = im.baked_batch_norm() > 0 ? "a traced graph baked training=True into batch_norm: eval mode still uses batch statistics"
                   : running ? "batch_norm is called with training=True in eval mode: it normalizes with batch statistics"
                             : "BatchNorm without running statistics (track_running_stats=False) normalizes with batch statistics in eval mode";
+        } else if (l && l->info.contains("running_stats")) {
+          // A written-out batch norm (no aten::batch_norm): it keeps
+          // running_mean/running_var buffers, but its eval forward still
+          // normalizes with the batch's own statistics.
+          cause = l->kind +
+                  " has running_mean/running_var buffers but normalizes with the batch's statistics in eval mode: its "
+                  "forward does not switch to them when not training";
         }
         mm["batchdep.cause"] = cause;
       }
