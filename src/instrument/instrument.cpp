@@ -650,21 +650,22 @@ const std::vector<std::string>& ScopeResolver::chain(const Node* node) {
       found = true;
       break;
     }
+    // The deepest scope common to every chain met (`first`: none met yet).
+    bool first = true;
+    auto meet = [&](const std::vector<std::string>& c) {
+      if (first) {
+        result = c;
+        first = false;
+        return;
+      }
+      size_t k = 0;
+      while (k < result.size() && k < c.size() && result[k] == c[k]) ++k;
+      result.resize(k);
+    };
     if (!found && !node->blocks().empty()) {
-      bool first = true;
       std::function<void(const Block*)> visit = [&](const Block* b) {
         for (const Node* n : b->nodes()) {
-          if (n->callstack()) {
-            const auto& c = chain(n);
-            if (first) {
-              result = c;
-              first = false;
-            } else {
-              size_t k = 0;
-              while (k < result.size() && k < c.size() && result[k] == c[k]) ++k;
-              result.resize(k);
-            }
-          }
+          if (n->callstack()) meet(chain(n));
           for (const Block* sb : n->blocks()) visit(sb);
         }
       };
@@ -678,19 +679,9 @@ const std::vector<std::string>& ScopeResolver::chain(const Node* node) {
       // branches on were computed (the deepest scope common to its inputs'
       // producers), not in the root: in the root, every value its message
       // reads (x.dim()) would look like an output of each module around it.
-      bool first = true;
       for (const Value* in : node->inputs()) {
         const Node* d = in->node();
-        if (d->kind() == c10::prim::Constant || d->kind() == c10::prim::Param) continue;
-        const auto& c = chain(d);
-        if (first) {
-          result = c;
-          first = false;
-        } else {
-          size_t k = 0;
-          while (k < result.size() && k < c.size() && result[k] == c[k]) ++k;
-          result.resize(k);
-        }
+        if (d->kind() != c10::prim::Constant && d->kind() != c10::prim::Param) meet(chain(d));
       }
       found = !first;
     }
