@@ -177,6 +177,27 @@ TEST(RecogNorms, FrozenBatchNormRunningStatistics) {
   EXPECT_EQ(mm(rep2).at("bn.layers_at_init"), 0);
 }
 
+// torchvision's FrozenBatchNorm2d with eps 0 (before 0.8) over a channel whose
+// running_var is 0: ACT001 at that norm, its NaN count the channel's values,
+// and the cause in the message; with eps 1e-5 the same checkpoint is clean.
+TEST(RecogNorms, FrozenBatchNormEpsZeroOverADeadChannel) {
+  const json& want = rmf("frozen_bn_eps0").at("numbers");
+  const json rep = run("frozen_bn_eps0");
+  const json* act = nullptr;
+  for (const auto& f : rep.at("findings"))
+    if (f.at("rule_id") == "ACT001") act = &f;
+  ASSERT_NE(act, nullptr) << rep.at("findings").dump(1);
+  EXPECT_EQ(act->at("layer"), want.at("layer"));
+  EXPECT_EQ(act->at("evidence").at("act.nan_count"), want.at("nan_count"));
+  EXPECT_EQ(act->at("evidence").at("norm.eps"), 0.0);
+  EXPECT_NE(act->at("message").get<std::string>().find("running_var + eps is 0 or below in 1 of 16 channels (eps 0)"),
+            std::string::npos)
+      << act->at("message");
+  const json twin = run("frozen_bn_eps0_healthy");
+  for (const auto& f : twin.at("findings")) EXPECT_EQ(f.at("severity"), "info") << f.dump();
+  EXPECT_FALSE(lm(twin, "bn2").contains("fwd.cause_note"));
+}
+
 TEST(RecogNorms, LayerNormShapeComputedAtRunTime) {
   for (const std::string name : {"ln_runtime_shape", "ln_runtime_shape_scripted", "ln_runtime_shape_healthy"}) {
     SCOPED_TRACE(name);
@@ -229,6 +250,22 @@ TEST(RecogLayout, PatchEmbeddingIsTokensByHidden) {
     EXPECT_EQ(m.at("norm.layout_from"), "graph") << l;
   }
   EXPECT_TRUE(rep.at("findings").empty()) << rep.at("findings").dump(1);
+}
+
+// fairseq's time-first layout: axis 0 follows the length but is not B*T, so
+// it is time, and the batch-sized axis 1 is the batch (it was labelled
+// [batch*time, batch, hidden]).
+TEST(RecogLayout, TimeFirstEncoderIsTimeBatchHidden) {
+  const json& want = rmf("tbc_layout").at("numbers");
+  const json rep = run("tbc_layout");
+  for (const std::string l : {"layers.0.self_attn_layer_norm", "layers.0.final_layer_norm", "layers.1.final_layer_norm"}) {
+    const json& m = lm(rep, l);
+    EXPECT_EQ(m.at("norm.input_layout"), want.at("input_layout")) << l;
+    EXPECT_EQ(m.at("norm.reduced_axes"), want.at("reduced")) << l;
+    EXPECT_EQ(m.at("norm.over_time"), false) << l;
+    EXPECT_EQ(m.at("norm.over_batch"), false) << l;
+  }
+  for (const auto& f : rep.at("findings")) EXPECT_EQ(f.at("severity"), "info") << f.dump();
 }
 
 // ---- 16.5: attention by structure ------------------------------------------

@@ -79,6 +79,8 @@ const Expected kExpected[] = {
      "norm.channels_per_group == 1 and norm.num_channels > 1 and norm.spatial_size > 1"},
     {"AXIS005", "groupnorm-group-size", nd::Severity::kInfo, "layer", "all", false, "",
      "norm.num_groups == 1 and norm.num_channels > 1"},
+    {"AXIS006", "groupnorm-group-size", nd::Severity::kWarning, "layer", "all", false, "",
+     "norm.groups_straddle_channels == true"},
     {"BN001", "bn-stale-running-stats", nd::Severity::kWarning, "model", "all", false, "bn.first_layer_at_init",
      "bn.layers_at_init > 0"},
     {"BN002", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",

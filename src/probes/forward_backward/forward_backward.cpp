@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <sstream>
 #include <set>
 
 #include "core/error.h"
@@ -86,6 +88,45 @@ double quantile_of(const at::Tensor& v, double q) {
   const int64_t lo = static_cast<int64_t>(std::floor(pos)), hi = std::min(n - 1, lo + 1);
   const double a = s[lo].item<double>(), b = s[hi].item<double>();
   return a + (b - a) * (pos - static_cast<double>(lo));
+}
+
+/// What in a module's own state makes its output non-finite from finite
+/// inputs, as a clause for ACT001's message ("; ..."), or "": parameters or
+/// buffers that hold NaN/Inf, and a normalization with running statistics
+/// whose running_var + eps is 0 in some channel (rsqrt(0) = inf: torchvision's
+/// FrozenBatchNorm2d had eps = 0 until 0.8, pytorch/vision#2933, and a
+/// channel dead in pretraining has running_var 0).
+std::string nonfinite_state_note(const Session& s, const InstrumentedModel& im, const std::string& module) {
+  const ModuleInfo* info = nullptr;
+  for (const auto& mi : s.model.modules)
+    if (mi.path == module) info = &mi;
+  if (!info || !info->module._ivalue()) return "";
+  std::string out;
+  auto tensors = [&](auto&& list, const char* what) {
+    for (const auto& t : list) {
+      if (!t.value.defined() || !t.value.is_floating_point() || t.value.numel() == 0) continue;
+      const int64_t bad = (~t.value.detach().isfinite()).sum().template item<int64_t>();
+      if (bad > 0)
+        out += std::string("; its ") + what + " " + t.name + " holds " + std::to_string(bad) + " non-finite values";
+    }
+  };
+  tensors(info->module.named_parameters(/*recurse=*/false), "parameter");
+  tensors(info->module.named_buffers(/*recurse=*/false), "buffer");
+  if (!out.empty()) return out;
+  const torch::jit::Module& mod = info->module;
+  if (!mod.hasattr("running_var") || !mod.attr("running_var").isTensor()) return "";
+  const at::Tensor rv = mod.attr("running_var").toTensor().detach().to(at::kDouble);
+  std::optional<double> eps;
+  for (const auto& n : im.norm_ops())
+    if (n.module == module && n.args.contains("eps") && n.args["eps"].is_number()) eps = n.args["eps"].get<double>();
+  if (!eps && mod.hasattr("eps") && mod.attr("eps").isDouble()) eps = mod.attr("eps").toDouble();
+  if (!eps) return "";
+  const int64_t zero = (rv + *eps <= 0).sum().item<int64_t>();
+  if (zero == 0) return "";
+  std::ostringstream o;
+  o << "; running_var + eps is 0 or below in " << zero << " of " << rv.numel()
+    << " channels (eps " << *eps << "), so rsqrt(running_var + eps) is inf there";
+  return o.str();
 }
 
 }  // namespace
@@ -663,6 +704,8 @@ void probe_forward_backward(Session& s) {
       lm.metrics["fwd.input_min"] = in.finite() ? in.min : 0.0;
       lm.metrics["fwd.input_max"] = in.finite() ? in.max : 0.0;
       lm.metrics["fwd.input_nonfinite_count"] = in.nonfinite();
+      const std::string note = nonfinite_state_note(s, *s.inst, culprit);
+      if (!note.empty()) lm.metrics["fwd.cause_note"] = note;
     }
   }
 

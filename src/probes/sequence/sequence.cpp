@@ -623,13 +623,25 @@ void probe_sequence(Session& s) {
       const std::string g = graph_roles.empty() ? std::string("?") : graph_roles[static_cast<size_t>(d)];
       const bool changed = std::find(time_axes.begin(), time_axes.end(), d) != time_axes.end();
       if (changed) {
-        r = (d == 0 && sz != L.batch) ? "batch*time" : "time";
+        // An axis that follows the length: time, or batch and time merged
+        // ([B*T, C]: its size is B*T at both lengths). A [time, batch, ...]
+        // layout's axis 0 is time, whatever its size.
+        const bool merged = d == 0 && sz == L.batch * L.T && L.batch > 1 &&
+                            (shape2.empty() || shape2[0] == L.batch * T2);
+        r = merged ? "batch*time" : "time";
       } else if (g != "?" && !(g == "time" && L.sequence && shape2.size() == shape.size())) {
         r = g;
       } else if (d == 0) {
         r = sz == L.batch ? "batch" : (L.sequence && sz == L.batch * L.T) ? "batch*time" : "other";
+      } else if (L.sequence && sz == L.batch && d == 1 &&
+                 (shape[0] != L.batch || std::find(time_axes.begin(), time_axes.end(), 0) != time_axes.end())) {
+        // [time, batch, ...]: the batch moved to axis 1 (axis 0 is not batch-sized).
+        r = "batch";
       } else if (L.sequence || rank == 2) {
-        r = (d == rank - 1 || rank == 3) ? "hidden" : "heads";
+        // The last axis of a sequence tensor holds its features; the middle
+        // axis of [batch, C, time] its channels. Other axes are named by
+        // the graph or not at all.
+        r = d == rank - 1 || (rank == 3 && d == 1) ? "hidden" : rank == 4 && d == 1 ? "heads" : "unknown";
       } else if (rank >= 4 && graph_roles.empty()) {
         r = d == 1 ? "channel" : "spatial";
       } else {
