@@ -669,7 +669,9 @@ int cli_main(int argc, char** argv, const Engine& engine) {
                     "Batch axis of the inputs, e.g. 1 for [time, batch, feature] (default: inferred, axis 0)")
       ->check(CLI::NonNegativeNumber);
   check->add_option("--mask-input", a.engine.mask_input, "The padding-mask argument, by name or index (default: inferred)");
-  check->add_option("--pad-value", a.engine.pad_value, "Token id or feature value used for padding")->capture_default_str();
+  check->add_option("--pad-value", a.engine.pad_value,
+                    "Token id or feature value used for padding (default: the value the sample's padded positions hold, "
+                    "else an Embedding's padding_idx, else 0)");
   check->add_option("--threads", a.engine.threads, "Intra-op threads (default: LibTorch's)");
   check->add_option_function<double>("--lr", [&a](const double& v) { a.engine.lr = v; },
                                      "Learning rate: update ratio per parameter, and the replay's step size");

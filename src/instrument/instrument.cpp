@@ -9,6 +9,7 @@
 #include <limits>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/constants.h>
@@ -191,6 +192,62 @@ bool is_tensor_tuple(const Value* v) {
   return false;
 }
 
+// Branches chosen by a module's configuration: an `if self.normalize_before:`
+// (fairseq), `if not self.pre_norm:`, `if self.use_layer_scale:` tests a bool
+// attribute that is fixed for the whole check, so only the taken block ever
+// runs. Inlining it lets every analysis (norm placement, recognition, taps)
+// see the model that runs, not the union of its configurations. The training
+// flag stays dynamic (the probes switch it), and so does any attribute the
+// graph itself assigns (prim::SetAttr).
+std::optional<bool> static_condition(const Value* c, const ScopeResolver& scopes, const LoadedModel& model,
+                                     const std::set<std::string>& assigned, int depth = 0) {
+  const Node* d = c->node();
+  if (depth > 4) return std::nullopt;
+  if (d->kind() == c10::aten::__not__) {
+    auto v = static_condition(d->input(0), scopes, model, assigned, depth + 1);
+    if (v) return !*v;
+    return std::nullopt;
+  }
+  if (d->kind() != c10::prim::GetAttr || c->type()->kind() != c10::TypeKind::BoolType) return std::nullopt;
+  const std::string name = d->s(c10::attr::name);
+  if (name == "training" || assigned.count(name)) return std::nullopt;
+  const auto path = scopes.module_path_of(d->input());
+  if (!path) return std::nullopt;
+  for (const auto& mi : model.modules)
+    if (mi.path == *path && mi.module._ivalue() && mi.module.hasattr(name)) {
+      const c10::IValue v = mi.module.attr(name);
+      if (v.isBool()) return v.toBool();
+    }
+  return std::nullopt;
+}
+
+int64_t fold_configuration_branches(Block* b, const ScopeResolver& scopes, const LoadedModel& model,
+                                    const std::set<std::string>& assigned) {
+  int64_t folded = 0;
+  for (auto it = b->nodes().begin(); it != b->nodes().end();) {
+    Node* n = *it;
+    ++it;
+    if (n->kind() == c10::prim::If && n->blocks().size() == 2) {
+      if (auto v = static_condition(n->input(0), scopes, model, assigned)) {
+        Block* body = n->blocks()[*v ? 0 : 1];
+        for (auto bi = body->nodes().begin(); bi != body->nodes().end();) {
+          Node* m = *bi;
+          ++bi;
+          m->moveBefore(n);
+        }
+        for (size_t i = 0; i < n->outputs().size(); ++i) n->outputs()[i]->replaceAllUsesWith(body->outputs()[i]);
+        // The moved nodes now lie before `it`: ifs among them are folded
+        // by the caller's next round.
+        n->destroy();
+        ++folded;
+        continue;
+      }
+    }
+    for (Block* sb : n->blocks()) folded += fold_configuration_branches(sb, scopes, model, assigned);
+  }
+  return folded;
+}
+
 void collect_nodes(Block* b, std::vector<Node*>& out) {
   for (Node* n : b->nodes()) {
     out.push_back(n);
@@ -334,13 +391,18 @@ bool compare_outputs(const at::Tensor& ref0, const at::Tensor& cur0, const at::T
   a = a.to(st);
   b = b.to(st).to(a.device());
   at::Tensor w;
-  if (real.defined() && a.dim() >= 2 && real.dim() == 2 && a.size(0) == real.size(0)) {
-    for (int64_t d = 1; d < a.dim(); ++d) {
-      if (a.size(d) != real.size(1)) continue;
+  if (real.defined() && a.dim() >= 2 && real.dim() == 2) {
+    // The batch axis (0, else the first of size B: [T, B, C]) and the time
+    // axis (the first other axis of size T) of this output.
+    int64_t db = a.size(0) == real.size(0) ? 0 : -1;
+    for (int64_t d = 1; d < a.dim() && db < 0; ++d)
+      if (a.size(d) == real.size(0)) db = d;
+    for (int64_t d = 0; d < a.dim() && db >= 0; ++d) {
+      if (d == db || a.size(d) != real.size(1)) continue;
       std::vector<int64_t> shape(static_cast<size_t>(a.dim()), 1);
-      shape[0] = real.size(0);
+      shape[static_cast<size_t>(db)] = real.size(0);
       shape[static_cast<size_t>(d)] = real.size(1);
-      w = real.to(st).to(a.device()).view(shape);
+      w = (d < db ? real.t() : real).to(st).to(a.device()).reshape(shape);
       break;
     }
   }
@@ -483,9 +545,16 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
   }
   const bool module_kind = site.kind == TapKind::kModuleOutput || site.kind == TapKind::kModuleInput;
   bool sliced = false;
-  if (slice0_batch > 0 && module_kind && x.dim() >= 1 && x.size(0) == slice0_batch) {
-    x = x.select(0, 0).contiguous();
-    sliced = true;
+  if (slice0_batch > 0 && module_kind && x.dim() >= 1) {
+    // Example 0 along the batch axis: axis 0, or the model's time-major batch axis.
+    const int64_t ax = x.size(0) == slice0_batch && (slice_axis == 0 || x.dim() <= slice_axis || x.size(slice_axis) != slice0_batch)
+                           ? 0
+                       : slice_axis > 0 && x.dim() > slice_axis && x.size(slice_axis) == slice0_batch ? slice_axis
+                                                                                                    : -1;
+    if (ax >= 0) {
+      x = x.select(ax, 0).contiguous();
+      sliced = true;
+    }
   }
   Measured m;
   int64_t saturated = 0;
@@ -773,10 +842,38 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   torch::jit::Inline(*graph_);
   torch::jit::LowerSimpleTuples(graph_);
   ScopeResolver scopes(model);
+  {
+    std::vector<Node*> all;
+    collect_nodes(graph_->block(), all);
+    std::set<std::string> assigned;
+    for (Node* n : all)
+      if (n->kind() == c10::prim::SetAttr) assigned.insert(n->s(c10::attr::name));
+    // Repeat: a folded block may hold further configuration ifs.
+    for (int round = 0; round < 8; ++round)
+      if (fold_configuration_branches(graph_->block(), scopes, model, assigned) == 0) break;
+  }
 
   std::vector<Node*> nodes;
   collect_nodes(graph_->block(), nodes);
   graph_nodes_ = static_cast<int64_t>(nodes.size());
+
+  // What reads each argument first (through views, casts and contiguous).
+  {
+    static const std::set<std::string> through = {"aten::to", "aten::contiguous", "aten::type_as", "aten::float",
+                                                  "aten::detach", "aten::clone"};
+    const auto inputs = graph_->inputs();
+    for (size_t i = 1; i < inputs.size(); ++i) {
+      std::set<std::string> kinds;
+      std::vector<const Value*> work = {inputs[i]};
+      for (size_t w = 0; w < work.size() && w < 64; ++w)
+        for (const auto& u : work[w]->uses()) {
+          const std::string k = u.user->kind().toQualString();
+          if (through.count(k) && u.offset == 0 && u.user->outputs().size() == 1) work.push_back(u.user->output());
+          else kinds.insert(k);
+        }
+      input_consumers_.push_back(std::move(kinds));
+    }
+  }
 
   auto new_tap = [&](TapKind kind, const std::string& module) -> TapSite& {
     TapSite t;
@@ -824,9 +921,38 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   };
   std::vector<Plan> plans;
   std::vector<Node*> op_nodes, norm_nodes, flag_nodes, sdpa_nodes;
+  // A value computed from module attributes and constants only: a norm over
+  // it is weight standardization (timm's ScaledStdConv2d / StdConv2d run
+  // F.batch_norm(weight.reshape(1, C_out, -1), None, None, training=True) on
+  // the conv weight), not a normalization of activations, and its constant
+  // training flag is not a baked mode.
+  std::unordered_map<const Value*, bool> param_memo;
+  std::function<bool(const Value*, int)> from_params = [&](const Value* v, int depth) -> bool {
+    auto it = param_memo.find(v);
+    if (it != param_memo.end()) return it->second;
+    const Node* d = v->node();
+    bool r = true;
+    if (d->kind() == c10::prim::Param) r = false;
+    else if (d->kind() == c10::prim::GetAttr || d->kind() == c10::prim::Constant) r = true;
+    else if (depth > 24 || !d->blocks().empty()) r = false;
+    else
+      for (const Value* in : d->inputs())
+        if (!from_params(in, depth + 1)) {
+          r = false;
+          break;
+        }
+    param_memo[v] = r;
+    return r;
+  };
   for (Node* n : nodes) {
     const auto k = n->kind();
     const std::string kq = k.toQualString();
+    if ((kq == "aten::batch_norm" || kq == "aten::layer_norm" || kq == "aten::group_norm" ||
+         kq == "aten::instance_norm") &&
+        !n->inputs().empty() && from_params(n->input(0), 0)) {
+      ++weight_standardizations_;
+      continue;
+    }
     if (k == c10::aten::sigmoid || k == c10::aten::tanh || k == c10::aten::softmax ||
         k == c10::aten::sigmoid_ || k == c10::aten::tanh_ || kq == "aten::batch_norm" || is_relu_family(n))
       op_nodes.push_back(n);
@@ -1526,6 +1652,7 @@ c10::IValue InstrumentedModel::run(const std::vector<c10::IValue>& args, const P
   ctx.collector = &collector;
   ctx.cfg = cfg;
   collector.slice0_batch = cfg.slice0_batch;
+  collector.slice_axis = cfg.slice_axis;
   collector.batch_norm_stats = cfg.batch_norm_stats;
   torch::jit::Stack stack;
   stack.reserve(args.size() + 1);

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -148,6 +149,9 @@ struct PassConfig {
   /// > 0: module-output statistics cover only example 0 of tensors whose
   /// axis 0 has this size (to compare one example alone and inside a batch).
   int64_t slice0_batch = 0;
+  /// The batch axis of module tensors whose axis 0 is not the batch (1 for
+  /// a time-major [T, B, C] model): sliced there when their size is the batch.
+  int64_t slice_axis = 0;
   /// true: flags that tracing baked in keep their saved value (the model as
   /// a user runs it); false: they follow `training` (the switch restored).
   bool keep_baked = false;
@@ -214,6 +218,7 @@ class Collector {
   /// last_batch_norm_tap(), the op after that input (batch_norm) raised.
   int64_t last_tap() const { return last_tap_; }
   int64_t slice0_batch = 0;  ///< copied from PassConfig by InstrumentedModel::run
+  int64_t slice_axis = 0;    ///< copied from PassConfig by InstrumentedModel::run
   /// Sequence probes: keep a copy of every module output (the reference pass).
   bool capture = false;
   /// Sequence probes: compare every module output with this pass's captured
@@ -349,12 +354,21 @@ class InstrumentedModel {
   const std::vector<RoundSite>& round_sites() const { return round_sites_; }
   /// Reductions and convolutions of the graph (for the padding probe).
   const std::vector<OpFact>& op_facts() const { return op_facts_; }
+  /// Per forward argument (self excluded): the ops that read it directly,
+  /// through views, casts and taps ("aten::conv1d", "aten::linear", ...),
+  /// for the sequence probe's layout (a conv1d input is [batch, channel, time]).
+  const std::vector<std::set<std::string>>& input_consumers() const { return input_consumers_; }
+  /// Norm ops over parameters only (weight standardization: timm's
+  /// ScaledStdConv2d), left out of norm_ops(), mode_ops() and the taps.
+  int64_t weight_standardizations() const { return weight_standardizations_; }
 
  private:
   const LoadedModel& model_;
   std::shared_ptr<torch::jit::Graph> graph_;
   std::unique_ptr<torch::jit::GraphFunction> fn_;
   std::vector<TapSite> taps_;
+  std::vector<std::set<std::string>> input_consumers_;
+  int64_t weight_standardizations_ = 0;
   std::vector<NormOpSite> norm_ops_;
   std::vector<ResidualSite> residuals_;
   std::vector<RoundSite> round_sites_;

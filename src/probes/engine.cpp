@@ -309,7 +309,7 @@ std::string Session::pass_key(const PassSpec& p) const {
   }
   std::string k = std::string(m ? "train" : "eval") + " flags=" + (flags.empty() ? "-" : flags) +
                   " batch=" + (p.edit.empty() ? std::string("as given") : p.edit) +
-                  " slice0=" + std::to_string(p.slice0) + " seed=" + std::to_string(opt.seed);
+                  " slice0=" + std::to_string(p.slice0) + "@" + std::to_string(p.slice_axis) + " seed=" + std::to_string(opt.seed);
   // In eval mode grad on or off is another forward (PyTorch's inference fast
   // paths run only without grad); in train mode backward adds to a pass.
   if (!m && p.backward) k += " grad";
@@ -475,6 +475,7 @@ PassResult Session::run_pass(PassSpec spec) {
   cfg.dropout = spec.dropout;
   cfg.record_grad = spec.backward;
   cfg.slice0_batch = spec.slice0;
+  cfg.slice_axis = spec.slice_axis;
   cfg.keep_baked = spec.keep_baked;
   cfg.batch_norm_stats = spec.batch_norm_stats;
   try {

@@ -29,7 +29,9 @@ struct CheckOptions {
   std::optional<int64_t> seq_dim;         ///< --seq-dim: the time axis of sequence inputs (overrides inference)
   std::optional<int64_t> batch_dim;       ///< --batch-dim: the batch axis of the inputs (overrides inference, batch_layout)
   std::string mask_input;                 ///< --mask-input NAME|INDEX: the padding-mask argument
-  double pad_value = 0;                   ///< --pad-value: token id / feature value used for padding
+  /// --pad-value: token id / feature value used for padding; unset: the
+  /// sample's padded positions' value, an Embedding's padding_idx, else 0.
+  std::optional<double> pad_value;
   std::optional<double> lr;               ///< --lr: learning rate for the update-ratio probe and the replay
   std::string optimizer = "sgd";          ///< --optimizer sgd|adam (plain SGD; Adam with betas 0.9/0.999, eps 1e-8)
   int64_t steps = 0;                      ///< --steps: optimizer steps the replay takes (0 = no replay; needs lr)

@@ -113,6 +113,7 @@ struct PassSpec {
   bool dropout = true;         ///< false: dropout ops become identity
   bool backward = false;       ///< compute the loss and run backward (needs train_mode or grad)
   int64_t slice0 = 0;          ///< > 0: module outputs measured on example 0 only (PassConfig::slice0_batch)
+  int64_t slice_axis = 0;      ///< PassConfig::slice_axis: the batch axis of time-major module tensors
   bool keep_baked = false;     ///< PassConfig::keep_baked: run traced flags as saved
   bool capture = false;        ///< Collector::capture: keep every module output (reference pass)
   const Collector* reference = nullptr;  ///< Collector::reference: compare module outputs with it

@@ -5,9 +5,14 @@
 // residual additions into blocks, picks the main stack (the container with
 // the most blocks) and reads the stream's RMS from the train pass's
 // kResidualStream taps.
+#include <algorithm>
 #include <cmath>
+#include <iomanip>
+#include <limits>
 #include <map>
 #include <set>
+#include <sstream>
+#include <vector>
 
 #include "probes/architecture/architecture.h"
 #include "probes/session.h"
@@ -65,6 +70,15 @@ void probe_architecture(Session& s) {
   int64_t pre = 0, post = 0, main_blocks = 0;
   double first_in = std::nan(""), last_out = std::nan("");
   std::string last_block;
+  // What each block of the main stack adds to the stream: its branch's RMS,
+  // sqrt(out^2 - in^2) (branch and stream nearly orthogonal at init). One
+  // block adding 10x or more what the median other block adds is where the
+  // stream moved (a branch scaled far too large), not the end of the stack;
+  // every block adding too much (each branch 8x too large) grows it most in
+  // the first block only because the stream starts small.
+  std::vector<std::pair<double, std::string>> branch;
+  double growth_log = 0, top_log = 0;
+  std::string top_block;
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& b : blocks) {
     const std::string placement = b.placements.size() == 1 ? *b.placements.begin() : "mixed";
@@ -77,6 +91,17 @@ void probe_architecture(Session& s) {
       if (!std::isfinite(first_in)) first_in = in;
       last_out = out;
       last_block = b.path;
+      if (std::isfinite(in) && std::isfinite(out) && in > 0) {
+        branch.emplace_back(std::sqrt(std::max(0.0, out * out - in * in)), b.path);
+        if (out > in) {
+          const double g = std::log(out / in);
+          growth_log += g;
+          if (g > top_log) {
+            top_log = g;
+            top_block = b.path;
+          }
+        }
+      }
     }
     std::vector<std::string> pl;
     for (const auto* a : b.adds) pl.push_back(a->placement);
@@ -123,6 +148,33 @@ void probe_architecture(Session& s) {
   mm["arch.stream_rms_last"] = finite_or_null(last_out);
   mm["arch.stream_growth"] = (std::isfinite(first_in) && std::isfinite(last_out) && first_in > 0) ? finite_or_null(last_out / first_in)
                                                                                                   : nlohmann::json(nullptr);
+  std::string growth_layer = last_block;
+  mm["arch.stream_growth_note"] = std::string();
+  if (growth_log > 0 && !top_block.empty()) {
+    mm["arch.stream_growth_max_block"] = top_block;
+    mm["arch.stream_growth_max_factor"] = finite_or_null(std::exp(top_log));
+    mm["arch.stream_growth_max_share"] = finite_or_null(top_log / growth_log);
+  }
+  if (branch.size() >= 3) {
+    auto top = std::max_element(branch.begin(), branch.end());
+    std::vector<double> others;
+    for (auto it = branch.begin(); it != branch.end(); ++it)
+      if (it != top) others.push_back(it->first);
+    std::nth_element(others.begin(), others.begin() + static_cast<long>(others.size() / 2), others.end());
+    const double median = others[others.size() / 2];
+    mm["arch.branch_rms_max"] = finite_or_null(top->first);
+    mm["arch.branch_rms_max_block"] = top->second;
+    mm["arch.branch_rms_median_others"] = finite_or_null(median);
+    if (top->first > 0 && top->first >= 10 * median) {
+      growth_layer = top->second;
+      std::ostringstream o;
+      o << "; " << top->second << "'s branch adds RMS " << std::setprecision(3) << top->first
+        << ", " << (median > 0 ? top->first / median : std::numeric_limits<double>::infinity())
+        << "x what the median other block adds (" << median << ")";
+      mm["arch.stream_growth_note"] = o.str();
+    }
+  }
+  mm["arch.stream_growth_layer"] = growth_layer;
   s.doc.probes["architecture"] = {{"blocks", rows},
                                   {"main_stack", main_stack},
                                   {"placement", mm["arch.placement"]},
@@ -134,7 +186,9 @@ const std::vector<std::string>& architecture_writes() {
   static const std::vector<std::string> names = {
       "arch.blocks", "arch.final_norm", "arch.final_norm_layer", "arch.head_layer", "arch.last_block",
       "arch.norm_layers", "arch.placement", "arch.post_norm_blocks", "arch.pre_norm_blocks",
-      "arch.residual_additions", "arch.stack", "arch.stream_growth", "arch.stream_rms_first",
+      "arch.residual_additions", "arch.stack", "arch.stream_growth", "arch.stream_growth_layer", "arch.stream_growth_note",
+      "arch.stream_growth_max_block", "arch.stream_growth_max_factor", "arch.stream_growth_max_share",
+      "arch.branch_rms_max", "arch.branch_rms_max_block", "arch.branch_rms_median_others", "arch.stream_rms_first",
       "arch.stream_rms_last"};
   return names;
 }

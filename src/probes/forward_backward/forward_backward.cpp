@@ -621,6 +621,58 @@ void probe_forward_backward(Session& s) {
         }
         s.doc.model_metrics["grad.max_step_norm"] = norm;
       }
+      // The mirror for shrinking toward the input: the largest drop between
+      // two consecutive parameterized leaves as a share of the net drop from
+      // the last leaf to the first (log scale). Gradients that vanish
+      // through depth shrink layer after layer (share about 1/depth); a drop
+      // that one step makes (share >= 0.5) is one module's scaling: a
+      // LayerScale gain of 1e-5 (timm ViTs: every branch dips by 1e-5 and the
+      // stream's gradient comes back after it, so the net drop is one dip),
+      // a head initialized at 0.001 scale (BEiT), a cls-token readout.
+      double shrink = 0, top_s = 0;
+      size_t top_si = 0;
+      for (size_t i = 0; i + 1 < pleaves.size(); ++i) {
+        const double a = pleaves[i]->metrics["grad.out_norm"].get<double>();
+        const double b = pleaves[i + 1]->metrics["grad.out_norm"].get<double>();
+        if (!(a > 0 && b > 0 && std::isfinite(a) && std::isfinite(b)) || a >= b) continue;
+        const double step = std::log(b / a);
+        shrink += step;
+        if (step > top_s) {
+          top_s = step;
+          top_si = i;
+        }
+      }
+      const double net = first > 0 && last > first ? std::log(last / first) : 0.0;
+      if (shrink > 0 && net > 0) {
+        MetricMap& mm = s.doc.model_metrics;
+        // A norm in that step whose groups hold one value each (GroupNorm
+        // after global pooling): its backward is zero, NORM002's finding.
+        bool degenerate = false;
+        const int64_t lo = pleaves[top_si]->exec_order, hi = pleaves[top_si + 1]->exec_order;
+        for (const auto& n : s.inst->norm_ops()) {
+          auto it = idx.find(n.module);
+          if (it == idx.end() || n.input_tap < 0) continue;
+          const int64_t e = s.doc.layers[it->second].exec_order;
+          if (e <= lo || e > hi) continue;
+          const auto& shape = col.records()[static_cast<size_t>(n.input_tap)].shape;
+          if (shape.size() < 2) continue;
+          int64_t spatial = 1;
+          for (size_t d = 2; d < shape.size(); ++d) spatial *= shape[d];
+          const auto g = n.args.value("num_groups", nlohmann::json());
+          if (n.op == "instance_norm" && spatial == 1) degenerate = true;
+          if (n.op == "group_norm" && g.is_number_integer() && g.get<int64_t>() > 0 &&
+              shape[1] / g.get<int64_t>() * spatial == 1)
+            degenerate = true;
+        }
+        mm["grad.max_shrink_degenerate_norm"] = degenerate;
+        mm["grad.max_shrink_share"] = std::min(1.0, top_s / net);
+        mm["grad.max_shrink_from"] = pleaves[top_si]->path;
+        mm["grad.max_shrink_to"] = pleaves[top_si + 1]->path;
+        mm["grad.max_shrink_factor"] = std::exp(top_s);
+        mm["grad.shrink_concentrated"] = top_s / net >= 0.5;
+      } else {
+        s.doc.model_metrics["grad.shrink_concentrated"] = false;
+      }
     }
   }
 

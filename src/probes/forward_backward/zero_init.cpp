@@ -88,6 +88,13 @@ bool keeps_zero(const std::string& k) {
   return ops.count(k) > 0;
 }
 
+/// The weight (gain) argument of a norm op, whose bias follows it; -1 for other ops.
+int norm_weight_offset(const std::string& k) {
+  if (k == "aten::batch_norm" || k == "aten::instance_norm") return 1;
+  if (k == "aten::layer_norm" || k == "aten::group_norm") return 2;
+  return -1;
+}
+
 enum class Reach { kNone, kResidual, kOutput };
 
 /// Where a zero product goes: a residual addition, the graph output, or neither.
@@ -107,6 +114,14 @@ Reach follow(const Value* p, int depth) {
       const bool tensor_other = user->inputs().size() >= 2 &&
                                 user->input(u.offset == 0 ? 1 : 0)->type()->cast<c10::TensorType>() != nullptr;
       r = tensor_other ? Reach::kResidual : follow(user->output(), depth + 1);
+    } else if (const int wi = norm_weight_offset(k); wi >= 0 && static_cast<int>(u.offset) == wi &&
+                                                      user->inputs().size() > static_cast<size_t>(wi + 1) &&
+                                                      user->input(static_cast<size_t>(wi + 1))->type()->kind() ==
+                                                          c10::TypeKind::NoneType) {
+      // A zero gain of a norm without bias outputs zeros: timm's
+      // ScaledStdConv2d standardizes its weight with F.batch_norm(weight,
+      // weight=gain * scale), and NF-ResNets start conv3's gain at 0.
+      r = follow(user->output(), depth + 1);
     } else if (keeps_zero(k)) {
       for (const Value* o : user->outputs()) {
         r = follow(o, depth + 1);

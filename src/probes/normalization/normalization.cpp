@@ -108,16 +108,33 @@ std::string drift_origin(const InstrumentedModel& im, const Collector& c, const 
   return ancestor ? module : first;
 }
 
-/// Output rows of the examples in `index` (along each tensor's batch axis, output_batch_axis).
-c10::IValue rows_of(const c10::IValue& out, const BatchLayout& L, const at::Tensor& index) {
+/// Output rows of the examples in `index` along each tensor's batch axis:
+/// the axis where `alone` (the output of one example run alone, same
+/// structure) has size 1 and `out` has the batch, all other sizes equal; else
+/// output_batch_axis. An output [B, C] with C == B (4 classes, 4 examples)
+/// of a time-major model is told apart only so.
+c10::IValue rows_of(const c10::IValue& out, const BatchLayout& L, const at::Tensor& index, const c10::IValue& alone) {
   if (out.isTensor()) {
     const auto& t = out.toTensor();
-    const int64_t ax = output_batch_axis(L, t);
+    int64_t ax = -1;
+    if (alone.isTensor() && alone.toTensor().dim() == t.dim()) {
+      const auto& a = alone.toTensor();
+      for (int64_t d = 0; d < t.dim() && ax < 0; ++d) {
+        if (t.size(d) != L.batch || a.size(d) != 1) continue;
+        bool rest = true;
+        for (int64_t e = 0; e < t.dim(); ++e) rest = rest && (e == d || t.size(e) == a.size(e));
+        if (rest) ax = d;
+      }
+    }
+    if (ax < 0) ax = output_batch_axis(L, t);
     return ax >= 0 ? c10::IValue(t.index_select(ax, index.to(t.device()))) : out;
   }
   if (out.isTuple()) {
     std::vector<c10::IValue> el;
-    for (const auto& e : out.toTupleRef().elements()) el.push_back(rows_of(e, L, index));
+    const auto& elems = out.toTupleRef().elements();
+    const bool guided = alone.isTuple() && alone.toTupleRef().elements().size() == elems.size();
+    for (size_t i = 0; i < elems.size(); ++i)
+      el.push_back(rows_of(elems[i], L, index, guided ? alone.toTupleRef().elements()[i] : c10::IValue()));
     return c10::ivalue::Tuple::create(std::move(el));
   }
   // Lists and dicts: compare whole (rare for batch dependence).
@@ -461,6 +478,8 @@ void probe_normalization(Session& s) {
       p.keep_baked = true;
       p.dropout = false;
       p.slice0 = slice0;
+      // Module tensors of a time-major model hold the batch on axis 1.
+      for (int64_t ax : layout.axis) p.slice_axis = std::max(p.slice_axis, ax);
       p.args = std::move(a);
       return p;
     };
@@ -517,11 +536,14 @@ void probe_normalization(Session& s) {
       }
       throw;
     }
-    const double d0 = Session::relative_difference(first_alone.output, rows_of(ref.output, layout, one(0)), /*ids=*/true);
-    const double d1 = Session::relative_difference(last_alone.output, rows_of(ref.output, layout, one(batch - 1)), /*ids=*/true);
+    const double d0 =
+        Session::relative_difference(first_alone.output, rows_of(ref.output, layout, one(0), first_alone.output), /*ids=*/true);
+    const double d1 = Session::relative_difference(
+        last_alone.output, rows_of(ref.output, layout, one(batch - 1), first_alone.output), /*ids=*/true);
     at::Tensor rev = at::arange(batch - 1, -1, -1, at::kLong);
     PassResult rr = s.run_pass(spec("eval-reversed", select_examples(s, layout, rev), 0));
-    const double dr = Session::relative_difference(rows_of(rr.output, layout, rev), ref.output, /*ids=*/true);
+    const double dr =
+        Session::relative_difference(rows_of(rr.output, layout, rev, first_alone.output), ref.output, /*ids=*/true);
     const double worst = std::isnan(d1) || d0 >= d1 ? d0 : d1;
     mm["batchdep.max_rel_diff"] = metric_number(worst);
     mm["batchdep.worst_example"] = std::isnan(d1) || d0 >= d1 ? "0" : std::to_string(batch - 1);
@@ -539,8 +561,13 @@ void probe_normalization(Session& s) {
         " alone vs inside the batch, and the batch reversed";
     if (worst > 1e-3) {
       double d = 0;
-      const std::string first = first_divergence(s, module_stats(im, *first_alone.collector), module_stats(im, *ref.collector), 1e-4, &d);
+      const std::string seen = first_divergence(s, module_stats(im, *first_alone.collector), module_stats(im, *ref.collector), 1e-4, &d);
+      // The module whose own forward runs the batch_norm (timm's
+      // BatchNormAct2d: bn1 normalizes, its child bn1.act returns the same
+      // tensor), as for the drift.
+      const std::string first = seen.empty() ? seen : drift_origin(im, *ref.collector, seen);
       if (!first.empty()) {
+        if (first != seen) mm["batchdep.first_seen_at"] = seen;
         mm["batchdep.first_layer"] = first;
         const LayerMetrics* l = s.doc.find_layer(first);
         std::string cause = "an op that mixes examples in " + first;

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "probes/inputs/inputs.h"
 #include "probes/sequence/sequence.h"
 #include "probes/session.h"
 
@@ -33,6 +34,8 @@ struct InputLayout {
   int64_t time_axis = -1;
   std::vector<std::string> axes;  // role of each axis
   std::string from;               // why, in words
+  double pad = 0;                 // the value appended as padding along the time axis
+  std::string pad_from;           // why that value, in words
 };
 
 struct Layout {
@@ -64,9 +67,64 @@ std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
   return out;
 }
 
+/// The value each sequence input is padded with: --pad-value; else the one
+/// value the sample's own padded positions hold (fairseq pads tokens with 1,
+/// and its models find padding by src_tokens.eq(padding_idx): padding with 0
+/// appends real tokens); else, for token ids, the padding_idx of the model's
+/// Embedding modules when they agree on one; else 0.
+void infer_pad_values(const Session& s, Layout& L) {
+  std::set<int64_t> padding_idx;
+  std::string idx_module;
+  for (const auto& mi : s.model.modules) {
+    if (mi.kind != "Embedding" || !mi.module._ivalue() || !mi.module.hasattr("padding_idx")) continue;
+    const c10::IValue v = mi.module.attr("padding_idx");
+    if (v.isInt() && v.toInt() >= 0) {
+      padding_idx.insert(v.toInt());
+      if (idx_module.empty()) idx_module = mi.path;
+    }
+  }
+  for (size_t i = 0; i < L.inputs.size(); ++i) {
+    InputLayout& il = L.inputs[i];
+    if (il.time_axis < 0 || (il.role != "tokens" && il.role != "features") || !s.args[i].value.isTensor()) continue;
+    if (s.opt.pad_value) {
+      il.pad = *s.opt.pad_value;
+      il.pad_from = "--pad-value";
+      continue;
+    }
+    const at::Tensor t = s.args[i].value.toTensor();
+    // [B, T, ...] whatever the layout ([T, B, F] and [B, C, T] move their time axis to 1).
+    const at::Tensor tt = t.dim() >= 2 ? t.movedim(il.time_axis, 1) : t;
+    if (L.real.defined() && L.real.dim() == 2 && !L.real.all().item<bool>() && tt.dim() >= 2 &&
+        tt.size(0) == L.real.size(0) && tt.size(1) == L.real.size(1)) {
+      // The padded positions of the sample.
+      at::Tensor pad = L.real.logical_not();
+      std::vector<int64_t> shape = {pad.size(0), pad.size(1)};
+      for (int64_t d = 2; d < tt.dim(); ++d) shape.push_back(1);
+      const at::Tensor vals = tt.masked_select(pad.view(shape).expand_as(tt).to(tt.device()));
+      if (vals.numel() > 0 && vals.eq(vals.flatten()[0]).all().item<bool>()) {
+        il.pad = vals.flatten()[0].item<double>();
+        std::ostringstream o;
+        o << "the sample's padded positions hold " << il.pad;
+        il.pad_from = o.str();
+        continue;
+      }
+    }
+    if (il.role == "tokens" && padding_idx.size() == 1) {
+      il.pad = static_cast<double>(*padding_idx.begin());
+      il.pad_from = "padding_idx of " + idx_module;
+      continue;
+    }
+    il.pad = 0;
+    il.pad_from = "default (--pad-value sets it)";
+  }
+}
+
 Layout infer_layout(const Session& s) {
   const CheckOptions& opt = s.opt;
   Layout L;
+  // The batch axis of each argument (--batch-dim, else inferred): a
+  // time-major [T, B, F] input has its time axis at 0.
+  const BatchLayout bl = batch_layout(s);
   for (size_t i = 0; i < s.args.size(); ++i) {
     InputLayout il;
     const auto& a = s.args[i];
@@ -78,19 +136,27 @@ Layout infer_layout(const Session& s) {
     const at::Tensor t = a.value.toTensor();
     const std::string n = lower(a.name);
     const bool integral = !t.is_floating_point() && !t.is_complex();
+    const int64_t ba = i < bl.axis.size() ? bl.axis[i] : 0;
+    const bool time_major = ba == 1;  // [T, B, ...]
+    // What reads the argument: a conv1d takes [batch, channel, time].
+    bool conv1d = false;
+    if (s.inst && i < s.inst->input_consumers().size())
+      for (const auto& k : s.inst->input_consumers()[i])
+        conv1d = conv1d || k == "aten::conv1d" || (k == "aten::_convolution" && t.dim() == 3);
     const bool named_mask = opt.mask_input.empty() ? (has(n, "mask") && t.dim() == 2)
                                                    : (opt.mask_input == a.name || opt.mask_input == std::to_string(i));
     if (named_mask && t.dim() == 2) {
       il.role = "mask";
-      il.time_axis = 1;
+      il.time_axis = time_major ? 0 : 1;
       il.from = opt.mask_input.empty() ? "[B, T] named " + a.name : "--mask-input " + opt.mask_input;
+      if (time_major) il.from += " (batch axis 1: [T, B])";
       if (L.mask < 0) L.mask = static_cast<int>(i);
     } else if ((has(n, "length") || n == "lens" || has(n, "_lens")) && t.dim() == 1 && integral) {
       il.role = "lengths";
       il.from = "integer [B] named " + a.name;
       if (L.lengths < 0) L.lengths = static_cast<int>(i);
     } else if (integral && t.dim() == 2) {
-      il.time_axis = 1;
+      il.time_axis = time_major ? 0 : 1;
       if (has(n, "position")) {
         il.role = "positions";
         il.from = "integer [B, T] named " + a.name;
@@ -99,12 +165,20 @@ Layout infer_layout(const Session& s) {
         il.from = "integer [B, T] named " + a.name;
       } else {
         il.role = "tokens";
-        il.from = "integer [B, T]: token ids";
+        il.from = time_major ? "integer [T, B]: token ids (batch axis 1)" : "integer [B, T]: token ids";
       }
     } else if (t.is_floating_point() && t.dim() == 3) {
       il.role = "features";
-      il.time_axis = 1;
-      il.from = "float [B, T, F]";
+      if (time_major) {
+        il.time_axis = 0;
+        il.from = "float [T, B, F] (batch axis 1)";
+      } else if (conv1d) {
+        il.time_axis = 2;
+        il.from = "float [B, C, T]: read by a conv1d";
+      } else {
+        il.time_axis = 1;
+        il.from = "float [B, T, F]";
+      }
     } else if (t.is_floating_point() && t.dim() >= 4) {
       il.role = "image";
       il.from = "float rank " + std::to_string(t.dim()) + ": [B, C, spatial...]";
@@ -116,7 +190,7 @@ Layout infer_layout(const Session& s) {
     }
     if (opt.seq_dim && il.role != "mask" && il.role != "lengths" && t.dim() >= 2) {
       int64_t d = *opt.seq_dim < 0 ? *opt.seq_dim + t.dim() : *opt.seq_dim;
-      if (d >= 1 && d < t.dim()) {
+      if (d >= 0 && d < t.dim() && d != std::max<int64_t>(ba, 0)) {
         il.time_axis = d;
         if (il.role == "image" || il.role == "other") il.role = "features";
         il.from += "; --seq-dim " + std::to_string(*opt.seq_dim);
@@ -162,11 +236,9 @@ Layout infer_layout(const Session& s) {
   // Batch size and the sequence length: the first input with a time axis
   // (tokens or features first) sets T; inputs whose time axis differs are
   // not resized.
-  for (size_t i = 0; i < s.args.size(); ++i)
-    if (s.args[i].value.isTensor() && s.args[i].value.toTensor().dim() >= 1) {
-      L.batch = s.args[i].value.toTensor().size(0);
-      break;
-    }
+  L.batch = bl.batch;
+  for (size_t i = 0; i < s.args.size() && L.batch == 0; ++i)
+    if (s.args[i].value.isTensor() && s.args[i].value.toTensor().dim() >= 1) L.batch = s.args[i].value.toTensor().size(0);
   for (int pass = 0; pass < 2 && L.T == 0; ++pass)
     for (size_t i = 0; i < L.inputs.size(); ++i) {
       const auto& il = L.inputs[i];
@@ -184,8 +256,9 @@ Layout infer_layout(const Session& s) {
                  " positions, not " + std::to_string(L.T) + ": left as it is";
       il.time_axis = -1;
     }
+    const int64_t ba = i < bl.axis.size() && bl.axis[i] >= 0 ? bl.axis[i] : 0;
     for (int64_t d = 0; d < t.dim(); ++d) {
-      std::string r = d == 0 ? "batch" : d == il.time_axis ? "time" : "";
+      std::string r = d == il.time_axis ? "time" : d == ba ? "batch" : "";
       if (r.empty()) r = il.role == "image" ? (d == 1 ? "channel" : "spatial") : "feature";
       il.axes.push_back(r);
     }
@@ -193,7 +266,8 @@ Layout infer_layout(const Session& s) {
   }
   // Mask polarity: with right padding every example's first position is real.
   if (L.mask >= 0) {
-    const at::Tensor m = s.args[static_cast<size_t>(L.mask)].value.toTensor().to(at::kDouble) != 0;
+    at::Tensor m = s.args[static_cast<size_t>(L.mask)].value.toTensor().to(at::kDouble) != 0;
+    if (L.inputs[static_cast<size_t>(L.mask)].time_axis == 0) m = m.t();  // [T, B] -> [B, T]
     const std::string n = lower(s.args[static_cast<size_t>(L.mask)].name);
     const bool pad_named = has(n, "padding");
     const at::Tensor first = m.select(1, 0), last = m.select(1, m.size(1) - 1);
@@ -218,6 +292,7 @@ Layout infer_layout(const Session& s) {
   } else if (L.T > 0 && L.batch > 0) {
     L.real = at::ones({L.batch, L.T}, at::kBool);
   }
+  infer_pad_values(s, L);
   return L;
 }
 
@@ -259,7 +334,7 @@ std::vector<c10::IValue> resize_time(const Session& s, const Layout& L, int64_t 
     } else if (il.role == "segments") {
       extra = at::zeros(sizes, t.options());
     } else {
-      extra = at::full(sizes, s.opt.pad_value, t.options());
+      extra = at::full(sizes, il.pad, t.options());
     }
     out.emplace_back(at::cat({t, extra}, ax));
   }
@@ -468,6 +543,10 @@ void probe_sequence(Session& s) {
   for (size_t i = 0; i < L.inputs.size(); ++i) {
     const auto& il = L.inputs[i];
     nlohmann::json e = {{"name", s.args[i].name}, {"index", i}, {"role", il.role}, {"axes", il.axes}, {"from", il.from}};
+    if (!il.pad_from.empty()) {
+      e["pad_value"] = il.pad;
+      e["pad_value_from"] = il.pad_from;
+    }
     if (s.args[i].value.isTensor()) e["shape"] = s.args[i].value.toTensor().sizes().vec();
     if (il.time_axis >= 0) e["time_axis"] = il.time_axis;
     if (il.role == "mask") {
@@ -488,7 +567,18 @@ void probe_sequence(Session& s) {
     s.doc.probes["layout"]["padding"] = L.mask >= 0 ? "mask " + s.args[static_cast<size_t>(L.mask)].name
                                         : L.lengths >= 0 ? "lengths " + s.args[static_cast<size_t>(L.lengths)].name
                                                          : std::string("none (every position real)");
-    s.doc.probes["layout"]["pad_value"] = s.opt.pad_value;
+    for (const auto& il : L.inputs)
+      if (!il.pad_from.empty()) {
+        // The primary sequence input's padding value (each input's is in its row).
+        s.doc.probes["layout"]["pad_value"] = il.pad;
+        s.doc.probes["layout"]["pad_value_from"] = il.pad_from;
+        if (il.pad_from != "--pad-value" && il.pad != 0) {
+          std::ostringstream o;
+          o << "padding appended with the value " << il.pad << " (" << il.pad_from << ")";
+          s.doc.assumptions.push_back(o.str());
+        }
+        break;
+      }
     s.doc.model_metrics["layout.seq_len"] = L.T;
     s.doc.model_metrics["layout.padding_input"] = L.mask >= 0 ? s.args[static_cast<size_t>(L.mask)].name
                                                 : L.lengths >= 0 ? s.args[static_cast<size_t>(L.lengths)].name : "";
@@ -501,6 +591,9 @@ void probe_sequence(Session& s) {
   std::shared_ptr<const PassResult> ref_eval, ref_train;
   std::optional<PassResult> shorter, padded_eval, padded_train;
   std::string short_error, short_failed_layer, pad_error;
+  // The pass and error kind of each failure: probes.padding / probes.seqlen
+  // then carry status "error", listed with the probes that could not run.
+  std::string short_pass, short_kind, pad_pass, pad_kind;
   const int64_t T2 = L.T - std::max<int64_t>(1, L.T / 4);
   const int64_t P = std::max<int64_t>(8, L.T / 2);
   auto spec = [&](const std::string& name, bool train, std::vector<c10::IValue> args) {
@@ -533,6 +626,8 @@ void probe_sequence(Session& s) {
       } catch (const Error& e) {
         if (e.kind() == error_kind::kTimeout || e.kind() == error_kind::kOutOfMemory) throw;
         short_error = first_line_after_pass(e.what());
+        short_pass = "eval-seq-T" + std::to_string(T2);
+        short_kind = e.kind();
         if (s.failed_collector) {
           const int64_t t = last_module_fired(*s.failed_collector);
           if (t >= 0) short_failed_layer = im.taps()[static_cast<size_t>(t)].module;
@@ -551,6 +646,8 @@ void probe_sequence(Session& s) {
       } catch (const Error& e) {
         if (e.kind() == error_kind::kTimeout || e.kind() == error_kind::kOutOfMemory) throw;
         pad_error = first_line_after_pass(e.what());
+        pad_pass = "eval-seq-padded";
+        pad_kind = e.kind();
       }
     }
     // Train mode differs from eval mode (dropout off) only where a norm uses
@@ -571,6 +668,8 @@ void probe_sequence(Session& s) {
       } catch (const Error& e) {
         if (e.kind() == error_kind::kTimeout || e.kind() == error_kind::kOutOfMemory) throw;
         pad_error = first_line_after_pass(e.what());
+        pad_pass = ref_train ? "train-seq-padded" : "train-seq-reference";
+        pad_kind = e.kind();
         ref_train.reset();
       }
     }
@@ -604,19 +703,29 @@ void probe_sequence(Session& s) {
     std::vector<std::string> roles(static_cast<size_t>(rank));
     std::string time_from;
     std::vector<int64_t> time_axes;
+    std::vector<std::string> graph_roles = resolve_roles(over_view ? n.source_roles : n.input_roles, L);
+    if (static_cast<int64_t>(graph_roles.size()) != rank) graph_roles.clear();
+    std::string layout_from = graph_roles.empty() ? "sizes" : "graph";
+    // A time axis found only by its size (no second length to compare, the
+    // graph silent about it) is a guess: hidden = 64 next to 64 frames. It is
+    // labelled, but no rule treats a reduction over it as one over time.
+    bool time_guessed = false;
     if (L.sequence && shape2.size() == shape.size()) {
       for (int64_t d = 0; d < rank; ++d)
         if (shape[static_cast<size_t>(d)] != shape2[static_cast<size_t>(d)]) time_axes.push_back(d);
       time_from = "sizes at lengths " + std::to_string(L.T) + " and " + std::to_string(T2);
     } else if (L.sequence) {
-      for (int64_t d = 1; d < rank; ++d)
-        if (shape[static_cast<size_t>(d)] == L.T) time_axes.push_back(d);
+      for (int64_t d = 1; d < rank; ++d) {
+        const std::string g = graph_roles.empty() ? std::string("?") : graph_roles[static_cast<size_t>(d)];
+        if (shape[static_cast<size_t>(d)] == L.T && (g == "?" || g == "time" || g == "tokens")) time_axes.push_back(d);
+      }
       if (time_axes.size() > 1) time_axes.clear();  // time and another axis share the size: undecided
-      time_from = time_axes.empty() ? "undecided (no second length)" : "size match (" + std::to_string(L.T) + ")";
+      time_guessed = !time_axes.empty() &&
+                     (graph_roles.empty() || graph_roles[static_cast<size_t>(time_axes.front())] == "?");
+      time_from = time_axes.empty() ? "undecided (no second length)"
+                                    : "size match (" + std::to_string(L.T) + ")" +
+                                          (time_guessed ? ", unconfirmed: no second length" : ", and the graph");
     }
-    std::vector<std::string> graph_roles = resolve_roles(over_view ? n.source_roles : n.input_roles, L);
-    if (static_cast<int64_t>(graph_roles.size()) != rank) graph_roles.clear();
-    std::string layout_from = graph_roles.empty() ? "sizes" : "graph";
     for (int64_t d = 0; d < rank; ++d) {
       std::string& r = roles[static_cast<size_t>(d)];
       const int64_t sz = shape[static_cast<size_t>(d)];
@@ -665,14 +774,14 @@ void probe_sequence(Session& s) {
     nlohmann::json eps = n.args.value("eps", nlohmann::json());
     if (!eps.is_number() && info.contains("eps")) eps = info["eps"];
     std::vector<std::string> red_roles;
-    bool r_time = false, r_batch = false;
+    bool r_time = false, r_batch = false, r_time_guess = false;
     for (size_t i = 0; i < red.size(); ++i) {
       const int64_t d = red[i];
       std::string r = roles[static_cast<size_t>(d)];
       if ((n.op == "group_norm" || n.op == "group_norm_pattern") && d == 1)
         r = straddle ? r + " (groups straddle channels)" : r + " (within a group)";
       red_roles.push_back(r);
-      if (r == "time" || r == "batch*time" || r == "tokens") r_time = true;
+      if (r == "time" || r == "batch*time" || r == "tokens") (time_guessed ? r_time_guess : r_time) = true;
       if ((r == "batch" || r == "batch*time") && L.batch >= 2) r_batch = true;
     }
     nlohmann::json row = {{"layer", n.module},     {"op", n.op},         {"input_shape", shape},
@@ -710,6 +819,7 @@ void probe_sequence(Session& s) {
     if (!red.empty()) {
       const bool per_example = per_example_op(n.op) && n.op != "group_norm" && n.op != "instance_norm" && n.op != "group_norm_pattern";
       m["norm.reduces_time"] = r_time;
+      if (r_time_guess) m["norm.reduces_time_unconfirmed"] = true;
       m["norm.reduces_batch"] = r_batch;
       // A per-example norm whose statistics span time: over time only, or
       // over [time, hidden] together (normalized_shape including the time axis).
@@ -847,7 +957,9 @@ void probe_sequence(Session& s) {
   };
   nlohmann::json jp = {{"padded_to", L.T + P}, {"from", L.T}, {"mode_note", "train mode: batch statistics; eval mode: running statistics"}};
   if (!pad_error.empty()) {
-    jp["error"] = pad_error;
+    jp["status"] = "error";
+    jp["pass"] = pad_pass;
+    jp["error"] = {{"kind", pad_kind}, {"message", pad_error}};
     s.doc.model_metrics["pad.error"] = pad_error;
   }
   Deviation dt, de;
@@ -889,7 +1001,9 @@ void probe_sequence(Session& s) {
   nlohmann::json js = {{"lengths", {L.T, T2}}, {"mode", "eval"}};
   s.doc.model_metrics["seqlen.lengths"] = std::to_string(L.T) + " and " + std::to_string(T2);
   if (!short_error.empty()) {
-    js["error"] = short_error;
+    js["status"] = "error";
+    js["pass"] = short_pass;
+    js["error"] = {{"kind", short_kind}, {"message", short_error}};
     js["failed_layer"] = short_failed_layer;
     s.doc.model_metrics["seqlen.error"] = short_error;
     s.doc.model_metrics["seqlen.failed_layer"] = short_failed_layer;
