@@ -145,6 +145,18 @@ at::Tensor round_impl(int64_t id, int64_t dtype, bool inplace, const at::Tensor&
   const bool wide = x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble;
   at::Tensor y = wide ? x.to(fmt).to(x.scalar_type()) : x;
   Collector* col = ctx->collector;
+  if (col->round_events.size() < 64) {
+    const int64_t ninf = at::isinf(y).sum().item<int64_t>();
+    const int64_t nnan = at::isnan(y).sum().item<int64_t>();
+    if (ninf > 0 || nnan > 0) {
+      Collector::RoundEvent ev;
+      ev.site = id;
+      ev.inf = ninf;
+      ev.nan = nnan;
+      ev.negative_inf_only = ninf > 0 && y.eq(-std::numeric_limits<double>::infinity()).sum().item<int64_t>() == ninf;
+      col->round_events.push_back(ev);
+    }
+  }
   if (col->round_first_inf < 0 || col->round_first_nan < 0) {
     if (col->round_first_inf < 0) {
       const int64_t n = at::isinf(y).sum().item<int64_t>();

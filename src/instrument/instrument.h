@@ -294,6 +294,15 @@ class Collector {
   /// (a propagator when it comes after the producer); RoundSite ids, -1: none.
   int64_t round_first_inf = -1, round_first_nan = -1;
   int64_t round_first_inf_count = 0, round_first_nan_count = 0;
+  /// Every rounded op whose output holds Inf or NaN, in execution order (the
+  /// first 64): the precision probe skips deliberate masks (a masked_fill
+  /// or an additive mask of -inf, in fp32 too) when it names the producer.
+  struct RoundEvent {
+    int64_t site = -1;
+    int64_t inf = 0, nan = 0;
+    bool negative_inf_only = false;  ///< every Inf is -inf
+  };
+  std::vector<RoundEvent> round_events;
 };
 
 /// Options for building the instrumented graph.

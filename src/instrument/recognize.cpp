@@ -746,15 +746,56 @@ std::unordered_map<const Value*, Roles> infer_roles(const std::vector<Node*>& no
         for (size_t j = 0; j < m; ++j)
           if (elems[j])
             if (auto sr = size_role(elems[j])) r[j] = *sr;
-        // Fewer axes: the leading ones kept, the trailing ones merged (a conv
-        // map [B, C, H, W] reshaped to [B, C, H*W]).
+        // Fewer axes: the axes whose size the graph names (x.size(d)) keep
+        // their place, and one unnamed axis between two of them merges the
+        // input axes in between: [B, H, W, C].reshape(B, -1, C) is
+        // [batch, spatial, channel] (Swin), [B, C, H, W].view(B, C, -1) is
+        // [batch, channel, spatial]. Without names: the leading axes kept,
+        // the trailing ones merged (a conv map reshaped to [B, C, H*W]).
         if (m < rank && m >= 2) {
-          bool leading = true;
-          for (size_t j = 0; j + 1 < m; ++j)
-            if (r[j] != "?" && r[j] != (*in0)[j]) leading = false;
-          if (leading) {
-            for (size_t j = 0; j + 1 < m; ++j) r[j] = (*in0)[j];
-            r[m - 1] = merge_roles(*in0, m - 1, rank);
+          bool aligned = true, any_named = false;
+          Roles a(m, "?");
+          size_t p = 0;        // next input axis
+          size_t pending = m;  // an unnamed output axis waiting for its span
+          for (size_t j = 0; j < m && aligned; ++j) {
+            if (r[j] == "?") {
+              if (pending != m) aligned = false;  // two unnamed axes in one gap
+              pending = j;
+              continue;
+            }
+            any_named = true;
+            size_t q = p;
+            while (q < rank && (*in0)[q] != r[j]) ++q;
+            if (q == rank) {
+              aligned = false;
+              break;
+            }
+            if (pending != m) {
+              if (q == p) aligned = false;
+              else a[pending] = merge_roles(*in0, p, q);
+              pending = m;
+            } else if (q != p) {
+              aligned = false;  // input axes dropped without an axis to hold them
+            }
+            a[j] = r[j];
+            p = q + 1;
+          }
+          if (aligned && pending != m) {
+            if (p < rank) a[pending] = merge_roles(*in0, p, rank);
+            else aligned = false;
+          } else if (aligned && p != rank) {
+            aligned = false;
+          }
+          if (aligned && any_named) {
+            r = a;
+          } else {
+            bool leading = true;
+            for (size_t j = 0; j + 1 < m; ++j)
+              if (r[j] != "?" && r[j] != (*in0)[j]) leading = false;
+            if (leading) {
+              for (size_t j = 0; j + 1 < m; ++j) r[j] = (*in0)[j];
+              r[m - 1] = merge_roles(*in0, m - 1, rank);
+            }
           }
         }
         R[o] = r;

@@ -477,7 +477,11 @@ void render_precision(std::ostringstream& out, const MetricsDoc& doc, const Pain
           << metric_cell(*l, "prec.ref_absmax") << ")";
     out << '\n';
   }
-  out << "  model output relative error vs fp32: " << text("prec.output_rel_error") << '\n';
+  out << "  model output relative error vs fp32: " << text("prec.output_rel_error");
+  if (get("prec.output_nonfinite_count") && text("prec.output_nonfinite_count") != "0")
+    out << " over the finite elements; " << text("prec.output_nonfinite_count") << " output values are NaN/Inf in " << fmt
+        << " and finite in fp32";
+  out << '\n';
   if (get("prec.loss_scale_blocked_by")) {
     out << "  loss scale: none helps, the forward pass is already non-finite at "
         << layer_name(text("prec.loss_scale_blocked_by")) << '\n';

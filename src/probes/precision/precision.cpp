@@ -9,6 +9,7 @@
 // layer (norm.next_*). Metric names: docs/metrics.md, "Precision".
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -69,8 +70,9 @@ bool is_layer_norm_like(const std::string& kind) {
 bool is_rms(const LayerMetrics& lm) {
   if (lm.info.contains("ops"))
     for (const auto& o : lm.info["ops"]) {
-      if (o.value("op", "") == "layer_norm") return false;
-      if (o.value("op", "") == "rms_norm") return true;
+      const std::string op = o.value("op", "");
+      if (op == "layer_norm" || op == "layer_norm_pattern") return false;
+      if (op == "rms_norm" || op == "rms_norm_pattern") return true;
     }
   std::string k = lm.kind;
   std::transform(k.begin(), k.end(), k.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -332,7 +334,16 @@ void probe_precision(Session& s) {
   // LayerNorm / RMSNorm layers: eps in the format; internals from their inputs.
   std::map<std::string, NormSite> norms;
   for (auto& lm : s.doc.layers) {
-    if (!is_layer_norm_like(lm.kind)) continue;
+    // A LayerNorm/RMSNorm by what its forward computes (a recognized
+    // layer_norm/rms_norm op, or one written out: x / sqrt(mean(x * x) + eps)
+    // in a leaf module of its own), or by its class name.
+    bool recognized = false;
+    if (lm.info.contains("ops") && lm.info["ops"].size() == 1) {
+      const std::string op = lm.info["ops"][0].value("op", "");
+      recognized = op == "layer_norm" || op == "rms_norm" ||
+                   ((op == "layer_norm_pattern" || op == "rms_norm_pattern") && lm.leaf);
+    }
+    if (!recognized && !is_layer_norm_like(lm.kind)) continue;
     NormSite n;
     n.path = lm.path;
     n.rms = is_rms(lm);
@@ -503,14 +514,32 @@ void probe_precision(Session& s) {
   if (pim_round) {
     const auto& rs = pim_round->round_sites();
     const Collector& c = *lp_pass.collector;
-    const int64_t inf = c.round_first_inf, nan = c.round_first_nan;
+    // Deliberate masks are no producer: an op that writes only -inf (no
+    // NaN) with a mask's kind (masked_fill(~mask, -inf), scores + an
+    // additive -inf mask, torch.full(..., -inf).triu(1)) does so in fp32 too.
+    static const std::set<std::string> mask_ops = {
+        "aten::masked_fill", "aten::masked_fill_", "aten::where", "aten::add", "aten::add_", "aten::sub",
+        "aten::sub_", "aten::fill_", "aten::full", "aten::full_like", "aten::new_full", "aten::triu", "aten::tril",
+        "aten::index_put", "aten::index_put_", "aten::scatter", "aten::scatter_", "aten::masked_scatter"};
+    int64_t inf = -1, nan = -1, inf_count = 0, nan_count = 0;
+    for (const auto& ev : c.round_events) {
+      if (ev.site < 0 || ev.site >= static_cast<int64_t>(rs.size())) continue;
+      const bool mask = ev.negative_inf_only && ev.nan == 0 && mask_ops.count(rs[static_cast<size_t>(ev.site)].op);
+      if (mask) continue;
+      if (inf < 0 && ev.inf > 0) inf = ev.site, inf_count = ev.inf;
+      if (nan < 0 && ev.nan > 0) nan = ev.site, nan_count = ev.nan;
+    }
+    if (c.round_events.size() >= 64 && inf < 0 && nan < 0) {
+      inf = c.round_first_inf, nan = c.round_first_nan;  // past the first 64: as before
+      inf_count = c.round_first_inf_count, nan_count = c.round_first_nan_count;
+    }
     const int64_t prod = inf >= 0 ? inf : nan;
     if (prod >= 0 && prod < static_cast<int64_t>(rs.size())) {
       producer_layer = rs[static_cast<size_t>(prod)].module;
       mm["prec.producer_op"] = rs[static_cast<size_t>(prod)].op;
       mm["prec.producer_layer"] = producer_layer;
       mm["prec.producer_makes"] = inf >= 0 ? "inf" : "nan";
-      mm["prec.producer_count"] = inf >= 0 ? c.round_first_inf_count : c.round_first_nan_count;
+      mm["prec.producer_count"] = inf >= 0 ? inf_count : nan_count;
     }
     if (inf >= 0 && nan >= 0 && nan != inf && nan < static_cast<int64_t>(rs.size())) {
       propagator_layer = rs[static_cast<size_t>(nan)].module;
@@ -641,6 +670,25 @@ void probe_precision(Session& s) {
   }
   if (!first_divergent.empty()) mm["prec.first_divergent_layer"] = first_divergent;
   mm["prec.output_rel_error"] = metric_number(Session::relative_difference(lp_pass.output, ref_pass.output));
+  // The relative error covers the elements finite in both: say how many are
+  // not (a NaN output next to a small error reads as healthy otherwise).
+  {
+    std::function<int64_t(const c10::IValue&)> bad = [&](const c10::IValue& v) -> int64_t {
+      if (v.isTensor()) {
+        const at::Tensor& t = v.toTensor();
+        return t.is_floating_point() ? (~at::isfinite(t.detach())).sum().item<int64_t>() : 0;
+      }
+      int64_t n = 0;
+      if (v.isTuple())
+        for (const auto& e : v.toTupleRef().elements()) n += bad(e);
+      else if (v.isList())
+        for (const auto& e : v.toListRef()) n += bad(e);
+      else if (v.isGenericDict())
+        for (const auto& kv : v.toGenericDict()) n += bad(kv.value());
+      return n;
+    };
+    mm["prec.output_nonfinite_count"] = std::max<int64_t>(0, bad(lp_pass.output) - bad(ref_pass.output));
+  }
   if (ref_truncated)
     s.doc.assumptions.push_back("the precision probe kept fp32 module outputs up to 2 GiB; later modules were not compared");
 
