@@ -665,11 +665,38 @@ void probe_forward_backward(Session& s) {
             degenerate = true;
         }
         mm["grad.max_shrink_degenerate_norm"] = degenerate;
+        // The step is one backward edge only when the output-side leaf reads
+        // the input-side leaf's output (directly or through modules without
+        // parameters: dropout, activations). Leaves next to each other in
+        // execution order may lie on parallel branches (a UNet's timestep
+        // MLP, then its conv_in): a drop "between" them says nothing about
+        // one module's scaling.
+        bool chained = false;
+        {
+          std::vector<std::string> work = {pleaves[top_si]->path};
+          std::set<std::string> seen;
+          for (size_t w = 0; w < work.size() && w < 64 && !chained; ++w) {
+            for (const auto& t : taps) {
+              // Its own output taps, and those of the modules around it: a
+              // value leaving several modules at once (attn.proj's output is
+              // attn's) records its outside consumers on the outermost one.
+              const bool around = t.module.empty() || work[w].rfind(t.module + ".", 0) == 0;
+              if (t.kind != TapKind::kModuleOutput || (t.module != work[w] && !around)) continue;
+              for (const auto& c : t.consumers) {
+                if (c == pleaves[top_si + 1]->path) chained = true;
+                auto ci = idx.find(c);
+                if (ci != idx.end() && s.doc.layers[ci->second].parameters == 0 && seen.insert(c).second)
+                  work.push_back(c);
+              }
+            }
+          }
+        }
+        mm["grad.max_shrink_chained"] = chained;
         mm["grad.max_shrink_share"] = std::min(1.0, top_s / net);
         mm["grad.max_shrink_from"] = pleaves[top_si]->path;
         mm["grad.max_shrink_to"] = pleaves[top_si + 1]->path;
         mm["grad.max_shrink_factor"] = std::exp(top_s);
-        mm["grad.shrink_concentrated"] = top_s / net >= 0.5;
+        mm["grad.shrink_concentrated"] = top_s / net >= 0.5 && chained;
       } else {
         s.doc.model_metrics["grad.shrink_concentrated"] = false;
       }
