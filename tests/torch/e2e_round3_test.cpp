@@ -291,16 +291,19 @@ TEST(Round3, NFResNetZeroGainIsAZeroInitConvention) {
 // block) and conv3's gain zeroed too. Each zero factor's gradient is the
 // other factor: they keep each other at zero, and every parameter of every
 // residual branch stays without gradient after an SGD step (Python:
-// silenced_after_one_sgd_step; the twin has none). GRAD004 names the layers
-// holding those zero factors (stuck_layers).
+// silenced_after_one_sgd_step; the twin has none). Neither zero factor gets
+// a gradient itself, so neither is a convention the first update ends (no
+// GRAD005): GRAD004 names every layer holding a parameter without gradient
+// (dead_layers: conv1, conv2, conv3 of each block and the block's gain).
 TEST(Round3, NFResNetTwoZeroFactorsBlockTheBranchForGood) {
   const std::string name = "nf_resnet_skipinit_and_zero_gain";
   const json& n = nums(name);
   Set want;
-  for (const auto& l : n.at("stuck_layers")) want.insert({"GRAD004", l.get<std::string>()});
-  EXPECT_EQ(want.size(), 8u);
+  for (const auto& l : n.at("dead_layers")) want.insert({"GRAD004", l.get<std::string>()});
+  EXPECT_EQ(want.size(), 16u);
   RUN_ROUND3(rep, name);
   expect_findings(rep, name, want);
+  for (const auto& f : rep.at("findings")) EXPECT_NE(f.at("rule_id"), "GRAD005") << f;
   for (const auto& f : rep.at("findings")) {
     if (f.at("rule_id") == "GRAD004") {
       EXPECT_EQ(f.at("evidence").at("grad.zero_from_values"), true) << f;

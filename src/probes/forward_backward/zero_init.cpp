@@ -14,7 +14,10 @@
 //      mul/matmul/einsum; not a bias, which adds),
 //   3. whose product reaches a residual addition (aten::add/sub with another
 //      tensor) or the model's output through ops that keep a zero a zero
-//      (casts, views, dropout, pooling, ReLU/GELU, further linears).
+//      (casts, views, dropout, pooling, ReLU/GELU, further linears, a norm
+//      whose gain it is),
+//   4. and that gets a gradient itself in the real pass (so the first update
+//      moves it; two zero factors in a row keep each other at zero forever).
 // Then the train pass is repeated with those parameters set to a non-zero
 // value (ones for gains and scalars, N(0, 1/fan_in) for matrices), on a copy
 // of nothing: the values are put back, and the gradients of the real pass
@@ -213,6 +216,19 @@ ZeroInitFacts zero_init_conventions(Session& s) {
   std::sort(conv.begin(), conv.end(), [](const Cand* a, const Cand* b) {
     return std::tie(a->order, a->path) < std::tie(b->order, b->path);
   });
+  // A convention ends with the first update only when the zero parameter
+  // itself gets a gradient: a zero BatchNorm gamma does (the branch before
+  // it is live). Two zero factors in a row (timm's skipinit gain and a zero
+  // conv3 gain) keep each other at zero forever: neither is a convention.
+  if (const auto train0 = s.train()) {
+    conv.erase(std::remove_if(conv.begin(), conv.end(),
+                              [&](const Cand* c) {
+                                const at::Tensor g = train0->grad_of(c->value);
+                                return !g.defined() || all_zero(g);
+                              }),
+               conv.end());
+  }
+  if (conv.empty()) return f;
   for (const Cand* c : conv) {
     f.params.push_back(c->path);
     f.role[c->path] = reach[c->value.unsafeGetTensorImpl()] == Reach::kOutput ? "output" : "residual branch";
