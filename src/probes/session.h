@@ -146,6 +146,10 @@ class Session {
   LoadedModel model;
   std::vector<ArgValue> args;
   std::unique_ptr<InstrumentedModel> inst;
+  /// batch_layout's graph evidence, computed once: per forward argument, the
+  /// recurrent op (aten::gru/lstm/rnn_*) with batch_first=False that reads it
+  /// with its axes in order ("" when none): such an argument is [T, B, F].
+  mutable std::optional<std::vector<std::string>> time_major_readers;
   MetricsDoc doc;
   std::chrono::steady_clock::time_point started;
   std::unique_ptr<Collector> failed_collector;  ///< the collector of the last pass that raised

@@ -234,14 +234,22 @@ TEST(Round3, TimeMajorMaskedMeanIsCleanWithAndWithoutBatchDim) {
 // FeatureNorm standardizes over dim 1 of [T, B, F], the batch: AXIS002 and
 // BN005 at fnorm, not at the per-frame Linear before it (Python: the Linear's
 // output for example 0 alone is unchanged, the model's differs by
-// example0_alone_rel_diff). Checked with the layout flags a user gives.
+// example0_alone_rel_diff). Checked with the layout flags a user gives, and
+// without them: the nn.GRU (batch_first=False) that reads the input in axis
+// order says it is [T, B, F].
 TEST(Round3, NormOverTheBatchAxisOfATimeMajorModel) {
   const std::string name = "tbf_norm_over_batch";
   const json& n = nums(name);
   EXPECT_EQ(n.at("frontend_alone_rel_diff").get<double>(), 0.0);
-  for (const auto& flags : std::vector<std::vector<std::string>>{{"--batch-dim", "1", "--seq-dim", "0"}, {"--batch-dim", "1"}}) {
-    SCOPED_TRACE(flags.size() == 4 ? "--batch-dim 1 --seq-dim 0" : "--batch-dim 1");
+  for (const auto& flags :
+       std::vector<std::vector<std::string>>{{"--batch-dim", "1", "--seq-dim", "0"}, {"--batch-dim", "1"}, {}}) {
+    SCOPED_TRACE(flags.size() == 4 ? "--batch-dim 1 --seq-dim 0" : flags.empty() ? "no flags" : "--batch-dim 1");
     RUN_ROUND3(rep, name, flags);
+    if (flags.empty()) {
+      EXPECT_NE(rep.at("probes").at("batch_layout").at("from").get<std::string>().find("batch_first=False"),
+                std::string::npos)
+          << rep.at("probes").at("batch_layout");
+    }
     expect_findings(rep, name, Set{{"AXIS002", "fnorm"}, {"BN005", "fnorm"}});
     const json* ax = finding(rep, "AXIS002");
     ASSERT_NE(ax, nullptr);
@@ -260,6 +268,8 @@ TEST(Round3, NormOverTheFeaturesOfATimeMajorModelIsClean) {
   const std::string name = "tbf_norm_over_features";
   RUN_ROUND3(rep, name, {"--batch-dim", "1", "--seq-dim", "0"});
   expect_findings(rep, name, Set{});
+  RUN_ROUND3(rep2, name, {});
+  expect_findings(rep2, name, Set{});
 }
 
 // ---- 5. timm NF-ResNet: ScaledStdConv2d with zero_init_last ---------------------

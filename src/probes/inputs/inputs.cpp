@@ -3,12 +3,16 @@
 // metrics.
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <optional>
 #include <set>
 #include <sstream>
 
+#include <torch/csrc/jit/passes/inliner.h>
+
 #include "core/error.h"
 #include "formats/input_spec.h"
+#include "instrument/instrument.h"
 #include "instrument/stats.h"
 #include "model/batch_file.h"
 #include "model/synth_inputs.h"
@@ -189,6 +193,71 @@ std::vector<ArgValue> synthesize(const LoadedModel& m, const std::vector<std::st
 
 }  // namespace
 
+namespace {
+/// Per forward argument: the recurrent op with batch_first=False that reads
+/// it, its axes in their order (through linears, norms, activations,
+/// elementwise ops; not through a transpose, permute or reshape), or "".
+/// nn.GRU / nn.LSTM default to batch_first=False: their input is [T, B, F].
+std::vector<std::string> find_time_major_readers(const Session& s) {
+  std::vector<std::string> out(s.args.size());
+  try {
+    auto g = s.model.module.get_method("forward").graph()->copy();
+    torch::jit::Inline(*g);
+    ScopeResolver scopes(s.model);
+    static const std::set<std::string> rnn = {"aten::gru", "aten::lstm", "aten::rnn_tanh", "aten::rnn_relu"};
+    static const std::set<std::string> reorders = {
+        "aten::transpose", "aten::permute", "aten::t", "aten::view", "aten::reshape", "aten::flatten",
+        "aten::unflatten", "aten::unsqueeze", "aten::squeeze", "aten::movedim", "aten::swapaxes", "aten::matmul",
+        "aten::bmm", "aten::einsum", "aten::cat", "aten::stack", "aten::select", "aten::index_select",
+        "aten::expand", "aten::repeat", "aten::mean", "aten::sum", "prim::ListConstruct", "prim::TupleConstruct"};
+    std::function<void(torch::jit::Block*)> walk = [&](torch::jit::Block* b) {
+      for (torch::jit::Node* n : b->nodes()) {
+        for (torch::jit::Block* sb : n->blocks()) walk(sb);
+        const std::string k = n->kind().toQualString();
+        if (!rnn.count(k) || n->inputs().size() < 9) continue;
+        torch::jit::Value* bf = n->inputs().back();
+        std::optional<bool> first;
+        if (auto c = torch::jit::toIValue(bf); c && c->isBool()) first = c->toBool();
+        if (!first && bf->node()->kind() == c10::prim::GetAttr) {
+          if (auto path = scopes.module_path_of(bf->node()->input()))
+            for (const auto& mi : s.model.modules)
+              if (mi.path == *path && mi.module.hasattr(bf->node()->s(c10::attr::name)) &&
+                  mi.module.attr(bf->node()->s(c10::attr::name)).isBool())
+                first = mi.module.attr(bf->node()->s(c10::attr::name)).toBool();
+        }
+        if (!first || *first) continue;
+        // Back from the recurrent op's input to an argument, axes kept in order.
+        std::vector<const torch::jit::Value*> work = {n->input(0)};
+        std::set<const torch::jit::Value*> seen;
+        for (size_t w = 0; w < work.size() && w < 256; ++w) {
+          const torch::jit::Value* v = work[w];
+          if (!seen.insert(v).second) continue;
+          const torch::jit::Node* d = v->node();
+          if (d->kind() == c10::prim::Param) {
+            const size_t i = v->offset();
+            if (i >= 1 && i - 1 < out.size() && out[i - 1].empty()) out[i - 1] = k;
+            continue;
+          }
+          if (d->kind() == c10::prim::If) {
+            // nn.GRU's `if not is_batched: input.unsqueeze(...)`: the branches' values.
+            for (const torch::jit::Block* blk : d->blocks())
+              if (v->offset() < blk->outputs().size()) work.push_back(blk->outputs()[v->offset()]);
+            continue;
+          }
+          if (reorders.count(d->kind().toQualString()) || !d->blocks().empty()) continue;
+          for (const torch::jit::Value* in : d->inputs())
+            if (in->type()->kind() == c10::TypeKind::TensorType) work.push_back(in);
+        }
+      }
+    };
+    walk(g->block());
+  } catch (const std::exception&) {
+    // No TorchScript forward (an exported program): no graph evidence.
+  }
+  return out;
+}
+}  // namespace
+
 BatchLayout batch_layout(const Session& s) {
   BatchLayout L;
   L.axis.assign(s.args.size(), -1);
@@ -207,7 +276,24 @@ BatchLayout batch_layout(const Session& s) {
         L.from = "--batch-dim " + std::to_string(*bd) + " of '" + s.args[i].name + "'";
       }
   }
-  for (int rule = 0; rule < 3 && L.batch == 0; ++rule)
+  // A rank-3 argument a recurrent op with batch_first=False reads in axis
+  // order is [T, B, F]: its axis 1 holds the examples.
+  if (!s.time_major_readers) s.time_major_readers = find_time_major_readers(s);
+  std::vector<bool> time_major(s.args.size(), false);
+  if (!bd)
+    for (size_t i = 0; i < s.args.size() && i < s.time_major_readers->size(); ++i) {
+      const at::Tensor* t = tensor(i);
+      if (!t || t->dim() != 3 || (*s.time_major_readers)[i].empty()) continue;
+      time_major[i] = true;
+    }
+  for (int rule = 0; rule < 3 && L.batch == 0; ++rule) {
+    if (rule == 2)  // before axis 0 of the first tensor: the recurrent op's evidence
+      for (size_t i = 0; i < s.args.size() && L.batch == 0; ++i)
+        if (time_major[i]) {
+          L.batch = tensor(i)->size(1);
+          L.from = "axis 1 of '" + s.args[i].name + "': " + (*s.time_major_readers)[i] +
+                   " with batch_first=False reads it as [T, B, F]";
+        }
     for (size_t i = 0; i < s.args.size() && L.batch == 0; ++i) {
       const at::Tensor* t = tensor(i);
       if (!t || t->dim() == 0) continue;
@@ -223,12 +309,17 @@ BatchLayout batch_layout(const Session& s) {
                              : "axis 0 of '" + s.args[i].name + "'";
       }
     }
+  }
   if (L.batch == 0) return L;
   for (size_t i = 0; i < s.args.size(); ++i) {
     const at::Tensor* t = tensor(i);
     if (!t || t->dim() == 0) continue;
     if (bd && t->dim() > *bd && t->size(*bd) == L.batch) {
       L.axis[i] = *bd;
+      continue;
+    }
+    if (time_major[i] && t->size(1) == L.batch) {
+      L.axis[i] = 1;
       continue;
     }
     for (int64_t d = 0; d < t->dim(); ++d)
