@@ -27,57 +27,19 @@ std::string repro(const std::string& name) { return nde2e::source_dir() + "/fixt
 /// One run of a repro fixture. `skip` is set, with the reason, when this
 /// LibTorch 1.x build cannot load the PyTorch 2.x file (an operator it
 /// lacks): the test skips with it, never silently (see RUN_REPRO).
-struct ReproRun {
-  json report = json::object();
-  std::string skip;
-};
-
-ReproRun run_repro_raw(const std::string& name, std::vector<std::string> extra = {}) {
-  nde2e::TempDir tmp;
-  std::vector<std::string> args = {"check", repro(name + ".pt"), "--input", repro(name + ".input.pt")};
-  args.insert(args.end(), extra.begin(), extra.end());
-  const auto r = nde2e::run_nd(args, tmp.file("report.json"));
-  ReproRun out;
-#if TORCH_VERSION_MAJOR < 2
-  if (r.exit_code == 3 && r.has_report && r.report.contains("error") &&
-      r.report["error"].value("kind", "") == "missing_operator") {
-    out.skip = "LibTorch " + std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) +
-               " cannot run this PyTorch 2.x file: " + r.report["error"].value("message", "");
-    return out;
-  }
-#endif
-  EXPECT_TRUE(r.has_report) << r.describe();
-  EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.describe();
-  if (r.has_report) {
-    EXPECT_FALSE(r.report.at("probes").contains("undeclared_metrics")) << r.report.at("probes").at("undeclared_metrics");
-    out.report = r.report;
-  }
-  return out;
+nde2e::FixtureRun run_repro_raw(const std::string& name, const std::vector<std::string>& extra = {}) {
+  return nde2e::run_fixture(repro(name + ".pt"), repro(name + ".input.pt"), extra, TORCH_VERSION_MAJOR < 2);
 }
 
 /// `const json VAR = the report of NAME [with EXTRA flags]`, skipping the
 /// test (GTEST_SKIP in the test body) when this LibTorch cannot load the file.
 #define RUN_REPRO(var, ...)                                  \
-  const ReproRun var##_run = run_repro_raw(__VA_ARGS__);     \
+  const nde2e::FixtureRun var##_run = run_repro_raw(__VA_ARGS__); \
   if (!var##_run.skip.empty()) GTEST_SKIP() << var##_run.skip; \
   const json& var = var##_run.report
 
-/// (rule, layer) of every warning or error finding; layer "" for none.
-std::set<std::pair<std::string, std::string>> serious(const json& rep) {
-  std::set<std::pair<std::string, std::string>> out;
-  if (!rep.contains("findings")) return {};
-  for (const auto& f : rep.at("findings"))
-    if (f.value("severity", "") != "info")
-      out.insert({f.value("rule_id", ""), f.contains("layer") && f["layer"].is_string() ? f["layer"].get<std::string>() : ""});
-  return out;
-}
-
-const json* finding(const json& rep, const std::string& id) {
-  if (!rep.contains("findings")) return nullptr;
-  for (const auto& f : rep.at("findings"))
-    if (f.value("rule_id", "") == id) return &f;
-  return nullptr;
-}
+std::set<std::pair<std::string, std::string>> serious(const json& rep) { return nde2e::serious_findings(rep); }
+const json* finding(const json& rep, const std::string& id) { return nde2e::first_finding(rep, id); }
 
 using Set = std::set<std::pair<std::string, std::string>>;
 

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 #include <string>
 #include <utility>
@@ -39,31 +40,10 @@ const json& nums(const std::string& name) { return manifest3().at(name).at("numb
 /// One run of a round-3 fixture. `skip` is set, with the reason, when this
 /// LibTorch 1.x build cannot run the PyTorch 2.x file (an operator it lacks):
 /// the test skips with it, never silently (see RUN_ROUND3).
-struct Round3Run {
-  json report = json::object();
-  std::string skip;
-};
-
-Round3Run run_round3_raw(const std::string& name, const std::vector<std::string>& extra = {}) {
-  nde2e::TempDir tmp;
-  std::vector<std::string> args = {"check", round3(name + ".pt"), "--input", round3(name + ".input.pt")};
-  args.insert(args.end(), extra.begin(), extra.end());
-  const auto r = nde2e::run_nd(args, tmp.file("report.json"));
-  Round3Run out;
-#if TORCH_VERSION_MAJOR < 2
-  if (r.exit_code == 3 && r.has_report && r.report.contains("error") &&
-      r.report["error"].value("kind", "") == "missing_operator") {
-    out.skip = "LibTorch " + std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) +
-               " cannot run this PyTorch 2.x file: " + r.report["error"].value("message", "");
-    return out;
-  }
-#endif
-  EXPECT_TRUE(r.has_report) << r.describe();
-  EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.describe();
-  if (r.has_report) {
-    EXPECT_EQ(r.report.value("status", ""), "ok") << r.describe();
-    EXPECT_FALSE(r.report.at("probes").contains("undeclared_metrics")) << r.report.at("probes").at("undeclared_metrics");
-    out.report = r.report;
+nde2e::FixtureRun run_round3_raw(const std::string& name, const std::vector<std::string>& extra = {}) {
+  nde2e::FixtureRun out = nde2e::run_fixture(round3(name + ".pt"), round3(name + ".input.pt"), extra, TORCH_VERSION_MAJOR < 2);
+  if (out.skip.empty()) {
+    EXPECT_EQ(out.report.value("status", ""), "ok") << out.report.dump(1).substr(0, 2000);
   }
   return out;
 }
@@ -72,19 +52,11 @@ Round3Run run_round3_raw(const std::string& name, const std::vector<std::string>
 /// test (GTEST_SKIP in the test body) when this LibTorch cannot run the file.
 /// (Macros are not namespaced: the name is this file's own, undefined at its end.)
 #define RUN_ROUND3(var, ...)                                    \
-  const Round3Run var##_run = run_round3_raw(__VA_ARGS__);      \
+  const nde2e::FixtureRun var##_run = run_round3_raw(__VA_ARGS__); \
   if (!var##_run.skip.empty()) GTEST_SKIP() << var##_run.skip;  \
   const json& var = var##_run.report
 
-/// (rule, layer) of every warning or error finding; layer "" for the model.
-Set serious(const json& rep) {
-  Set out;
-  if (!rep.contains("findings")) return out;
-  for (const auto& f : rep.at("findings"))
-    if (f.value("severity", "") != "info")
-      out.insert({f.at("rule_id").get<std::string>(), f.at("layer").is_string() ? f["layer"].get<std::string>() : ""});
-  return out;
-}
+Set serious(const json& rep) { return nde2e::serious_findings(rep); }
 
 /// The manifest's `findings` of a fixture, as a set.
 Set manifest_findings(const std::string& name) {
@@ -100,11 +72,7 @@ void expect_findings(const json& rep, const std::string& name, const Set& want) 
   EXPECT_EQ(serious(rep), want) << name << "\n" << rep.at("findings").dump(1);
 }
 
-const json* finding(const json& rep, const std::string& id) {
-  for (const auto& f : rep.at("findings"))
-    if (f.at("rule_id") == id) return &f;
-  return nullptr;
-}
+const json* finding(const json& rep, const std::string& id) { return nde2e::first_finding(rep, id); }
 
 bool has_rule(const json& rep, const std::string& id) { return finding(rep, id) != nullptr; }
 
@@ -455,7 +423,18 @@ TEST(Round3, WhisperConvFrontEndIsReadAsChannelsFirst) {
   for (const auto& flags : std::vector<std::vector<std::string>>{{}, {"--seq-dim", "2"}}) {
     SCOPED_TRACE(flags.empty() ? "no flags" : "--seq-dim 2");
     RUN_ROUND3(rep, name, flags);
+#if TORCH_VERSION_MAJOR < 2
+    // LibTorch 1.13's conv1d backward on this PyTorch 2.x file gives garbage
+    // gradients at the first conv (norm 5e29 here; the corpus' Whisper and
+    // wav2vec2 show the same, corpus [[libtorch_difference]]): the gradient
+    // verdict at conv1 is 1.13's, not the model's.
+    Set got = serious(rep);
+    for (const char* r : {"GRAD002", "GRAD003"})
+      if (got.erase({r, "conv1"})) std::printf("note: LibTorch 1.x: %s at conv1 ignored (garbage conv1d gradients)\n", r);
+    EXPECT_EQ(got, Set{}) << rep.at("findings").dump(1);
+#else
     expect_findings(rep, name, Set{});
+#endif
     EXPECT_FALSE(has_rule(rep, "AXIS001"));
     const json& in0 = rep.at("probes").at("layout").at("inputs").at(0);
     EXPECT_NE(in0.at("from").get<std::string>().find(n.at("input_from_contains").get<std::string>()), std::string::npos)

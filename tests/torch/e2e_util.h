@@ -190,6 +190,54 @@ inline std::set<std::pair<std::string, std::string>> finding_pairs(const json& r
   return got;
 }
 
+/// (rule, layer) of every warning or error finding; layer "" for a model-level one.
+inline std::set<std::pair<std::string, std::string>> serious_findings(const json& report) {
+  std::set<std::pair<std::string, std::string>> out;
+  if (!report.contains("findings")) return out;
+  for (const auto& f : report.at("findings"))
+    if (f.value("severity", "") != "info")
+      out.insert({f.value("rule_id", ""), f.contains("layer") && f["layer"].is_string() ? f["layer"].get<std::string>() : ""});
+  return out;
+}
+
+/// The first finding of rule `id`, or nullptr.
+inline const json* first_finding(const json& report, const std::string& id) {
+  if (!report.contains("findings")) return nullptr;
+  for (const auto& f : report.at("findings"))
+    if (f.value("rule_id", "") == id) return &f;
+  return nullptr;
+}
+
+/// A fixture's check: its report, or why this LibTorch 1.x build cannot run
+/// the PyTorch 2.x file (an operator it lacks), for the caller to skip with.
+struct FixtureRun {
+  json report = json::object();
+  std::string skip;
+};
+
+/// `normdoctor check MODEL --input INPUT EXTRA...`, expecting exit 0 or 1 and
+/// a report that declares every metric it wrote.
+inline FixtureRun run_fixture(const std::string& model_path, const std::string& input_path,
+                              const std::vector<std::string>& extra, bool major_below_2) {
+  TempDir tmp;
+  std::vector<std::string> args = {"check", model_path, "--input", input_path};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const auto r = run_nd(args, tmp.file("report.json"));
+  FixtureRun out;
+  if (major_below_2 && r.exit_code == 3 && r.has_report && r.report.contains("error") &&
+      r.report["error"].value("kind", "") == "missing_operator") {
+    out.skip = "this LibTorch 1.x cannot run this PyTorch 2.x file: " + r.report["error"].value("message", "");
+    return out;
+  }
+  EXPECT_TRUE(r.has_report) << r.describe();
+  EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.describe();
+  if (r.has_report) {
+    EXPECT_FALSE(r.report.at("probes").contains("undeclared_metrics")) << r.report.at("probes").at("undeclared_metrics");
+    out.report = r.report;
+  }
+  return out;
+}
+
 /// The layers[].path list of a report, in report order.
 inline std::vector<std::string> layer_paths(const json& report) {
   std::vector<std::string> v;
