@@ -145,10 +145,12 @@ at::Tensor round_impl(int64_t id, int64_t dtype, bool inplace, const at::Tensor&
   const bool wide = x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble;
   at::Tensor y = wide ? x.to(fmt).to(x.scalar_type()) : x;
   Collector* col = ctx->collector;
-  if (col->round_events.size() < 64) {
+  const bool want_event = col->round_events.size() < 64;
+  if (want_event || col->round_first_inf < 0 || col->round_first_nan < 0) {
+    // Counted once per op for both records.
     const int64_t ninf = at::isinf(y).sum().item<int64_t>();
     const int64_t nnan = at::isnan(y).sum().item<int64_t>();
-    if (ninf > 0 || nnan > 0) {
+    if (want_event && (ninf > 0 || nnan > 0)) {
       Collector::RoundEvent ev;
       ev.site = id;
       ev.inf = ninf;
@@ -156,16 +158,8 @@ at::Tensor round_impl(int64_t id, int64_t dtype, bool inplace, const at::Tensor&
       ev.negative_inf_only = ninf > 0 && y.eq(-std::numeric_limits<double>::infinity()).sum().item<int64_t>() == ninf;
       col->round_events.push_back(ev);
     }
-  }
-  if (col->round_first_inf < 0 || col->round_first_nan < 0) {
-    if (col->round_first_inf < 0) {
-      const int64_t n = at::isinf(y).sum().item<int64_t>();
-      if (n > 0) col->round_first_inf = id, col->round_first_inf_count = n;
-    }
-    if (col->round_first_nan < 0) {
-      const int64_t n = at::isnan(y).sum().item<int64_t>();
-      if (n > 0) col->round_first_nan = id, col->round_first_nan_count = n;
-    }
+    if (col->round_first_inf < 0 && ninf > 0) col->round_first_inf = id, col->round_first_inf_count = ninf;
+    if (col->round_first_nan < 0 && nnan > 0) col->round_first_nan = id, col->round_first_nan_count = nnan;
   }
   if (!wide) return x;
   if (inplace) {
@@ -211,36 +205,30 @@ bool is_tensor_tuple(const Value* v) {
 // see the model that runs, not the union of its configurations. The training
 // flag stays dynamic (the probes switch it), and so does any attribute the
 // graph itself assigns (prim::SetAttr).
-std::optional<bool> static_condition(const Value* c, const ScopeResolver& scopes, const LoadedModel& model,
-                                     const std::set<std::string>& assigned, int depth = 0) {
+std::optional<bool> static_condition(const Value* c, const ScopeResolver& scopes, const std::set<std::string>& assigned,
+                                     int depth = 0) {
   const Node* d = c->node();
   if (depth > 4) return std::nullopt;
   if (d->kind() == c10::aten::__not__) {
-    auto v = static_condition(d->input(0), scopes, model, assigned, depth + 1);
+    auto v = static_condition(d->input(0), scopes, assigned, depth + 1);
     if (v) return !*v;
     return std::nullopt;
   }
   if (d->kind() != c10::prim::GetAttr || c->type()->kind() != c10::TypeKind::BoolType) return std::nullopt;
   const std::string name = d->s(c10::attr::name);
   if (name == "training" || assigned.count(name)) return std::nullopt;
-  const auto path = scopes.module_path_of(d->input());
-  if (!path) return std::nullopt;
-  for (const auto& mi : model.modules)
-    if (mi.path == *path && mi.module._ivalue() && mi.module.hasattr(name)) {
-      const c10::IValue v = mi.module.attr(name);
-      if (v.isBool()) return v.toBool();
-    }
+  const auto v = scopes.attribute(c);
+  if (v && v->isBool()) return v->toBool();
   return std::nullopt;
 }
 
-int64_t fold_configuration_branches(Block* b, const ScopeResolver& scopes, const LoadedModel& model,
-                                    const std::set<std::string>& assigned) {
+int64_t fold_configuration_branches(Block* b, const ScopeResolver& scopes, const std::set<std::string>& assigned) {
   int64_t folded = 0;
   for (auto it = b->nodes().begin(); it != b->nodes().end();) {
     Node* n = *it;
     ++it;
     if (n->kind() == c10::prim::If && n->blocks().size() == 2) {
-      if (auto v = static_condition(n->input(0), scopes, model, assigned)) {
+      if (auto v = static_condition(n->input(0), scopes, assigned)) {
         Block* body = n->blocks()[*v ? 0 : 1];
         for (auto bi = body->nodes().begin(); bi != body->nodes().end();) {
           Node* m = *bi;
@@ -255,7 +243,7 @@ int64_t fold_configuration_branches(Block* b, const ScopeResolver& scopes, const
         continue;
       }
     }
-    for (Block* sb : n->blocks()) folded += fold_configuration_branches(sb, scopes, model, assigned);
+    for (Block* sb : n->blocks()) folded += fold_configuration_branches(sb, scopes, assigned);
   }
   return folded;
 }
@@ -846,6 +834,19 @@ std::optional<std::string> ScopeResolver::module_path_of(const Value* v) const {
   return p;
 }
 
+std::optional<c10::IValue> ScopeResolver::attribute(const Value* v) const {
+  const Node* g = v->node();
+  if (g->kind() != c10::prim::GetAttr) return std::nullopt;
+  const auto path = module_path_of(g->input());
+  if (!path) return std::nullopt;
+  auto it = index_.find(*path);
+  if (it == index_.end()) return std::nullopt;
+  const torch::jit::Module& mod = model_.modules[it->second].module;
+  const std::string name = g->s(c10::attr::name);
+  if (!mod._ivalue() || !mod.hasattr(name)) return std::nullopt;
+  return mod.attr(name);
+}
+
 // ---------------------------------------------------------------------------
 // Graph rewriting
 
@@ -862,7 +863,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       if (n->kind() == c10::prim::SetAttr) assigned.insert(n->s(c10::attr::name));
     // Repeat: a folded block may hold further configuration ifs.
     for (int round = 0; round < 8; ++round)
-      if (fold_configuration_branches(graph_->block(), scopes, model, assigned) == 0) break;
+      if (fold_configuration_branches(graph_->block(), scopes, assigned) == 0) break;
   }
 
   std::vector<Node*> nodes;
@@ -939,29 +940,12 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   // the conv weight), not a normalization of activations, and its constant
   // training flag is not a baked mode.
   std::unordered_map<const Value*, bool> param_memo;
-  std::function<bool(const Value*, int)> from_params = [&](const Value* v, int depth) -> bool {
-    auto it = param_memo.find(v);
-    if (it != param_memo.end()) return it->second;
-    const Node* d = v->node();
-    bool r = true;
-    if (d->kind() == c10::prim::Param) r = false;
-    else if (d->kind() == c10::prim::GetAttr || d->kind() == c10::prim::Constant) r = true;
-    else if (depth > 24 || !d->blocks().empty()) r = false;
-    else
-      for (const Value* in : d->inputs())
-        if (!from_params(in, depth + 1)) {
-          r = false;
-          break;
-        }
-    param_memo[v] = r;
-    return r;
-  };
   for (Node* n : nodes) {
     const auto k = n->kind();
     const std::string kq = k.toQualString();
     if ((kq == "aten::batch_norm" || kq == "aten::layer_norm" || kq == "aten::group_norm" ||
          kq == "aten::instance_norm") &&
-        !n->inputs().empty() && from_params(n->input(0), 0)) {
+        !n->inputs().empty() && recognize::param_only(n->input(0), param_memo)) {
       ++weight_standardizations_;
       continue;
     }
@@ -995,17 +979,9 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
 
   // Structure, decided on the graph as loaded (taps change node inputs).
   auto attr_double = [&](Value* v) -> std::optional<double> {
-    Node* g = v->node();
-    auto path = scopes.module_path_of(g->input());
-    if (!path) return std::nullopt;
-    auto it = scopes.paths().find(*path);
-    if (it == scopes.paths().end()) return std::nullopt;
-    const torch::jit::Module& mod = model.modules[it->second].module;
-    const std::string name = g->s(c10::attr::name);
-    if (!mod.hasattr(name)) return std::nullopt;
-    const c10::IValue iv = mod.attr(name);
-    if (iv.isDouble()) return iv.toDouble();
-    if (iv.isInt()) return static_cast<double>(iv.toInt());
+    const auto iv = scopes.attribute(v);
+    if (iv && iv->isDouble()) return iv->toDouble();
+    if (iv && iv->isInt()) return static_cast<double>(iv->toInt());
     return std::nullopt;
   };
   std::vector<structure::NormNode> norm_sites;

@@ -403,6 +403,10 @@ class ScopeResolver {
   /// The named_modules() path of a module-typed value reached from self by
   /// prim::GetAttr; nullopt when it is not one.
   std::optional<std::string> module_path_of(const torch::jit::Value* v) const;
+  /// The value of the module attribute a prim::GetAttr output `v` reads
+  /// (`self.eps`, `self.normalize_before`, `self.batch_first`); nullopt when
+  /// `v` is no such read or its module is not one of named_modules().
+  std::optional<c10::IValue> attribute(const torch::jit::Value* v) const;
   /// named_modules() paths of the model (for tests).
   const std::map<std::string, size_t>& paths() const { return index_; }
 

@@ -328,8 +328,9 @@ bool numerator_of(Value* y, Value* src, int depth, bool& centered) {
   return false;
 }
 
-// True when `v` depends only on module attributes and constants.
-bool param_only(Value* v, std::unordered_map<const Value*, bool>& memo, int depth = 0) {
+}  // namespace
+
+bool param_only(Value* v, std::unordered_map<const Value*, bool>& memo, int depth) {
   auto it = memo.find(v);
   if (it != memo.end()) return it->second;
   Node* n = v->node();
@@ -346,6 +347,8 @@ bool param_only(Value* v, std::unordered_map<const Value*, bool>& memo, int dept
   memo[v] = r;
   return r;
 }
+
+namespace {
 
 // The GetAttr of a buffer whose name contains `part`, among v's ancestors.
 Node* attr_ancestor(Value* v, const std::string& part, int depth = 0) {

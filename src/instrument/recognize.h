@@ -21,6 +21,11 @@
 namespace nd {
 namespace recognize {
 
+/// True when `v` is computed from module attributes and constants only (no
+/// forward argument reaches it): a norm over such a value standardizes a
+/// weight, a scale built so is a parameter's. `memo` caches answers per value.
+bool param_only(torch::jit::Value* v, std::unordered_map<const torch::jit::Value*, bool>& memo, int depth = 0);
+
 /// Normalizations written out as ops: a tensor X divided by (or multiplied
 /// with the reciprocal of) a statistic of X over some axes, with or without
 /// its mean subtracted:

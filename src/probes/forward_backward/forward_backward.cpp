@@ -589,38 +589,7 @@ void probe_forward_backward(Session& s) {
       // over rows that are almost constant, such as zero padding, whose
       // backward divides by sqrt(var + eps)) carries it all (share about 1),
       // and what it multiplies reaches no parameter when those rows are zero.
-      double grow = 0, top = 0;
-      size_t top_i = 0;
-      for (size_t i = 0; i + 1 < pleaves.size(); ++i) {
-        const double a = pleaves[i]->metrics["grad.out_norm"].get<double>();
-        const double b = pleaves[i + 1]->metrics["grad.out_norm"].get<double>();
-        if (!(a > 0 && b > 0 && std::isfinite(a) && std::isfinite(b)) || a <= b) continue;
-        const double step = std::log(a / b);
-        grow += step;
-        if (step > top) {
-          top = step;
-          top_i = i;
-        }
-      }
-      if (grow > 0) {
-        s.doc.model_metrics["grad.max_step_share"] = top / grow;
-        s.doc.model_metrics["grad.max_step_layer"] = pleaves[top_i]->path;
-        // Whether that step crosses a normalization (one runs after the leaf
-        // on the input side and no later than the next leaf, which may be the
-        // norm itself: a LayerNorm has a gain).
-        const int64_t lo = pleaves[top_i]->exec_order, hi = pleaves[top_i + 1]->exec_order;
-        std::string norm;
-        for (const auto& n : s.inst->norm_ops()) {
-          auto it = idx.find(n.module);
-          if (it == idx.end()) continue;
-          const int64_t e = s.doc.layers[it->second].exec_order;
-          if (e > lo && e <= hi) {
-            norm = n.module;
-            break;
-          }
-        }
-        s.doc.model_metrics["grad.max_step_norm"] = norm;
-      }
+      //
       // The mirror for shrinking toward the input: the largest drop between
       // two consecutive parameterized leaves as a share of the net drop from
       // the last leaf to the first (log scale). Gradients that vanish
@@ -629,18 +598,42 @@ void probe_forward_backward(Session& s) {
       // LayerScale gain of 1e-5 (timm ViTs: every branch dips by 1e-5 and the
       // stream's gradient comes back after it, so the net drop is one dip),
       // a head initialized at 0.001 scale (BEiT), a cls-token readout.
-      double shrink = 0, top_s = 0;
-      size_t top_si = 0;
+      double grow = 0, top = 0, shrink = 0, top_s = 0;
+      size_t top_i = 0, top_si = 0;
       for (size_t i = 0; i + 1 < pleaves.size(); ++i) {
         const double a = pleaves[i]->metrics["grad.out_norm"].get<double>();
         const double b = pleaves[i + 1]->metrics["grad.out_norm"].get<double>();
-        if (!(a > 0 && b > 0 && std::isfinite(a) && std::isfinite(b)) || a >= b) continue;
-        const double step = std::log(b / a);
-        shrink += step;
-        if (step > top_s) {
-          top_s = step;
-          top_si = i;
+        if (!(a > 0 && b > 0 && std::isfinite(a) && std::isfinite(b)) || a == b) continue;
+        const double step = std::log(a > b ? a / b : b / a);
+        double& sum = a > b ? grow : shrink;
+        double& best = a > b ? top : top_s;
+        size_t& at = a > b ? top_i : top_si;
+        sum += step;
+        if (step > best) {
+          best = step;
+          at = i;
         }
+      }
+      // The norm ops of the step from leaf i to leaf i + 1: those that run
+      // after the input-side leaf and no later than the next leaf, which may
+      // be the norm itself (a LayerNorm has a gain).
+      auto norms_in_step = [&](size_t i) {
+        std::vector<const NormOpSite*> out;
+        const int64_t lo = pleaves[i]->exec_order, hi = pleaves[i + 1]->exec_order;
+        for (const auto& n : s.inst->norm_ops()) {
+          auto it = idx.find(n.module);
+          if (it == idx.end()) continue;
+          const int64_t e = s.doc.layers[it->second].exec_order;
+          if (e > lo && e <= hi) out.push_back(&n);
+        }
+        return out;
+      };
+      if (grow > 0) {
+        s.doc.model_metrics["grad.max_step_share"] = top / grow;
+        s.doc.model_metrics["grad.max_step_layer"] = pleaves[top_i]->path;
+        // Whether that step crosses a normalization.
+        const auto crossed = norms_in_step(top_i);
+        s.doc.model_metrics["grad.max_step_norm"] = crossed.empty() ? std::string() : crossed.front()->module;
       }
       const double net = first > 0 && last > first ? std::log(last / first) : 0.0;
       if (shrink > 0 && net > 0) {
@@ -648,19 +641,15 @@ void probe_forward_backward(Session& s) {
         // A norm in that step whose groups hold one value each (GroupNorm
         // after global pooling): its backward is zero, NORM002's finding.
         bool degenerate = false;
-        const int64_t lo = pleaves[top_si]->exec_order, hi = pleaves[top_si + 1]->exec_order;
-        for (const auto& n : s.inst->norm_ops()) {
-          auto it = idx.find(n.module);
-          if (it == idx.end() || n.input_tap < 0) continue;
-          const int64_t e = s.doc.layers[it->second].exec_order;
-          if (e <= lo || e > hi) continue;
-          const auto& shape = col.records()[static_cast<size_t>(n.input_tap)].shape;
+        for (const NormOpSite* n : norms_in_step(top_si)) {
+          if (n->input_tap < 0) continue;
+          const auto& shape = col.records()[static_cast<size_t>(n->input_tap)].shape;
           if (shape.size() < 2) continue;
           int64_t spatial = 1;
           for (size_t d = 2; d < shape.size(); ++d) spatial *= shape[d];
-          const auto g = n.args.value("num_groups", nlohmann::json());
-          if (n.op == "instance_norm" && spatial == 1) degenerate = true;
-          if (n.op == "group_norm" && g.is_number_integer() && g.get<int64_t>() > 0 &&
+          const auto g = n->args.value("num_groups", nlohmann::json());
+          if (n->op == "instance_norm" && spatial == 1) degenerate = true;
+          if (n->op == "group_norm" && g.is_number_integer() && g.get<int64_t>() > 0 &&
               shape[1] / g.get<int64_t>() * spatial == 1)
             degenerate = true;
         }

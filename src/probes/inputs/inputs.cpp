@@ -218,13 +218,7 @@ std::vector<std::string> find_time_major_readers(const Session& s) {
         torch::jit::Value* bf = n->inputs().back();
         std::optional<bool> first;
         if (auto c = torch::jit::toIValue(bf); c && c->isBool()) first = c->toBool();
-        if (!first && bf->node()->kind() == c10::prim::GetAttr) {
-          if (auto path = scopes.module_path_of(bf->node()->input()))
-            for (const auto& mi : s.model.modules)
-              if (mi.path == *path && mi.module.hasattr(bf->node()->s(c10::attr::name)) &&
-                  mi.module.attr(bf->node()->s(c10::attr::name)).isBool())
-                first = mi.module.attr(bf->node()->s(c10::attr::name)).toBool();
-        }
+        if (auto a = scopes.attribute(bf); !first && a && a->isBool()) first = a->toBool();
         if (!first || *first) continue;
         // Back from the recurrent op's input to an argument, axes kept in order.
         std::vector<const torch::jit::Value*> work = {n->input(0)};

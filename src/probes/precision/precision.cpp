@@ -673,18 +673,10 @@ void probe_precision(Session& s) {
   // The relative error covers the elements finite in both: say how many are
   // not (a NaN output next to a small error reads as healthy otherwise).
   {
-    std::function<int64_t(const c10::IValue&)> bad = [&](const c10::IValue& v) -> int64_t {
-      if (v.isTensor()) {
-        const at::Tensor& t = v.toTensor();
-        return t.is_floating_point() ? (~at::isfinite(t.detach())).sum().item<int64_t>() : 0;
-      }
+    auto bad = [](const c10::IValue& v) {
       int64_t n = 0;
-      if (v.isTuple())
-        for (const auto& e : v.toTupleRef().elements()) n += bad(e);
-      else if (v.isList())
-        for (const auto& e : v.toListRef()) n += bad(e);
-      else if (v.isGenericDict())
-        for (const auto& kv : v.toGenericDict()) n += bad(kv.value());
+      for (const at::Tensor& t : Session::output_tensors(v))
+        if (t.is_floating_point()) n += (~at::isfinite(t.detach())).sum().item<int64_t>();
       return n;
     };
     mm["prec.output_nonfinite_count"] = std::max<int64_t>(0, bad(lp_pass.output) - bad(ref_pass.output));

@@ -591,8 +591,9 @@ void probe_sequence(Session& s) {
   std::shared_ptr<const PassResult> ref_eval, ref_train;
   std::optional<PassResult> shorter, padded_eval, padded_train;
   std::string short_error, short_failed_layer, pad_error;
-  // The pass and error kind of each failure: probes.padding / probes.seqlen
-  // then carry status "error", listed with the probes that could not run.
+  // The pass and error kind of each failure: probes.padding /
+  // probes.sequence_length then carry status "error", listed with the probes
+  // that could not run.
   std::string short_pass, short_kind, pad_pass, pad_kind;
   const int64_t T2 = L.T - std::max<int64_t>(1, L.T / 4);
   const int64_t P = std::max<int64_t>(8, L.T / 2);
@@ -618,7 +619,8 @@ void probe_sequence(Session& s) {
   if (L.sequence) {
     ref_eval = s.pass(sequence_reference_spec(false));
     if (T2 >= 1) {
-      PassSpec sp = spec("eval-seq-T" + std::to_string(T2), false, resize_time(s, L, T2));
+      const std::string short_name = "eval-seq-T" + std::to_string(T2);
+      PassSpec sp = spec(short_name, false, resize_time(s, L, T2));
       sp.reference = &*ref_eval->collector;
       sp.real_positions = L.real.narrow(1, 0, T2);
       try {
@@ -626,7 +628,7 @@ void probe_sequence(Session& s) {
       } catch (const Error& e) {
         if (e.kind() == error_kind::kTimeout || e.kind() == error_kind::kOutOfMemory) throw;
         short_error = first_line_after_pass(e.what());
-        short_pass = "eval-seq-T" + std::to_string(T2);
+        short_pass = short_name;
         short_kind = e.kind();
         if (s.failed_collector) {
           const int64_t t = last_module_fired(*s.failed_collector);
