@@ -991,6 +991,15 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     nn.input = n->input(0);
     nn.op = std::string(n->kind().toQualString()).substr(6);
     nn.args = norm_op_args(n, nn.op);
+    // eps and momentum read from a plain module attribute (a user's
+    // `F.layer_norm(x, shape, w, b, self.eps)` in a scripted LayerNorm2d;
+    // nn.LayerNorm compiles eps as a constant): the attribute's value.
+    const bool bn_like = nn.op == "batch_norm" || nn.op == "instance_norm";
+    const size_t eps_at = bn_like ? 7 : nn.op == "rms_norm" ? 3 : 4;
+    for (const auto& [key, at] : {std::pair<const char*, size_t>{"eps", eps_at}, {"momentum", 6}}) {
+      if (!nn.args.contains(key) || nn.args[key] != "dynamic" || at >= n->inputs().size()) continue;
+      if (auto d = attr_double(n->input(at))) nn.args[key] = *d;
+    }
     const auto& chain = scopes.chain(n);
     nn.module = chain.empty() ? std::string() : chain.back();
     norm_sites.push_back(std::move(nn));

@@ -212,6 +212,12 @@ LoadedModel load_model(const std::string& path) {
   lm.sha256 = sha256_file(path);
   lm.saved_training = lm.module.is_training();
 
+  infer_model_kind(lm);
+  describe_forward_and_modules(lm);
+  return lm;
+}
+
+void infer_model_kind(LoadedModel& lm) {
   auto graph = lm.module.get_method("forward").graph()->copy();
   torch::jit::Inline(*graph);
   bool control_flow = false;
@@ -240,8 +246,6 @@ LoadedModel load_model(const std::string& path) {
     lm.kind_reason = "forward has no control flow, calls no compiled function and never reads a training flag (a traced graph)";
   }
 
-  describe_forward_and_modules(lm);
-  return lm;
 }
 
 void describe_forward_and_modules(LoadedModel& lm) {

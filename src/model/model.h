@@ -66,6 +66,15 @@ std::string sha256_file(const std::string& path);
 /// missing_operator) when the model calls an operator this LibTorch lacks.
 LoadedModel load_model(const std::string& path);
 
+/// Sets lm.kind ("scripted" | "traced") and lm.kind_reason from lm.module
+/// (which must have a forward method): its inlined forward graph (control
+/// flow, training-flag reads, compiled free functions are scripted signs)
+/// and its module types (compiled constants and helper methods are
+/// scripted; forward arguments named `argument_N` by the tracer are traced).
+/// Called by load_model; public so graph tests can classify modules built
+/// in memory.
+void infer_model_kind(LoadedModel& lm);
+
 /// Fills lm.args (forward's schema after self) and lm.modules / lm.parameters
 /// (named_modules() order, direct parameter elements) from lm.module, which
 /// must have a forward method. Shared by TorchScript and .pt2 loading.
