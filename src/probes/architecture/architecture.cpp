@@ -165,6 +165,10 @@ void probe_architecture(Session& s) {
     mm["arch.branch_rms_max"] = finite_or_null(top->first);
     mm["arch.branch_rms_max_block"] = top->second;
     mm["arch.branch_rms_median_others"] = finite_or_null(median);
+    // The largest branch over the median other one; inf when only it adds anything.
+    mm["arch.branch_rms_ratio"] = median > 0 ? metric_number(top->first / median)
+                                  : top->first > 0 ? metric_number(std::numeric_limits<double>::infinity())
+                                                   : MetricValue(nullptr);
     if (top->first > 0 && top->first >= 10 * median) {
       growth_layer = top->second;
       std::ostringstream o;
@@ -188,7 +192,8 @@ const std::vector<std::string>& architecture_writes() {
       "arch.norm_layers", "arch.placement", "arch.post_norm_blocks", "arch.pre_norm_blocks",
       "arch.residual_additions", "arch.stack", "arch.stream_growth", "arch.stream_growth_layer", "arch.stream_growth_note",
       "arch.stream_growth_max_block", "arch.stream_growth_max_factor", "arch.stream_growth_max_share",
-      "arch.branch_rms_max", "arch.branch_rms_max_block", "arch.branch_rms_median_others", "arch.stream_rms_first",
+      "arch.branch_rms_max", "arch.branch_rms_max_block", "arch.branch_rms_median_others", "arch.branch_rms_ratio",
+      "arch.stream_rms_first",
       "arch.stream_rms_last"};
   return names;
 }

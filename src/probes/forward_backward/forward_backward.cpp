@@ -24,6 +24,7 @@ std::string layer_label(const std::string& path) { return path.empty() ? "<root>
 struct ParamGrad {
   int64_t params = 0, without = 0, zero = 0, nonfinite = 0;
   int64_t silenced = 0;  ///< zero-gradient parameters explained by deliberate zero initialization
+  int64_t cancelled = 0; ///< zero-gradient biases a train-mode BatchNorm cancels
   // Weights of 2+ dims (matrices, kernels; LARS-style, biases and gains left
   // out): the gradient-to-weight ratio, and rows of the gradient that are
   // exactly zero (an embedding's gradient touches only the rows of the batch's tokens).
@@ -33,7 +34,8 @@ struct ParamGrad {
   int64_t param_nonfinite = 0;
 };
 
-ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const std::set<const void*>& silenced) {
+ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const std::set<const void*>& silenced,
+                      const std::set<const void*>& cancelled) {
   ParamGrad pg;
   for (const auto& p : m.named_parameters(/*recurse=*/false)) {
     const at::Tensor w = p.value;
@@ -59,6 +61,7 @@ ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const
     if (gs.nonfinite() == 0 && gs.zeros == gs.numel) {
       ++pg.zero;
       if (silenced.count(w.unsafeGetTensorImpl())) ++pg.silenced;
+      else if (cancelled.count(w.unsafeGetTensorImpl())) ++pg.cancelled;
     }
     pg.nonfinite += gs.nonfinite();
     pg.sumsq += gs.sumsq;
@@ -419,7 +422,10 @@ void probe_forward_backward(Session& s) {
   // path; zeros that lifting them does not end are not.
   const ZeroInitFacts zi = zero_init_conventions(s);
   std::vector<ParamGrad> pgs;
-  for (const auto& mi : s.model.modules) pgs.push_back(param_grads(mi.module, *rp, zi.silenced_tensors));
+  const std::set<const void*> cancelled = biases_cancelled_by_batch_norm(s);
+  for (const auto& mi : s.model.modules) pgs.push_back(param_grads(mi.module, *rp, zi.silenced_tensors, cancelled));
+  int64_t cancelled_params = 0;
+  std::vector<std::string> cancelled_layers;
   std::string zi_names;
   for (size_t i = 0; i < zi.params.size(); ++i) {
     if (i == 6) {
@@ -452,11 +458,16 @@ void probe_forward_backward(Session& s) {
       m["grad.params"] = pg.params;
       m["grad.params_without_grad"] = pg.without;
       m["grad.params_zero_grad"] = pg.zero;
-      m["grad.params_no_signal"] = pg.without + pg.zero - pg.silenced;
+      m["grad.params_no_signal"] = pg.without + pg.zero - pg.silenced - pg.cancelled;
+      if (pg.cancelled > 0) {
+        m["grad.params_cancelled_by_batch_norm"] = pg.cancelled;
+        cancelled_params += pg.cancelled;
+        cancelled_layers.push_back(mi.path);
+      }
       // Every such parameter got a gradient tensor from autograd, all zero:
       // the path exists and this batch's values closed it (a ReLU inactive
       // for every example, an all-zero input), not the graph's structure.
-      m["grad.zero_from_values"] = pg.without == 0 && pg.zero > pg.silenced;
+      m["grad.zero_from_values"] = pg.without == 0 && pg.zero > pg.silenced + pg.cancelled;
       m["grad.param_norm"] = metric_number(std::sqrt(pg.sumsq));
       m["grad.param_nonfinite_count"] = pg.nonfinite;
       if (pg.w2_sumsq > 0) {
@@ -476,6 +487,17 @@ void probe_forward_backward(Session& s) {
         }
       }
     }
+  }
+
+  // Biases before a train-mode BatchNorm (GRAD007, info): zero by construction.
+  if (cancelled_params > 0) {
+    MetricMap& mm = s.doc.model_metrics;
+    std::string names;
+    for (size_t i = 0; i < cancelled_layers.size() && i < 6; ++i) names += (i ? ", " : "") + layer_label(cancelled_layers[i]);
+    if (cancelled_layers.size() > 6) names += ", ... (" + std::to_string(cancelled_layers.size() - 6) + " more)";
+    mm["grad.bn_cancelled_params"] = cancelled_params;
+    mm["grad.bn_cancelled_layers"] = names;
+    mm["grad.bn_cancelled_first_layer"] = cancelled_layers.front();
   }
 
   if (!zi.params.empty()) {

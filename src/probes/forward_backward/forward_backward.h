@@ -38,6 +38,16 @@ struct ZeroInitFacts {
 /// out of memory.
 ZeroInitFacts zero_init_conventions(Session& s);
 
+/// Bias parameters whose gradient a train-mode BatchNorm cancels: the bias
+/// argument of a convolution or linear whose output is the input of an
+/// aten::batch_norm that uses batch statistics in the train pass (its flag
+/// is dynamic, true, or a trace's baked constant, which the train pass
+/// sets). BatchNorm subtracts the per-channel batch mean, so a per-channel
+/// constant added before it changes nothing and its gradient is zero by
+/// construction (Ioffe & Szegedy 2015, section 3.2: "the bias b can be
+/// ignored"). By TensorImpl. An empty set when the graph has none.
+std::set<const void*> biases_cancelled_by_batch_norm(const Session& s);
+
 /// The metric names and families (a prefix ending in '.') probe `forward_backward`
 /// writes, model-scope and per layer (docs/metrics.md); Session::run_probe
 /// checks every run against it (probe_declared_metrics).

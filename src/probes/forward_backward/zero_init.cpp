@@ -170,6 +170,35 @@ bool all_zero(const at::Tensor& t) { return t.numel() > 0 && t.detach().eq(0).al
 
 }  // namespace
 
+std::set<const void*> biases_cancelled_by_batch_norm(const Session& s) {
+  std::set<const void*> out;
+  std::shared_ptr<torch::jit::Graph> g = s.model.module.get_method("forward").graph()->copy();
+  torch::jit::Inline(*g);
+  ScopeResolver scopes(s.model);
+  std::vector<Node*> nodes;
+  walk(g->block(), nodes);
+  static const std::set<std::string> producers = {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution",
+                                                  "aten::convolution", "aten::linear"};
+  for (Node* bn : nodes) {
+    if (kind_of(bn) != "aten::batch_norm" || bn->inputs().size() < 6) continue;
+    // A scripted `training=False` written in the code keeps running statistics.
+    if (auto flag = torch::jit::toIValue(bn->input(5)); flag && flag->isBool() && !flag->toBool() && s.model.kind != "traced")
+      continue;
+    Node* prod = bn->input(0)->node();
+    if (!producers.count(kind_of(prod)) || prod->inputs().size() < 3) continue;
+    Node* get = prod->input(2)->node();
+    if (get->kind() != c10::prim::GetAttr) continue;
+    auto owner = scopes.module_path_of(get->input());
+    if (!owner) continue;
+    for (const auto& mi : s.model.modules)
+      if (mi.path == *owner && mi.module.hasattr(get->s(c10::attr::name))) {
+        const c10::IValue v = mi.module.attr(get->s(c10::attr::name));
+        if (v.isTensor() && v.toTensor().defined()) out.insert(v.toTensor().unsafeGetTensorImpl());
+      }
+  }
+  return out;
+}
+
 ZeroInitFacts zero_init_conventions(Session& s) {
   ZeroInitFacts f;
   // Trainable parameters that are exactly zero, once per tensor (tied weights).
