@@ -180,10 +180,34 @@ at::Tensor compute_loss(const at::Tensor& y0, const CheckOptions& opt, const std
   const at::Tensor y = y0.to(at::kFloat);
   if (target) {
     const at::Tensor& t = *target;
-    const bool class_ids = !t.is_floating_point() && t.dim() == y.dim() - 1 && y.dim() >= 2 && t.size(0) == y.size(0);
-    if ((opt.loss == "auto" || opt.loss == "cross_entropy") && class_ids) {
-      desc = "cross_entropy of " + what + " against --target " + opt.target_file;
-      return at::cross_entropy_loss(y, t.to(at::kLong).to(y.device()));
+    // Class ids: the output's shape without its class axis, which is axis 1
+    // (PyTorch's [N, C, d1, ...]) or the last axis (a language model's
+    // [B, T, V] logits against [B, T] token ids, as nanoGPT and Hugging Face
+    // flatten them: logits.view(-1, V), targets.view(-1)).
+    auto without = [&](int64_t axis) {
+      std::vector<int64_t> v = y.sizes().vec();
+      v.erase(v.begin() + axis);
+      return v;
+    };
+    const bool ids = !t.is_floating_point() && t.dim() == y.dim() - 1 && y.dim() >= 2;
+    const bool axis1 = ids && t.sizes().vec() == without(1);
+    const bool last = ids && !axis1 && y.dim() >= 3 && t.sizes().vec() == without(y.dim() - 1);
+    if ((opt.loss == "auto" || opt.loss == "cross_entropy") && (axis1 || last)) {
+      const int64_t classes = y.size(axis1 ? 1 : y.dim() - 1);
+      const at::Tensor tl = t.to(at::kLong).to(y.device());
+      // ignore_index -100 (PyTorch's default) marks positions without a label.
+      const at::Tensor labelled = tl.ne(-100);
+      if (tl.masked_select(labelled).numel() > 0 &&
+          (tl.masked_select(labelled).min().item<int64_t>() < 0 || tl.masked_select(labelled).max().item<int64_t>() >= classes))
+        throw load_error(error_kind::kInputMismatch,
+                         opt.target_file + ": class ids must lie in 0.." + std::to_string(classes - 1) + " (or be -100, ignored) for " +
+                             what + " " + c10::str(y.sizes()) + "; they span " +
+                             std::to_string(tl.masked_select(labelled).min().item<int64_t>()) + ".." +
+                             std::to_string(tl.masked_select(labelled).max().item<int64_t>()));
+      desc = "cross_entropy of " + what + " against --target " + opt.target_file +
+             (last ? " (classes on the last axis)" : "");
+      return last ? at::cross_entropy_loss(y.reshape({-1, classes}), tl.reshape({-1}))
+                  : at::cross_entropy_loss(y, tl);
     }
     if ((opt.loss == "auto" || opt.loss == "mse") && t.sizes() == y.sizes()) {
       desc = "mean square error of " + what + " against --target " + opt.target_file;
@@ -192,7 +216,7 @@ at::Tensor compute_loss(const at::Tensor& y0, const CheckOptions& opt, const std
     throw load_error(error_kind::kInputMismatch,
                      opt.target_file + ": target " + c10::str(t.sizes()) + " " + std::string(c10::toString(t.scalar_type())) +
                          " does not fit " + what + " " + c10::str(y.sizes()) +
-                         " (expected class ids [N, ...] for cross_entropy, or a float tensor of the output's shape for mse)");
+                         " (expected class ids of the output's shape without its class axis, axis 1 or the last, for cross_entropy, or a float tensor of the output's shape for mse)");
   }
   if (y.numel() == 1 && opt.loss == "auto") {
     desc = "the model's scalar " + what + " (used as the loss)";

@@ -20,6 +20,9 @@ double finite_or(double v, double fallback) { return std::isfinite(v) ? v : fall
 
 std::string layer_label(const std::string& path) { return path.empty() ? "<root>" : path; }
 
+/// ACT002's threshold (rules/ACT002.toml): three orders of magnitude.
+constexpr double kGrowthGate = 1000.0;
+
 
 struct ParamGrad {
   int64_t params = 0, without = 0, zero = 0, nonfinite = 0;
@@ -224,6 +227,11 @@ void probe_forward_backward(Session& s) {
     TensorStats fwd, grad;
     int64_t calls = 0, first_fire = -1, first_grad = -1, grad_calls = 0;
     int64_t sat_n = 0, sat_sigmoid = 0, sat_tanh = 0, sat_sig_n = 0, sat_tanh_n = 0;
+    // The most saturated single op (each op over all its calls): an LSTM
+    // cell's four gates are four ops, and one saturated gate is not diluted
+    // by the others.
+    double sat_op_max = -1;
+    std::string sat_op_max_kind;
     SoftmaxStats sm;
     bool has_softmax = false;
     SoftmaxStats attn;     // attention sites only (softmax of matmul scores, scaled_dot_product_attention)
@@ -260,13 +268,19 @@ void probe_forward_backward(Session& s) {
         if (rec.first_grad >= 0 && (a.first_grad < 0 || rec.first_grad < a.first_grad)) a.first_grad = rec.first_grad;
         break;
       case TapKind::kSigmoidInput:
-        a.sat_sigmoid += rec.saturated;
-        a.sat_sig_n += rec.fwd.numel;
+      case TapKind::kTanhInput: {
+        const bool sig = t.kind == TapKind::kSigmoidInput;
+        (sig ? a.sat_sigmoid : a.sat_tanh) += rec.saturated;
+        (sig ? a.sat_sig_n : a.sat_tanh_n) += rec.fwd.numel;
+        if (rec.fwd.numel > 0) {
+          const double f = static_cast<double>(rec.saturated) / static_cast<double>(rec.fwd.numel);
+          if (f > a.sat_op_max) {
+            a.sat_op_max = f;
+            a.sat_op_max_kind = sig ? "sigmoid" : "tanh";
+          }
+        }
         break;
-      case TapKind::kTanhInput:
-        a.sat_tanh += rec.saturated;
-        a.sat_tanh_n += rec.fwd.numel;
-        break;
+      }
       case TapKind::kSoftmaxInput:
         a.has_softmax = true;
         a.sm.merge(rec.softmax);
@@ -339,8 +353,9 @@ void probe_forward_backward(Session& s) {
     if (sat_n > 0) {
       const double fs = a.sat_sig_n ? static_cast<double>(a.sat_sigmoid) / static_cast<double>(a.sat_sig_n) : 0.0;
       const double ft = a.sat_tanh_n ? static_cast<double>(a.sat_tanh) / static_cast<double>(a.sat_tanh_n) : 0.0;
-      m["sat.fraction"] = std::max(fs, ft);
-      m["sat.op"] = fs >= ft && a.sat_sig_n ? "sigmoid" : "tanh";
+      m["sat.fraction"] = std::max(a.sat_op_max, 0.0);
+      m["sat.op"] = a.sat_op_max_kind.empty() ? std::string(fs >= ft && a.sat_sig_n ? "sigmoid" : "tanh") : a.sat_op_max_kind;
+      m["sat.fraction_all"] = static_cast<double>(a.sat_sigmoid + a.sat_tanh) / static_cast<double>(sat_n);
       m["sat.numel"] = sat_n;
     }
     if (a.has_softmax) {
@@ -556,6 +571,22 @@ void probe_forward_backward(Session& s) {
     s.doc.model_metrics["act.growth_reference_rms"] = ref;
     s.doc.model_metrics["act.growth_max"] = gmax;
     s.doc.model_metrics["act.growth_max_layer"] = gmax_layer;
+    // Growth that only the last leaf shows, when it multiplies by a weight
+    // matrix (the output head: a language model's lm_head whose logits
+    // drifted to -170 behind a LayerNorm): the head's scale, not growth with
+    // depth (ACT002 stays silent; ACT008 judges the logits).
+    const LayerMetrics* last = leaves.back();
+    double before = 0;
+    for (auto* lm : leaves)
+      if (lm != last) before = std::max(before, lm->metrics["act.growth"].get<double>());
+    bool matrix = false;
+    for (const auto& mi : s.model.modules)
+      if (mi.path == last->path && !is_norm_kind(mi.kind))
+        for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
+          if (p.value.dim() >= 2) matrix = true;
+    s.doc.model_metrics["act.growth_max_before_output"] = before;
+    s.doc.model_metrics["act.growth_only_at_output"] =
+        matrix && leaves.size() >= 2 && last->metrics.at("act.growth").get<double>() > kGrowthGate && before <= kGrowthGate;
   }
 
   // The first module (execution order) already holding values beyond the
