@@ -113,7 +113,8 @@ std::string drift_origin(const InstrumentedModel& im, const Collector& c, const 
 /// structure) has size 1 and `out` has the batch, all other sizes equal; else
 /// output_batch_axis. An output [B, C] with C == B (4 classes, 4 examples)
 /// of a time-major model is told apart only so.
-c10::IValue rows_of(const c10::IValue& out, const BatchLayout& L, const at::Tensor& index, const c10::IValue& alone) {
+c10::IValue rows_of(const c10::IValue& out, const BatchLayout& L, const at::Tensor& index, const c10::IValue& alone,
+                    bool* found = nullptr) {
   if (out.isTensor()) {
     const auto& t = out.toTensor();
     int64_t ax = -1;
@@ -127,6 +128,7 @@ c10::IValue rows_of(const c10::IValue& out, const BatchLayout& L, const at::Tens
       }
     }
     if (ax < 0) ax = output_batch_axis(L, t);
+    if (ax >= 0 && found) *found = true;
     return ax >= 0 ? c10::IValue(t.index_select(ax, index.to(t.device()))) : out;
   }
   if (out.isTuple()) {
@@ -134,7 +136,7 @@ c10::IValue rows_of(const c10::IValue& out, const BatchLayout& L, const at::Tens
     const auto& elems = out.toTupleRef().elements();
     const bool guided = alone.isTuple() && alone.toTupleRef().elements().size() == elems.size();
     for (size_t i = 0; i < elems.size(); ++i)
-      el.push_back(rows_of(elems[i], L, index, guided ? alone.toTupleRef().elements()[i] : c10::IValue()));
+      el.push_back(rows_of(elems[i], L, index, guided ? alone.toTupleRef().elements()[i] : c10::IValue(), found));
     return c10::ivalue::Tuple::create(std::move(el));
   }
   // Lists and dicts: compare whole (rare for batch dependence).
@@ -536,8 +538,22 @@ void probe_normalization(Session& s) {
       }
       throw;
     }
-    const double d0 =
-        Session::relative_difference(first_alone.output, rows_of(ref.output, layout, one(0), first_alone.output), /*ids=*/true);
+    // An output without a batch axis (a scalar: forward returns its own loss
+    // over the batch; a batch-pooled vector) has no row for one example:
+    // alone and batched differ by construction, and nothing is measured.
+    bool rows = false;
+    const c10::IValue rows0 = rows_of(ref.output, layout, one(0), first_alone.output, &rows);
+    if (!rows) {
+      std::string shapes;
+      for (const auto& t : Session::output_tensors(ref.output)) shapes += (shapes.empty() ? "" : ", ") + c10::str(t.sizes());
+      s.skip_probe("batch_dependence",
+                   "the output has no batch axis (" + (shapes.empty() ? std::string("no tensor") : shapes) +
+                       " for a batch of " + std::to_string(batch) +
+                       ": a scalar or a reduction over the batch, such as a loss the model computes itself); one example "
+                       "alone has no row of the batched output to compare with");
+      return;
+    }
+    const double d0 = Session::relative_difference(first_alone.output, rows0, /*ids=*/true);
     const double d1 = Session::relative_difference(
         last_alone.output, rows_of(ref.output, layout, one(batch - 1), first_alone.output), /*ids=*/true);
     at::Tensor rev = at::arange(batch - 1, -1, -1, at::kLong);
@@ -551,10 +567,27 @@ void probe_normalization(Session& s) {
     // Noise floor (issue 16.11): the same batch reordered. Batch statistics
     // and every per-example op are invariant to the order, so what changes
     // is the kernels' summation order alone.
-    mm["batchdep.noise_floor"] = metric_number(dr);
-    mm["batchdep.over_floor"] = std::isnan(worst) || std::isnan(dr) ? MetricValue("nan")
-                                : dr > 0                          ? metric_number(worst / dr)
-                                                                  : MetricValue(worst > 0 ? "inf" : "nan");
+    // A model that computes in fp16/bf16 cannot agree with itself better
+    // than its format's resolution: a batch of one and a batch of four take
+    // different GEMM blockings, so their sums round differently (a Llama in
+    // fp16 on the CPU: 1.04e-3 relative at q_proj, one fp16 epsilon). The
+    // floor is at least the machine epsilon of the lowest-precision float
+    // the outputs or parameters hold (fp16 9.8e-4, bf16 7.8e-3, fp32 1.2e-7).
+    double eps = 0;
+    auto widen = [&](at::ScalarType t) {
+      if (at::isFloatingType(t)) eps = std::max(eps, t == at::kHalf ? 9.765625e-4 : t == at::kBFloat16 ? 7.8125e-3
+                                                      : t == at::kFloat ? 1.1920929e-7 : 2.220446e-16);
+    };
+    for (const auto& t : Session::output_tensors(ref.output)) widen(t.scalar_type());
+    for (const auto& p : s.model.module.parameters(/*recurse=*/true)) widen(p.scalar_type());
+    const double floor = std::isnan(dr) ? dr : std::max(dr, eps);
+    mm["batchdep.noise_floor"] = metric_number(floor);
+    mm["batchdep.precision_floor"] = eps;
+    mm["batchdep.noise_floor_from"] = !std::isnan(dr) && eps > dr ? std::string("the precision's resolution (machine epsilon)")
+                                                                   : std::string("the batch reordered");
+    mm["batchdep.over_floor"] = std::isnan(worst) || std::isnan(floor) ? MetricValue("nan")
+                                : floor > 0                          ? metric_number(worst / floor)
+                                                                     : MetricValue(worst > 0 ? "inf" : "nan");
     mm["batchdep.batch"] = batch;
     report["batch_dependence_method"] =
         "eval mode with dropout off and traced flags as saved: examples 0 and " + std::to_string(batch - 1) +

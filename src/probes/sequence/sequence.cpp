@@ -355,6 +355,8 @@ Deviation deviations(const InstrumentedModel& im, const Collector& ref, const Co
     double d = 0, r = 0;
     int64_t calls = 0;
     int64_t order = INT64_MAX;
+    bool shared = false;  ///< called more than once in the pass (one nn.Dropout used after every sublayer)
+    int64_t last = -1;    ///< the latest first firing of its output taps
   };
   std::map<std::string, Acc> acc;
   const auto& taps = im.taps();
@@ -368,6 +370,25 @@ Deviation deviations(const InstrumentedModel& im, const Collector& ref, const Co
     a.r += cr.cmp_ref_sq;
     a.calls += cr.cmp_calls;
     a.order = std::min(a.order, rr.first_fire);
+    // Called more than once: a tap that fired twice (a loop).
+    a.shared = a.shared || rr.calls > 1;
+    a.last = std::max(a.last, rr.first_fire);
+  }
+  // Or called at several call sites: scripted code inlines each call of the
+  // module separately and the taps read as several outputs of one module,
+  // whose firings other modules' outputs fall between (the outputs of one
+  // call fire together).
+  for (auto& [m, a] : acc) {
+    if (a.shared || a.last <= a.order) continue;
+    for (const auto& t : taps) {
+      if (t.kind != TapKind::kModuleOutput || t.module == m) continue;
+      const bool related = m.empty() || t.module.empty() || t.module.rfind(m + ".", 0) == 0 || m.rfind(t.module + ".", 0) == 0;
+      const int64_t f = ref.records()[static_cast<size_t>(t.id)].first_fire;
+      if (!related && f > a.order && f < a.last) {
+        a.shared = true;
+        break;
+      }
+    }
   }
   std::vector<std::pair<int64_t, std::string>> order;
   for (const auto& [m, a] : acc) order.push_back({a.order, m});
@@ -378,7 +399,20 @@ Deviation deviations(const InstrumentedModel& im, const Collector& ref, const Co
     const double rel = a.d == 0 ? 0.0 : (a.r == 0 ? std::numeric_limits<double>::infinity() : std::sqrt(a.d / a.r));
     d.modules.push_back({m, rel});
     if (m.empty()) d.root = rel;
-    if (d.first.empty() && rel > kChanged && !m.empty()) {
+    // A module called several times (ESPnet's Conformer layer applies one
+    // self.dropout after each sublayer) merges its calls, so its first call
+    // looks changed by what a later call saw: the first module called once
+    // that changed is named; a shared one only when no other changed.
+    if (d.first.empty() && rel > kChanged && !m.empty() && !a.shared) {
+      d.first = m;
+      d.first_rel = rel;
+    }
+  }
+  for (const auto& [o, m] : order) {
+    if (!d.first.empty()) break;
+    const Acc& a = acc[m];
+    const double rel = a.d == 0 ? 0.0 : (a.r == 0 ? std::numeric_limits<double>::infinity() : std::sqrt(a.d / a.r));
+    if (rel > kChanged && !m.empty()) {
       d.first = m;
       d.first_rel = rel;
     }
