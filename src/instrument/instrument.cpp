@@ -120,12 +120,22 @@ at::Tensor norm_tap_impl(int64_t id, const at::Tensor& x, c10::ArrayRef<int64_t>
 // The masked entries of attention scores after an additive mask (entries
 // whose addend is at or below recognize::kMaskFill) or a masked_fill (its
 // boolean mask), for the next firing of softmax tap `id`.
-at::Tensor mask_tap_impl(int64_t id, const at::Tensor& out, const at::Tensor& operand, bool boolean) {
+at::Tensor mask_tap_impl(int64_t id, const at::Tensor& out, const at::Tensor& operand, int64_t mode) {
   PassContext* ctx = g_pass;
   if (!ctx || !out.defined() || !operand.defined() || id < 0 || static_cast<size_t>(id) >= ctx->taps->size()) return out;
   at::NoGradGuard ng;
   try {
-    at::Tensor m = boolean ? operand.detach().to(at::kBool) : (operand.detach() <= recognize::kMaskFill);
+    // mode 0: an additive term (masked where <= kMaskFill); 1: masked_fill's
+    // boolean mask (true = masked); 2: torch.where(keep, scores, fill)'s
+    // condition (true = kept), a mask only when every filled entry is at or
+    // below kMaskFill (a -1e4 buffer, finfo.min), which is read here.
+    at::Tensor m;
+    if (mode == 2) {
+      m = operand.detach().to(at::kBool).logical_not().expand(out.sizes());
+      if (m.any().item<bool>() && out.detach().masked_select(m).max().item<double>() > recognize::kMaskFill) return out;
+    } else {
+      m = mode == 1 ? operand.detach().to(at::kBool) : (operand.detach() <= recognize::kMaskFill);
+    }
     ctx->collector->set_mask(id, m.expand(out.sizes()));
   } catch (const std::exception&) {
     // Shapes that do not broadcast: no mask is applied to the statistics.
@@ -177,7 +187,7 @@ TORCH_LIBRARY(normdoctor, m) {
   m.def("round(int id, int dtype, bool inplace, Tensor x) -> Tensor", round_impl);
   m.def("tap(int id, Tensor(a) x) -> Tensor(a)", tap_impl);
   m.def("norm_tap(int id, Tensor(a) x, int[] normalized_shape) -> Tensor(a)", norm_tap_impl);
-  m.def("mask_tap(int id, Tensor(a) out, Tensor operand, bool boolean) -> Tensor(a)", mask_tap_impl);
+  m.def("mask_tap(int id, Tensor(a) out, Tensor operand, int mode) -> Tensor(a)", mask_tap_impl);
   m.def("attn_tap(int id, Tensor(a) q, Tensor k, Tensor? mask, bool is_causal, float? scale) -> Tensor(a)", attn_tap_impl);
   // CONSERVATIVE: the JIT treats the op as having side effects, so constant
   // propagation never folds flag(<const>, <const>) into the value it had on
@@ -574,6 +584,7 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
     // statistics below exclude the masked entries.
     const at::Tensor own = x;
     // Entries a recognized mask removes (Swin's -100, masked_fill) count as masked.
+    bool masks_known = false;
     if (site.kind == TapKind::kSoftmaxInput && site.masks > 0) {
       at::Tensor m;
       {
@@ -584,11 +595,13 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
           masks_.erase(it);
         }
       }
-      if (m.defined() && m.numel() == x.numel())
+      if (m.defined() && m.numel() == x.numel()) {
         x = x.masked_fill(m.reshape(x.sizes()).to(x.device()), -std::numeric_limits<double>::infinity());
+        masks_known = true;
+      }
     }
     if (dim >= 0 && dim < x.dim()) {
-      sm = softmax_stats(x, dim);
+      sm = softmax_stats(x, dim, /*value_masks=*/!masks_known);
       // Per head: axis -3 of [B, H, L, S] scores, or heads folded into axis 0 of [B*H, L, S].
       if (site.attention && dim == x.dim() - 1) {
         at::Tensor xh;
@@ -596,7 +609,7 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
         else if (x.dim() == 3 && site.heads > 1 && x.size(0) % site.heads == 0)
           xh = x.reshape({x.size(0) / site.heads, site.heads, x.size(1), x.size(2)});
         if (xh.defined() && xh.size(1) <= 256)
-          for (int64_t h = 0; h < xh.size(1); ++h) per_head.push_back(softmax_stats(xh.select(1, h), 2));
+          for (int64_t h = 0; h < xh.size(1); ++h) per_head.push_back(softmax_stats(xh.select(1, h), 2, /*value_masks=*/!masks_known));
       }
       // Rows with no unmasked entry, and whether the model's own softmax
       // makes NaN of them (every logit -inf, none NaN before). Only when some
@@ -1362,9 +1375,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
             Value* out = mk.node->output();
             std::vector<torch::jit::Use> uses(out->uses().begin(), out->uses().end());
             Node* c = make_constant_int(*graph_, site.id);
-            Node* b = graph_->create(c10::prim::Constant);
-            b->i_(c10::attr::value, mk.boolean ? 1 : 0);
-            b->output()->setType(c10::BoolType::get());
+            Node* b = make_constant_int(*graph_, mk.keep ? 2 : mk.boolean ? 1 : 0);
             Node* t = graph_->create(kMaskTap, {c->output(), out, mk.operand, b->output()});
             t->output()->setType(out->type());
             c->insertAfter(mk.node);

@@ -908,6 +908,29 @@ std::vector<MaskOperand> attention_masks(Value* softmax_input) {
       v = a ? n->input(0) : n->input(1);
       continue;
     }
+    if (k == "aten::where" && n->inputs().size() == 3 && is_tensor(n->input(0))) {
+      // where(cond, scores, fill) keeps the scores where cond is true;
+      // where(cond, fill, scores) keeps them where it is false.
+      const bool a = is_tensor(n->input(1)) && from_scores(n->input(1), 0);
+      const bool b = is_tensor(n->input(2)) && from_scores(n->input(2), 0);
+      auto fill_ok = [&](Value* f) {
+        auto c = structure::const_number(f);
+        return !c || *c <= kMaskFill;  // a buffer or computed fill is checked at run time
+      };
+      if (a && !b && fill_ok(n->input(2))) {
+        MaskOperand m{n, n->input(0), false, 0};
+        m.keep = true;
+        out.push_back(m);
+        v = n->input(1);
+        continue;
+      }
+      const auto fill_const = structure::const_number(n->input(1));
+      if (b && !a && fill_const && *fill_const <= kMaskFill) {
+        out.push_back({n, n->input(0), true, 0});
+        v = n->input(2);
+        continue;
+      }
+    }
     if ((k == "aten::masked_fill" || k == "aten::masked_fill_") && n->inputs().size() >= 3) {
       auto fill = structure::const_number(n->input(2));
       if (fill && *fill <= kMaskFill) out.push_back({n, n->input(1), true, *fill});

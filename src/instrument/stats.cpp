@@ -204,16 +204,25 @@ TensorStats unpack_stats(const double* v, int64_t numel) {
 
 namespace {
 
+// Whether `v` counts as masked: at or below -1e4 (`value_masks`), or, when
+// the site's recognized masks were already set to -inf, only a fill value
+// that no computed logit takes: finfo.min of fp32/fp16 and beyond -1e30, or
+// exactly one of the constants models mask with (-1e4, -1e5, -1e6, -1e8,
+// -1e9), so that computed logits of -15000 are measured.
+inline bool masked_value(float v, bool value_masks) {
+  if (value_masks) return v <= -1e4f;
+  return v <= -1e30f || v == -1e4f || v == -1e5f || v == -1e6f || v == -1e8f || v == -1e9f || v == -65504.0f;
+}
+
 // One row of softmax statistics; `p` holds `n` logits.
 template <typename T>
-void softmax_row(const T* p, int64_t n, SoftmaxStats& s) {
-  constexpr float kMasked = -1e4f;
+void softmax_row(const T* p, int64_t n, SoftmaxStats& s, bool value_masks) {
   int64_t valid = 0;
   float m = -std::numeric_limits<float>::infinity();
   bool pos_inf = false;
   for (int64_t i = 0; i < n; ++i) {
     const float v = static_cast<float>(p[i]);
-    if (std::isnan(v) || v <= kMasked) continue;
+    if (std::isnan(v) || masked_value(v, value_masks)) continue;
     ++valid;
     if (std::isinf(v)) {
       pos_inf = true;
@@ -236,7 +245,7 @@ void softmax_row(const T* p, int64_t n, SoftmaxStats& s) {
   double z = 0, ez = 0;
   for (int64_t i = 0; i < n; ++i) {
     const float v = static_cast<float>(p[i]);
-    if (std::isnan(v) || v <= kMasked) continue;
+    if (std::isnan(v) || masked_value(v, value_masks)) continue;
     const float d = v - m;
     const float e = std::exp(d);
     z += e;
@@ -249,7 +258,7 @@ void softmax_row(const T* p, int64_t n, SoftmaxStats& s) {
 }
 
 template <typename T>
-SoftmaxStats softmax_cpu(const at::Tensor& x) {  // x contiguous, softmax over the last axis
+SoftmaxStats softmax_cpu(const at::Tensor& x, bool value_masks) {  // x contiguous, softmax over the last axis
   const int64_t n = x.size(-1);
   const int64_t rows = n ? x.numel() / n : 0;
   const T* data = x.data_ptr<T>();
@@ -259,7 +268,7 @@ SoftmaxStats softmax_cpu(const at::Tensor& x) {  // x contiguous, softmax over t
   at::parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
       SoftmaxStats& s = parts[static_cast<size_t>(c)];
-      for (int64_t r = c * grain, re = std::min(rows, r + grain); r < re; ++r) softmax_row(data + r * n, n, s);
+      for (int64_t r = c * grain, re = std::min(rows, r + grain); r < re; ++r) softmax_row(data + r * n, n, s, value_masks);
     }
   });
   SoftmaxStats out;
@@ -274,10 +283,14 @@ SoftmaxStats softmax_cpu(const at::Tensor& x) {  // x contiguous, softmax over t
   return out;
 }
 
-SoftmaxStats softmax_aten(const at::Tensor& x, int64_t dim) {
+SoftmaxStats softmax_aten(const at::Tensor& x, int64_t dim, bool value_masks) {
   SoftmaxStats sm;
   at::Tensor xf = x.to(at::kFloat);
-  at::Tensor masked = (xf <= -1e4).logical_or(at::isnan(xf));
+  at::Tensor fill = xf <= -1e30;
+  if (value_masks) fill = xf <= -1e4;
+  else
+    for (float c : {-1e4f, -1e5f, -1e6f, -1e8f, -1e9f, -65504.0f}) fill = fill.logical_or(xf == c);
+  at::Tensor masked = fill.logical_or(at::isnan(xf));
   at::Tensor valid = masked.logical_not().sum(dim);
   at::Tensor eligible = valid >= 2;
   at::Tensor logits = xf.masked_fill(masked, -std::numeric_limits<float>::infinity());
@@ -346,19 +359,19 @@ void moments_cpu(const at::Tensor& x, int64_t rows, int64_t len, double* mean, d
 
 }  // namespace
 
-SoftmaxStats softmax_stats(const at::Tensor& x, int64_t dim) {
+SoftmaxStats softmax_stats(const at::Tensor& x, int64_t dim, bool value_masks) {
   if (x.numel() == 0 || dim < 0 || dim >= x.dim()) return {};
   if (x.device().is_cpu() && !x.is_sparse()) {
     at::Tensor y = (dim == x.dim() - 1) ? x.contiguous() : x.movedim(dim, -1).contiguous();
     switch (y.scalar_type()) {
-      case at::kFloat: return softmax_cpu<float>(y);
-      case at::kDouble: return softmax_cpu<double>(y);
-      case at::kHalf: return softmax_cpu<at::Half>(y);
-      case at::kBFloat16: return softmax_cpu<at::BFloat16>(y);
+      case at::kFloat: return softmax_cpu<float>(y, value_masks);
+      case at::kDouble: return softmax_cpu<double>(y, value_masks);
+      case at::kHalf: return softmax_cpu<at::Half>(y, value_masks);
+      case at::kBFloat16: return softmax_cpu<at::BFloat16>(y, value_masks);
       default: break;
     }
   }
-  return softmax_aten(x, dim);
+  return softmax_aten(x, dim, value_masks);
 }
 
 int64_t count_abs_above(const at::Tensor& x, double threshold) {

@@ -85,7 +85,13 @@ struct SoftmaxStats {
 /// CPU float tensors: one parallel sweep over the rows (no probability tensor
 /// is materialized; a copy only when `dim` is not the innermost contiguous
 /// axis). Other tensors: ATen reductions, read back to the host.
-SoftmaxStats softmax_stats(const at::Tensor& x, int64_t dim);
+/// `value_masks`: entries at or below -1e4 count as masked (a mask the graph
+/// did not show); false when the site's masks were recognized and set to
+/// -inf already: then only fill values no computed logit takes count
+/// (beyond -1e30, as finfo(float32).min; exactly -1e4, -1e5, -1e6, -1e8,
+/// -1e9 or -65504), so that computed logits of -15000 (GPT-2 attention that
+/// drifted below its -1e4 mask) are measured, not excluded.
+SoftmaxStats softmax_stats(const at::Tensor& x, int64_t dim, bool value_masks = true);
 
 /// Number of elements of `x` with |x| > threshold (NaN never counts): the
 /// saturated inputs of sigmoid (threshold 6) and tanh (threshold 3).

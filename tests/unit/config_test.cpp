@@ -116,7 +116,7 @@ TEST(Config, TyposNameFileLineKeyAndSuggestion) {
             "rules.ACT002: severity, thresholds)");
   EXPECT_EQ(config_error("[rules.ACT002]\nthresholds = { \"act.grwth\" = 10 }\n"),
             "normdoctor.toml:2: key 'rules.ACT002.thresholds': rule ACT002 has no condition on metric 'act.grwth'; "
-            "did you mean 'act.growth'? (its conditions: act.growth)");
+            "did you mean 'act.growth'? (its conditions: act.growth, act.growth_only_at_output)");
   EXPECT_EQ(config_error("ignore = [\"ACT0002\"]\n"),
             "normdoctor.toml:1: key 'ignore': 'ACT0002' is neither a rule id nor the prefix of one; did you mean "
             "'ACT002'? (`normdoctor rules` lists them)");
@@ -221,6 +221,7 @@ TEST(Config, ThresholdOverrideChangesWhatFires) {
   nd::MetricsDoc doc;
   doc.layers.push_back(layer("fc1", "Linear", 0, true, {{"act.growth", 1.0}, {"act.rms", 1.0}}));
   doc.layers.push_back(layer("fc2", "Linear", 1, true, {{"act.growth", 150.0}, {"act.rms", 150.0}}));
+  doc.model_metrics["act.growth_only_at_output"] = false;
   nd::Config none;
   none.select = std::vector<std::string>{"ACT002"};
   EXPECT_TRUE(nd::evaluate_rules(nd::apply_config(shipped(), none), doc).empty());

@@ -62,6 +62,7 @@ nd::MetricsDoc basic_doc() {
   doc.model_metrics = {{"run.precision", "fp32"},
                        {"run.synthetic_inputs", false},
                        {"act.growth_max", 30000.0},
+                       {"act.growth_only_at_output", false},
                        {"act.growth_reference_rms", 0.3},
                        {"act.growth_max_layer", "fc3"},
                        {"act.first_beyond_fp16_layer", "none"},

@@ -48,7 +48,8 @@ struct Expected {
 
 const Expected kExpected[] = {
     {"ACT001", "nonfinite-forward", nd::Severity::kError, "layer", "all", false, "", "fwd.first_nonfinite == true"},
-    {"ACT002", "activation-growth", nd::Severity::kWarning, "layer", "first", false, "", "act.growth > 1000"},
+    {"ACT002", "activation-growth", nd::Severity::kWarning, "layer", "first", false, "",
+     "act.growth > 1000 and act.growth_only_at_output == false"},
     {"ACT003", "fp16-overflow-risk", nd::Severity::kWarning, "layer", "first", true, "", "act.fp16_headroom < 2"},
     {"ACT004", "saturated-activation", nd::Severity::kWarning, "layer", "all", true, "", "sat.fraction > 0.5"},
     {"ACT005", "softmax-collapse", nd::Severity::kWarning, "layer", "all", false, "",
@@ -58,7 +59,7 @@ const Expected kExpected[] = {
     {"ACT007", "outlier-features", nd::Severity::kWarning, "layer", "first", true, "",
      "outlier.ratio > 100 and outlier.count <= 8"},
     {"ACT008", "output-logit-divergence", nd::Severity::kWarning, "model", "all", true, "logits.head",
-     "logits.logz_abs_mean > 30 and act.growth_max < 1000"},
+     "logits.logz_abs_mean > 30 and act.depth_growth_max < 1000"},
     {"ADAM001", "adam-second-moment-lag", nd::Severity::kWarning, "layer", "all", true, "",
      "adam.rms_ratio_max > 3 and adam.loss_is_training_loss == true"},
     {"ADAM002", "adam-second-moment-lag", nd::Severity::kWarning, "layer", "all", true, "", "adam.eps_fraction_max > 0.5"},
@@ -69,6 +70,9 @@ const Expected kExpected[] = {
      "arch.blocks >= 8 and arch.norm_layers == 0"},
     {"ARCH004", "residual-stream-growth", nd::Severity::kWarning, "model", "all", true, "arch.stream_growth_layer",
      "arch.pre_norm_blocks >= 2 and arch.stream_growth > 100"},
+    {"ARCH005", "residual-stream-growth", nd::Severity::kInfo, "model", "all", true, "arch.branch_rms_max_block",
+     "arch.pre_norm_blocks >= 3 and arch.branch_rms_ratio >= 10 and arch.stream_growth_max_factor >= 2 and "
+     "arch.stream_growth <= 100"},
     {"ATTN001", "attention-logit-growth", nd::Severity::kWarning, "layer", "all", false, "", "attn.logit_absmax > 30"},
     {"ATTN002", "nonfinite-forward", nd::Severity::kError, "layer", "all", true, "", "attn.masked_nan_rows > 0"},
     {"AXIS001", "norm-over-time-axis", nd::Severity::kError, "layer", "all", false, "", "norm.over_time == true and norm.over_batch == false"},
@@ -117,9 +121,11 @@ const Expected kExpected[] = {
     {"GRAD006", "vanishing-gradients", nd::Severity::kInfo, "model", "all", false, "grad.max_shrink_to",
      "grad.input_output_ratio < 0.001 and grad.shrink_concentrated == true and grad.rel_contradicts_vanishing == false and "
      "grad.max_shrink_degenerate_norm == false"},
+    {"GRAD007", "no-gradient-path", nd::Severity::kInfo, "model", "all", false, "grad.bn_cancelled_first_layer",
+     "grad.bn_cancelled_params > 0"},
     {"IN001", "nonfinite-input", nd::Severity::kError, "input", "all", false, "", "input.nonfinite_count > 0"},
     {"IN002", "input-scale", nd::Severity::kWarning, "input", "all", true, "",
-     "input.is_float == true and input.scale > 10 and input.scale_invariant == false"},
+     "input.is_float == true and input.scale > 10 and input.scale_invariant == false and input.periodic_encoding != true"},
     {"LR001", "update-ratio", nd::Severity::kWarning, "layer", "all", true, "", "update.ratio_max > 0.01"},
     {"MODE001", "saved-in-train-mode", nd::Severity::kWarning, "model", "all", false, "",
      "mode.saved_training == true and mode.dependent_ops > 0"},

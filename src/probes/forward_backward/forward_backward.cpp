@@ -573,8 +573,9 @@ void probe_forward_backward(Session& s) {
     s.doc.model_metrics["act.growth_max_layer"] = gmax_layer;
     // Growth that only the last leaf shows, when it multiplies by a weight
     // matrix (the output head: a language model's lm_head whose logits
-    // drifted to -170 behind a LayerNorm): the head's scale, not growth with
-    // depth (ACT002 stays silent; ACT008 judges the logits).
+    // drifted to -170 behind a LayerNorm, 6435x against 35.6x before it):
+    // the head's scale, not growth with depth (ACT002 stays silent; ACT008
+    // judges the logits).
     const LayerMetrics* last = leaves.back();
     double before = 0;
     for (auto* lm : leaves)
@@ -584,9 +585,14 @@ void probe_forward_backward(Session& s) {
       if (mi.path == last->path && !is_norm_kind(mi.kind))
         for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
           if (p.value.dim() >= 2) matrix = true;
-    s.doc.model_metrics["act.growth_max_before_output"] = before;
+    // The head itself must make the jump (10x or more over anything before
+    // it): a stack growing 1.8x per layer crosses 1000x at its last layer too.
+    const double at_last = last->metrics.at("act.growth").get<double>();
     s.doc.model_metrics["act.growth_only_at_output"] =
-        matrix && leaves.size() >= 2 && last->metrics.at("act.growth").get<double>() > kGrowthGate && before <= kGrowthGate;
+        matrix && leaves.size() >= 2 && at_last > kGrowthGate && before <= kGrowthGate && at_last >= 10 * before;
+    // Growth through depth, leaving out such a head (ACT008's gate).
+    s.doc.model_metrics["act.depth_growth_max"] =
+        s.doc.model_metrics["act.growth_only_at_output"].get<bool>() ? before : gmax;
   }
 
   // The first module (execution order) already holding values beyond the
