@@ -901,6 +901,43 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     }
   }
 
+  // Arguments read only by a periodic encoding (sin/cos of the raw value:
+  // diffusion timesteps, positions), on the graph with configuration
+  // branches folded. See periodic_inputs().
+  {
+    static const std::set<std::string> pass = {
+        "aten::mul", "aten::div", "aten::add", "aten::sub", "aten::rsub", "aten::neg", "aten::to", "aten::float",
+        "aten::type_as", "aten::view", "aten::reshape", "aten::unsqueeze", "aten::squeeze", "aten::expand",
+        "aten::expand_as", "aten::slice", "aten::select", "aten::index", "aten::repeat", "aten::flatten",
+        "aten::contiguous", "aten::clone", "aten::cat", "aten::stack", "aten::mul_", "aten::div_", "aten::add_",
+        "prim::ListConstruct", "aten::detach", "aten::permute", "aten::transpose", "aten::t", "aten::exp"};
+    static const std::set<std::string> meta = {"aten::size", "aten::dim", "prim::device", "prim::dtype", "prim::layout",
+                                               "aten::len", "prim::shape", "aten::__isnot__", "aten::__is__"};
+    static const std::set<std::string> periodic = {"aten::sin", "aten::cos", "aten::sin_", "aten::cos_"};
+    const auto inputs = graph_->inputs();
+    for (size_t i = 1; i < inputs.size(); ++i) {
+      bool found = false, other = false;
+      std::vector<Value*> work = {inputs[i]};
+      std::set<const Value*> seen;
+      for (size_t w = 0; w < work.size() && w < 4096 && !other; ++w) {
+        if (!seen.insert(work[w]).second) continue;
+        for (const auto& u : work[w]->uses()) {
+          const std::string k = u.user->kind().toQualString();
+          if (periodic.count(k)) {
+            found = true;
+          } else if (meta.count(k)) {
+          } else if (pass.count(k)) {
+            for (Value* o : u.user->outputs()) work.push_back(o);
+          } else {
+            other = true;  // read by something else (a Linear, a conv, a block) before any sin/cos
+            break;
+          }
+        }
+      }
+      periodic_inputs_.push_back(found && !other);
+    }
+  }
+
   auto new_tap = [&](TapKind kind, const std::string& module) -> TapSite& {
     TapSite t;
     t.id = static_cast<int64_t>(taps_.size());

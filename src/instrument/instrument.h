@@ -367,6 +367,13 @@ class InstrumentedModel {
   /// through views, casts and taps ("aten::conv1d", "aten::linear", ...),
   /// for the sequence probe's layout (a conv1d input is [batch, channel, time]).
   const std::vector<std::set<std::string>>& input_consumers() const { return input_consumers_; }
+  /// Per forward argument (self excluded): true when it is read only by a
+  /// periodic encoding, reaching aten::sin/cos through elementwise
+  /// arithmetic, views, casts and concatenation before any op with weights
+  /// (diffusers' get_timestep_embedding of raw timesteps 0..1000; Vaswani
+  /// et al. 2017's sinusoidal positions). On the graph with configuration
+  /// branches folded.
+  const std::vector<bool>& periodic_inputs() const { return periodic_inputs_; }
   /// Norm ops over parameters only (weight standardization: timm's
   /// ScaledStdConv2d), left out of norm_ops(), mode_ops() and the taps.
   int64_t weight_standardizations() const { return weight_standardizations_; }
@@ -377,6 +384,7 @@ class InstrumentedModel {
   std::unique_ptr<torch::jit::GraphFunction> fn_;
   std::vector<TapSite> taps_;
   std::vector<std::set<std::string>> input_consumers_;
+  std::vector<bool> periodic_inputs_;
   int64_t weight_standardizations_ = 0;
   std::vector<NormOpSite> norm_ops_;
   std::vector<ResidualSite> residuals_;

@@ -458,6 +458,125 @@ TEST(Round3, WhisperConvFrontEndIsReadAsChannelsFirst) {
   }
 }
 
+// ---- Round 4 (eval4): the fixes of this round's reproductions -------------------
+
+/// The evidence value `key` of the first finding of rule `id`.
+double evidence_of(const json& rep, const std::string& id, const std::string& key) {
+  const json* f = finding(rep, id);
+  return f ? num(f->at("evidence").at(key)) : -1;
+}
+
+// timm ReXNet's SE block: fc1 (Conv2d with bias) -> BatchNorm2d in train mode.
+// The bias's gradient is zero up to rounding by construction; it is never a
+// missing gradient path, and a head forward never calls still is.
+TEST(Round4, SeBiasBeforeBatchNormIsNoMissingPath) {
+  RUN_ROUND3(rep, "r4_se_bias_bn");
+  expect_findings(rep, "r4_se_bias_bn", Set{});
+  EXPECT_LT(nums("r4_se_bias_bn").at("fc1_bias_grad_absmax").get<double>(), 1e-5);
+  RUN_ROUND3(aux, "r4_se_unused_head");
+  expect_findings(aux, "r4_se_unused_head", Set{{"GRAD004", "aux"}});
+  EXPECT_EQ(evidence_of(aux, "GRAD004", "grad.params_without_grad"), nums("r4_se_unused_head").at("aux_params").get<double>());
+}
+
+// timm's MLP-Mixer with one block's fc2 x50: ARCH005 (info) names the block
+// Python measured as adding the most, with the ratio to the median other
+// block; the uniform stack and a LayerScale-1e-5 stack give nothing.
+TEST(Round4, OneBlockAddingFarMoreIsArch005Info) {
+  RUN_ROUND3(rep, "r4_mixer_fc2_x50");
+  expect_findings(rep, "r4_mixer_fc2_x50", Set{});
+  const json* f = finding(rep, "ARCH005");
+  ASSERT_NE(f, nullptr) << rep.at("findings").dump(1);
+  EXPECT_EQ(f->at("severity"), "info");
+  EXPECT_EQ(f->at("layer"), nums("r4_mixer_fc2_x50").at("top_block"));
+  const double want = nums("r4_mixer_fc2_x50").at("branch_rms").at(3).get<double>();
+  EXPECT_TRUE(nde2e::near_rel("arch.branch_rms_max", num(f->at("evidence").at("arch.branch_rms_max")), want, 1e-3));
+  EXPECT_GE(num(f->at("evidence").at("arch.branch_rms_ratio")), 10.0);
+  for (const char* twin : {"r4_mixer_plain", "r4_mixer_layerscale"}) {
+    RUN_ROUND3(t, twin);
+    expect_findings(t, twin, Set{});
+    EXPECT_FALSE(has_rule(t, "ARCH005")) << twin;
+    EXPECT_FALSE(has_rule(t, "ARCH004")) << twin;
+  }
+}
+
+// diffusers' get_timestep_embedding reads timesteps 10 and 500 with sin/cos:
+// no IN002; the same timesteps fed raw into a Linear are IN002.
+TEST(Round4, TimestepsReadBySinusoidsAreNoInputScaleFinding) {
+  RUN_ROUND3(rep, "r4_unet_sinusoidal_t");
+  expect_findings(rep, "r4_unet_sinusoidal_t", Set{});
+  bool periodic = false;
+  for (const auto& in : rep.at("inputs"))
+    if (in.at("name") == "timestep") periodic = in.at("metrics").value("input.periodic_encoding", false);
+  EXPECT_TRUE(periodic) << rep.at("inputs").dump(1);
+  RUN_ROUND3(raw, "r4_unet_raw_t");
+  expect_findings(raw, "r4_unet_raw_t", Set{{"IN002", ""}});
+  const json* f = finding(raw, "IN002");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("input"), "timestep");
+  EXPECT_NEAR(num(f->at("evidence").at("input.mean")), nums("r4_unet_raw_t").at("timestep_mean").get<double>(), 1e-3);
+}
+
+// nanoGPT with --target [B, T] token ids: the loss is the cross-entropy users
+// compute with classes on the last axis (the value Python measured), and a
+// head whose logits drifted to log Z = -89 is ACT008 at lm_head, not ACT002.
+TEST(Round4, LanguageModelTargetsAndLogitDrift) {
+  const std::vector<std::string> tgt = {"--target", round3("r4_nanogpt_z.target.pt")};
+  RUN_ROUND3(rep, "r4_nanogpt_z", tgt);
+  expect_findings(rep, "r4_nanogpt_z", Set{});
+  EXPECT_NE(rep.at("probes").at("loss").value("description", "").find("classes on the last axis"), std::string::npos)
+      << rep.at("probes").at("loss").dump();
+  EXPECT_TRUE(nde2e::near_rel("loss", num(rep.at("probes").at("loss").at("value")), nums("r4_nanogpt_z").at("loss").get<double>(), 1e-4));
+  RUN_ROUND3(drift, "r4_nanogpt_drift", tgt);
+  expect_findings(drift, "r4_nanogpt_drift", Set{{"ACT008", "lm_head"}});
+  EXPECT_TRUE(nde2e::near_rel("logits.logz_mean", evidence_of(drift, "ACT008", "logits.logz_mean"),
+                              nums("r4_nanogpt_drift").at("logz_mean").get<double>(), 1e-4));
+  EXPECT_TRUE(nde2e::near_rel("loss", num(drift.at("probes").at("loss").at("value")), nums("r4_nanogpt_drift").at("loss").get<double>(), 1e-4));
+}
+
+// A scratch LSTM cell with randn gates: its tanh gate alone is saturated
+// (Python: 64.7% of the g gate's inputs beyond 3), judged per op.
+TEST(Round4, SaturationIsJudgedPerGate) {
+  RUN_ROUND3(rep, "r4_lstm_randn");
+  expect_findings(rep, "r4_lstm_randn", Set{{"ACT004", "cell"}});
+  EXPECT_TRUE(nde2e::near_rel("sat.fraction", evidence_of(rep, "ACT004", "sat.fraction"),
+                              nums("r4_lstm_randn").at("g_gate_tanh_saturated").get<double>(), 1e-4));
+  RUN_ROUND3(twin, "r4_lstm_default");
+  expect_findings(twin, "r4_lstm_default", Set{});
+}
+
+// forward(features, target) returns its own scalar loss: batch dependence has
+// no per-example row to compare, and says so (no BN005 0.995 any more). The
+// loss is that scalar in train mode (BatchNorm on batch statistics).
+TEST(Round4, AScalarOutputHasNoBatchDependence) {
+  RUN_ROUND3(rep, "r4_returns_loss");
+  expect_findings(rep, "r4_returns_loss", Set{});
+  const json& bd = rep.at("probes").at("batch_dependence");
+  EXPECT_EQ(bd.value("status", ""), "skipped") << bd.dump();
+  EXPECT_NE(bd.value("reason", "").find("no batch axis"), std::string::npos) << bd.dump();
+  EXPECT_TRUE(nde2e::near_rel("loss", num(rep.at("probes").at("loss").at("value")), nums("r4_returns_loss").at("loss_train").get<double>(), 1e-4));
+}
+
+// HF GPT-2 (torch.where(causal, w, masked_bias = -1e4)) whose logits sit at
+// -15000, below the mask value: the where-mask is recognized and the computed
+// logits are measured (ATTN001 with Python's absmax), not taken for masked.
+TEST(Round4, LogitsBelowTheMaskValueAreMeasured) {
+  RUN_ROUND3(rep, "r4_gpt2_below_mask");
+  expect_findings(rep, "r4_gpt2_below_mask",
+                  Set{{"ATTN001", "h.0.attn"}, {"ATTN001", "h.1.attn"}, {"ATTN001", "h.2.attn"}, {"ATTN001", "h.3.attn"},
+                      {"ACT002", "h.0.attn.c_attn"}});
+  const json* h0 = nde2e::find_layer(rep, "h.0.attn");
+  ASSERT_NE(h0, nullptr);
+  EXPECT_EQ(num(h0->at("metrics").at("attn.masks_recognized")), 1);
+  EXPECT_TRUE(nde2e::near_rel("attn.logit_absmax", num(h0->at("metrics").at("attn.logit_absmax")),
+                              nums("r4_gpt2_below_mask").at("h0_logit_absmax_unmasked").get<double>(), 1e-3));
+  // The healthy GPT-2 of round 3 with the same mask: recognized, and no ATTN001.
+  RUN_ROUND3(plain, "gpt2_plain");
+  const json* p0 = nde2e::find_layer(plain, "h.0.attn");
+  ASSERT_NE(p0, nullptr);
+  EXPECT_EQ(num(p0->at("metrics").at("attn.masks_recognized")), 1);
+  EXPECT_FALSE(has_rule(plain, "ATTN001"));
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

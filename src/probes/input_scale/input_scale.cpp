@@ -5,11 +5,6 @@
 #include <utility>
 #include <vector>
 
-#include <deque>
-#include <set>
-
-#include <torch/csrc/jit/passes/inliner.h>
-
 #include "probes/input_scale/input_scale.h"
 #include "probes/normalization/normalization.h"
 #include "probes/session.h"
@@ -29,46 +24,6 @@ bool has_float_tensor(const c10::IValue& out) {
   return false;
 }
 
-/// Whether forward argument `arg` (self excluded) is read by a periodic
-/// encoding: it reaches aten::sin/cos through elementwise arithmetic,
-/// views, casts and concatenation only, and no path from it reaches an op
-/// with weights (linear, convolution, matmul, embedding, a norm) before a
-/// sin/cos. Sinusoidal timestep and position encodings (Vaswani et al.
-/// 2017; diffusers' get_timestep_embedding, NeRF's positional encoding)
-/// take raw values (timesteps 0..1000, positions) by design: their scale
-/// sets the frequency, not a layer's input range.
-bool feeds_periodic_encoding(const Session& s, size_t arg) {
-  auto g = s.model.module.get_method("forward").graph()->copy();
-  torch::jit::Inline(*g);
-  if (arg + 1 >= g->inputs().size()) return false;
-  static const std::set<std::string> pass = {
-      "aten::mul", "aten::div", "aten::add", "aten::sub", "aten::rsub", "aten::neg", "aten::to", "aten::float",
-      "aten::type_as", "aten::view", "aten::reshape", "aten::unsqueeze", "aten::squeeze", "aten::expand",
-      "aten::expand_as", "aten::slice", "aten::select", "aten::index", "aten::repeat", "aten::flatten",
-      "aten::contiguous", "aten::clone", "aten::cat", "aten::stack", "aten::mul_", "aten::div_", "aten::add_",
-      "prim::ListConstruct", "aten::detach", "aten::permute", "aten::transpose", "aten::t", "aten::exp"};
-  static const std::set<std::string> periodic = {"aten::sin", "aten::cos", "aten::sin_", "aten::cos_"};
-  bool found = false;
-  std::deque<torch::jit::Value*> work = {g->inputs()[arg + 1]};
-  std::set<torch::jit::Value*> seen;
-  while (!work.empty() && seen.size() < 4096) {
-    torch::jit::Value* v = work.front();
-    work.pop_front();
-    if (!seen.insert(v).second) continue;
-    for (const auto& use : v->uses()) {
-      const std::string k = use.user->kind().toQualString();
-      if (periodic.count(k)) {
-        found = true;
-        continue;
-      }
-      if (k == "prim::Constant" || k == "aten::size" || k == "aten::dim" || k == "prim::shape") continue;
-      if (!pass.count(k)) return false;  // read by something else before any sin/cos
-      for (torch::jit::Value* o : use.user->outputs()) work.push_back(o);
-    }
-  }
-  return found;
-}
-
 }  // namespace
 
 void probe_input_scale(Session& s) {
@@ -79,10 +34,12 @@ void probe_input_scale(Session& s) {
     auto sc = im.metrics.find("input.scale");
     if (sc == im.metrics.end() || !sc->second.is_number() || !(sc->second.get<double>() > kScaleGate)) continue;
     if (im.index < 0 || static_cast<size_t>(im.index) >= s.args.size() || !s.args[im.index].value.isTensor()) continue;
-    const bool periodic = feeds_periodic_encoding(s, static_cast<size_t>(im.index));
+    // Read only by a sinusoidal encoding (InstrumentedModel::periodic_inputs):
+    // its scale is the encoding's frequency, by design.
+    const auto& per = s.inst->periodic_inputs();
+    const bool periodic = static_cast<size_t>(im.index) < per.size() && per[static_cast<size_t>(im.index)];
     im.metrics["input.periodic_encoding"] = periodic;
     if (periodic) {
-      // Its scale is the encoding's frequency, by design: no pass needed.
       im.metrics["input.scale_invariant"] = false;
       continue;
     }
