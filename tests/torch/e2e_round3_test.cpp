@@ -577,6 +577,27 @@ TEST(Round4, LogitsBelowTheMaskValueAreMeasured) {
   EXPECT_FALSE(has_rule(plain, "ATTN001"));
 }
 
+// timm's CaiT at initialization: gamma_1/gamma_2 (1e-5) are the blocks' own
+// parameters, and the patch tokens reach the head only through the
+// class-attention blocks' scaled branches. Vanishing by design: GRAD008 info
+// naming the 12 gains, no GRAD003 warning; with gains 1 nothing.
+TEST(Round4, LayerScaleGainsExplainTheVanishingGradient) {
+  RUN_ROUND3(rep, "r4_cait_ls1e5");
+  expect_findings(rep, "r4_cait_ls1e5", Set{});
+  const json* f = finding(rep, "GRAD008");
+  ASSERT_NE(f, nullptr) << rep.at("findings").dump(1);
+  EXPECT_EQ(f->at("severity"), "info");
+  EXPECT_EQ(f->at("layer"), "patch_embed");
+  EXPECT_EQ(num(f->at("evidence").at("grad.small_gain_params")), nums("r4_cait_ls1e5").at("gains").get<double>());
+  EXPECT_NEAR(num(f->at("evidence").at("grad.small_gain_absmax")), 1e-5, 1e-12);
+  EXPECT_LT(num(mm(rep).at("grad.input_output_ratio")), 1e-3);
+  EXPECT_LT(nums("r4_cait_ls1e5").at("weight_grad_ratio").get<double>(), 1e-3);  // Python: the same order
+  RUN_ROUND3(one, "r4_cait_ls1");
+  expect_findings(one, "r4_cait_ls1", Set{});
+  EXPECT_FALSE(has_rule(one, "GRAD008"));
+  EXPECT_EQ(num(mm(one).at("grad.small_gain_params")), 0);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

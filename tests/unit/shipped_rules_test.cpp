@@ -114,7 +114,8 @@ const Expected kExpected[] = {
     {"GRAD002", "exploding-gradients", nd::Severity::kWarning, "model", "all", false, "grad.first_layer",
      "grad.input_output_ratio > 1000 and grad.ratio_from_one_norm == false"},
     {"GRAD003", "vanishing-gradients", nd::Severity::kWarning, "model", "all", false, "grad.first_layer",
-     "grad.input_output_ratio < 0.001 and grad.rel_contradicts_vanishing == false and grad.shrink_concentrated == false"},
+     "grad.input_output_ratio < 0.001 and grad.rel_contradicts_vanishing == false and grad.shrink_concentrated == false and "
+     "grad.small_gain_params == 0"},
     {"GRAD004", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "", "grad.params_no_signal > 0"},
     {"GRAD005", "no-gradient-path", nd::Severity::kInfo, "model", "all", false, "grad.zero_weight_layer",
      "grad.blocked_layers > 0"},
@@ -123,6 +124,8 @@ const Expected kExpected[] = {
      "grad.max_shrink_degenerate_norm == false"},
     {"GRAD007", "no-gradient-path", nd::Severity::kInfo, "model", "all", false, "grad.bn_cancelled_first_layer",
      "grad.bn_cancelled_params > 0"},
+    {"GRAD008", "vanishing-gradients", nd::Severity::kInfo, "model", "all", false, "grad.first_layer",
+     "grad.input_output_ratio < 0.001 and grad.small_gain_params > 0 and grad.shrink_concentrated == false"},
     {"IN001", "nonfinite-input", nd::Severity::kError, "input", "all", false, "", "input.nonfinite_count > 0"},
     {"IN002", "input-scale", nd::Severity::kWarning, "input", "all", true, "",
      "input.is_float == true and input.scale > 10 and input.scale_invariant == false and input.periodic_encoding != true"},

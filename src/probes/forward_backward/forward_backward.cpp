@@ -636,6 +636,20 @@ void probe_forward_backward(Session& s) {
     const bool blocked_first = first == 0 && pleaves.front()->metrics.count("grad.zero_explained_by");
     if (last > 0 && std::isfinite(first) && !blocked_first) {
       s.doc.model_metrics["grad.input_output_ratio"] = first / last;
+      // LayerScale-style gains (GRAD008 info when gradients vanish with them).
+      {
+        const auto gains = first / last < 1e-3 ? small_branch_gains(s) : std::vector<std::pair<std::string, double>>{};
+        std::string names;
+        double gmax = 0;
+        for (size_t i = 0; i < gains.size(); ++i) {
+          gmax = std::max(gmax, gains[i].second);
+          if (i < 6) names += (i ? ", " : "") + gains[i].first;
+        }
+        if (gains.size() > 6) names += ", ... (" + std::to_string(gains.size() - 6) + " more)";
+        s.doc.model_metrics["grad.small_gain_params"] = static_cast<int64_t>(gains.size());
+        s.doc.model_metrics["grad.small_gain_names"] = names;
+        s.doc.model_metrics["grad.small_gain_absmax"] = gmax;
+      }
       s.doc.model_metrics["grad.first_layer"] = pleaves.front()->path;
       s.doc.model_metrics["grad.last_layer"] = pleaves.back()->path;
       s.doc.model_metrics["grad.first_norm"] = first;

@@ -48,6 +48,15 @@ ZeroInitFacts zero_init_conventions(Session& s);
 /// ignored"). By TensorImpl. An empty set when the graph has none.
 std::set<const void*> biases_cancelled_by_batch_norm(const Session& s);
 
+/// Deliberately small gains on residual branches: trainable parameters whose
+/// every element is at most 1e-3 in magnitude and not all zero, used as a
+/// factor whose product reaches a residual addition (LayerScale's gamma, CaiT's
+/// gamma_1/gamma_2 at 1e-5, ReZero-style scalars). Path and absmax, in graph
+/// order. Every branch they scale passes its gradient on multiplied by them:
+/// at initialization gradients toward the input shrink by about that factor
+/// by design (Touvron et al. 2021, "Going deeper with Image Transformers").
+std::vector<std::pair<std::string, double>> small_branch_gains(const Session& s);
+
 /// The metric names and families (a prefix ending in '.') probe `forward_backward`
 /// writes, model-scope and per layer (docs/metrics.md); Session::run_probe
 /// checks every run against it (probe_declared_metrics).

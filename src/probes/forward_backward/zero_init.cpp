@@ -168,7 +168,43 @@ void walk(torch::jit::Block* b, std::vector<Node*>& out) {
 
 bool all_zero(const at::Tensor& t) { return t.numel() > 0 && t.detach().eq(0).all().item<bool>(); }
 
+/// small_branch_gains' bound: LayerScale and CaiT initialize their gains at
+/// 1e-5 or 1e-6 (Touvron et al. 2021), ReZero-style scalars start near 0;
+/// a learned gain of a trained model that small is the same convention.
+constexpr double kSmallGain = 1e-3;
+
 }  // namespace
+
+std::vector<std::pair<std::string, double>> small_branch_gains(const Session& s) {
+  std::vector<std::pair<std::string, double>> out;
+  std::map<std::string, double> small;  // path -> absmax
+  for (const auto& mi : s.model.modules)
+    for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) {
+      if (!p.value.requires_grad() || p.value.numel() == 0) continue;
+      const double a = p.value.detach().abs().max().item<double>();
+      if (a > 0 && a <= kSmallGain) small[mi.path.empty() ? p.name : mi.path + "." + p.name] = a;
+    }
+  if (small.empty()) return out;
+  std::shared_ptr<torch::jit::Graph> g = s.model.module.get_method("forward").graph()->copy();
+  torch::jit::Inline(*g);
+  ScopeResolver scopes(s.model);
+  std::vector<Node*> nodes;
+  walk(g->block(), nodes);
+  std::set<std::string> seen;
+  for (Node* n : nodes) {
+    if (n->kind() != c10::prim::GetAttr || !n->output()->type()->cast<c10::TensorType>()) continue;
+    auto owner = scopes.module_path_of(n->input());
+    if (!owner) continue;
+    const std::string path = owner->empty() ? n->s(c10::attr::name) : *owner + "." + n->s(c10::attr::name);
+    auto it = small.find(path);
+    if (it == small.end() || seen.count(path)) continue;
+    if (factor_reach(n->output(), 0) == Reach::kResidual) {
+      seen.insert(path);
+      out.push_back(*it);
+    }
+  }
+  return out;
+}
 
 std::set<const void*> biases_cancelled_by_batch_norm(const Session& s) {
   std::set<const void*> out;
