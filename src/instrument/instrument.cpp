@@ -596,8 +596,20 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
         }
       }
       if (m.defined() && m.numel() == x.numel()) {
-        x = x.masked_fill(m.reshape(x.sizes()).to(x.device()), -std::numeric_limits<double>::infinity());
+        const at::Tensor mm = m.reshape(x.sizes()).to(x.device());
+        x = x.masked_fill(mm, -std::numeric_limits<double>::infinity());
         masks_known = true;
+        // Causal: every entry above the diagonal of the square [L, L] scores masked.
+        bool causal = false;
+        if (x.dim() >= 2 && x.size(-1) == x.size(-2) && x.size(-1) >= 2 && dim == x.dim() - 1) {
+          const int64_t L = x.size(-1);
+          const at::Tensor upper = at::ones({L, L}, mm.options().dtype(at::kBool)).triu(1);
+          causal = !upper.logical_and(mm.reshape({-1, L, L}).logical_not()).any().item<bool>();
+        }
+        std::lock_guard<std::mutex> lock(mu_);
+        TapRecord& rec = records_[static_cast<size_t>(site.id)];
+        ++rec.mask_calls;
+        if (causal) ++rec.causal_calls;
       }
     }
     if (dim >= 0 && dim < x.dim()) {

@@ -188,6 +188,11 @@ struct TapRecord {
   /// Attention softmax sites: statistics per head (heads on axis -3 of
   /// rank-4 scores, or folded into axis 0 of rank-3 ones), merged over calls.
   std::vector<SoftmaxStats> heads;
+  /// Attention softmax sites with a recognized mask: the calls whose mask
+  /// removed a square score matrix's whole strict upper triangle (no query
+  /// sees a later key: a causal mask, perhaps combined with padding), and
+  /// the calls with any recognized mask.
+  int64_t causal_calls = 0, mask_calls = 0;
   // Output comparison (Collector::reference set): over the module's outputs,
   // call by call, narrowed to the common sizes, real positions only.
   std::vector<at::Tensor> captured;  ///< Collector::capture: a copy of each call's output

@@ -558,12 +558,19 @@ TEST(Round4, AScalarOutputHasNoBatchDependence) {
 
 // HF GPT-2 (torch.where(causal, w, masked_bias = -1e4)) whose logits sit at
 // -15000, below the mask value: the where-mask is recognized and the computed
-// logits are measured (ATTN001 with Python's absmax), not taken for masked.
+// logits are measured (ATTN001 with Python's absmax), not taken for masked;
+// the future now leaks in (SEQ005).
 TEST(Round4, LogitsBelowTheMaskValueAreMeasured) {
   RUN_ROUND3(rep, "r4_gpt2_below_mask");
   expect_findings(rep, "r4_gpt2_below_mask",
                   Set{{"ATTN001", "h.0.attn"}, {"ATTN001", "h.1.attn"}, {"ATTN001", "h.2.attn"}, {"ATTN001", "h.3.attn"},
-                      {"ACT002", "h.0.attn.c_attn"}});
+                      {"ACT002", "h.0.attn.c_attn"}, {"SEQ005", "h.0.attn.attn_dropout"}});
+  // The causal mask no longer works: cutting the last 4 tokens changes the
+  // first 12 positions by what Python measured (SEQ005).
+  EXPECT_EQ(mm(rep).at("seqlen.causal_attention"), true);
+  EXPECT_EQ(num(mm(rep).at("seqlen.attention_sites")), 4);
+  EXPECT_TRUE(nde2e::near_rel("seqlen.rel_diff", evidence_of(rep, "SEQ005", "seqlen.rel_diff"),
+                              nums("r4_gpt2_below_mask").at("prefix_rel_diff").get<double>(), 1e-3));
   const json* h0 = nde2e::find_layer(rep, "h.0.attn");
   ASSERT_NE(h0, nullptr);
   EXPECT_EQ(num(h0->at("metrics").at("attn.masks_recognized")), 1);
@@ -575,6 +582,9 @@ TEST(Round4, LogitsBelowTheMaskValueAreMeasured) {
   ASSERT_NE(p0, nullptr);
   EXPECT_EQ(num(p0->at("metrics").at("attn.masks_recognized")), 1);
   EXPECT_FALSE(has_rule(plain, "ATTN001"));
+  EXPECT_EQ(mm(plain).at("seqlen.causal_attention"), true);
+  EXPECT_LT(num(mm(plain).at("seqlen.rel_diff")), 1e-5);
+  EXPECT_FALSE(has_rule(plain, "SEQ005"));
 }
 
 // timm's CaiT at initialization: gamma_1/gamma_2 (1e-5) are the blocks' own

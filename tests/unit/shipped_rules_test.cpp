@@ -168,6 +168,8 @@ const Expected kExpected[] = {
     {"SEQ004", "padding-contamination", nd::Severity::kWarning, "model", "all", false, "pad.first_layer",
      "layout.padding_input != \"\" and pad.via_norm == false and pad.via_pooling_or_conv == false and pad.rel_diff > 0.001 and "
      "pad.over_floor > 10"},
+    {"SEQ005", "sequence-length-dependence", nd::Severity::kWarning, "model", "all", false, "seqlen.first_layer",
+     "seqlen.causal_attention == true and seqlen.via_norm == false and seqlen.rel_diff > 0.001 and seqlen.over_floor > 10"},
     {"TL001", "nonfinite-forward", nd::Severity::kError, "layer", "all", false, "",
      "timeline.first_nonfinite_forward == true"},
     {"TL002", "nonfinite-gradient", nd::Severity::kError, "layer", "all", false, "",

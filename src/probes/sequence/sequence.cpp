@@ -1054,6 +1054,19 @@ void probe_sequence(Session& s) {
     const std::string via = norm_route(d);
     s.doc.model_metrics["seqlen.via_norm"] = !via.empty();
     if (!via.empty()) s.doc.model_metrics["seqlen.norm_layer"] = via;
+    // Whether every attention of the reference pass masks the future (a
+    // causal decoder): then an output may not depend on later tokens, and
+    // cutting them must leave the earlier positions as they were (SEQ005).
+    int64_t sites = 0, causal = 0;
+    for (const auto& t : im.taps()) {
+      if (t.kind != TapKind::kSoftmaxInput || !t.attention) continue;
+      const TapRecord& r = ref_eval->collector->records()[static_cast<size_t>(t.id)];
+      if (r.calls == 0) continue;
+      ++sites;
+      if (r.causal_calls == r.calls) ++causal;
+    }
+    s.doc.model_metrics["seqlen.attention_sites"] = sites;
+    s.doc.model_metrics["seqlen.causal_attention"] = sites > 0 && causal == sites;
   }
   s.doc.probes["sequence_length"] = js;
 }
@@ -1068,7 +1081,7 @@ const std::vector<std::string>& sequence_writes() {
       "pad.entry_layer", "pad.entry_op", "pad.error", "pad.first_layer", "pad.first_layer_kind", "pad.mode",
       "pad.norm_layer", "pad.norms_over_time", "pad.padded_to",
       "pad.rel_diff", "pad.rel_diff_eval", "pad.rel_diff_train", "pad.via_norm", "pad.via_pooling_or_conv",
-      "seqlen.error", "seqlen.failed_layer", "seqlen.first_layer", "seqlen.first_layer_kind", "seqlen.lengths",
+      "seqlen.error", "seqlen.failed_layer", "seqlen.attention_sites", "seqlen.causal_attention", "seqlen.first_layer", "seqlen.first_layer_kind", "seqlen.lengths",
       "seqlen.norm_layer", "seqlen.rel_diff", "seqlen.via_norm"};
   return names;
 }
