@@ -168,6 +168,30 @@ void walk(torch::jit::Block* b, std::vector<Node*>& out) {
 
 bool all_zero(const at::Tensor& t) { return t.numel() > 0 && t.detach().eq(0).all().item<bool>(); }
 
+/// Every read of a tensor attribute (a parameter or buffer: prim::GetAttr)
+/// in forward's inlined graph, with its named_parameters()-style path
+/// ("blocks.0.gamma_1"), in graph order. `graph` owns the values.
+struct AttrReads {
+  std::shared_ptr<torch::jit::Graph> graph;
+  std::vector<std::pair<std::string, Value*>> reads;
+};
+
+AttrReads tensor_attribute_reads(const Session& s) {
+  AttrReads r;
+  r.graph = s.model.module.get_method("forward").graph()->copy();
+  torch::jit::Inline(*r.graph);
+  ScopeResolver scopes(s.model);
+  std::vector<Node*> nodes;
+  walk(r.graph->block(), nodes);
+  for (Node* n : nodes) {
+    if (n->kind() != c10::prim::GetAttr || !n->output()->type()->cast<c10::TensorType>()) continue;
+    auto owner = scopes.module_path_of(n->input());
+    if (!owner) continue;
+    r.reads.push_back({owner->empty() ? n->s(c10::attr::name) : *owner + "." + n->s(c10::attr::name), n->output()});
+  }
+  return r;
+}
+
 /// small_branch_gains' bound: LayerScale and CaiT initialize their gains at
 /// 1e-5 or 1e-6 (Touvron et al. 2021), ReZero-style scalars start near 0;
 /// a learned gain of a trained model that small is the same convention.
@@ -185,20 +209,12 @@ std::vector<std::pair<std::string, double>> small_branch_gains(const Session& s)
       if (a > 0 && a <= kSmallGain) small[mi.path.empty() ? p.name : mi.path + "." + p.name] = a;
     }
   if (small.empty()) return out;
-  std::shared_ptr<torch::jit::Graph> g = s.model.module.get_method("forward").graph()->copy();
-  torch::jit::Inline(*g);
-  ScopeResolver scopes(s.model);
-  std::vector<Node*> nodes;
-  walk(g->block(), nodes);
+  const AttrReads ar = tensor_attribute_reads(s);
   std::set<std::string> seen;
-  for (Node* n : nodes) {
-    if (n->kind() != c10::prim::GetAttr || !n->output()->type()->cast<c10::TensorType>()) continue;
-    auto owner = scopes.module_path_of(n->input());
-    if (!owner) continue;
-    const std::string path = owner->empty() ? n->s(c10::attr::name) : *owner + "." + n->s(c10::attr::name);
+  for (const auto& [path, v] : ar.reads) {
     auto it = small.find(path);
     if (it == small.end() || seen.count(path)) continue;
-    if (factor_reach(n->output(), 0) == Reach::kResidual) {
+    if (factor_reach(v, 0) == Reach::kResidual) {
       seen.insert(path);
       out.push_back(*it);
     }
@@ -208,29 +224,28 @@ std::vector<std::pair<std::string, double>> small_branch_gains(const Session& s)
 
 std::set<const void*> biases_cancelled_by_batch_norm(const Session& s) {
   std::set<const void*> out;
-  std::shared_ptr<torch::jit::Graph> g = s.model.module.get_method("forward").graph()->copy();
-  torch::jit::Inline(*g);
-  ScopeResolver scopes(s.model);
-  std::vector<Node*> nodes;
-  walk(g->block(), nodes);
+  std::map<std::string, const void*> by_path;
+  for (const auto& mi : s.model.modules)
+    for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
+      by_path[mi.path.empty() ? p.name : mi.path + "." + p.name] = p.value.unsafeGetTensorImpl();
+  const AttrReads ar = tensor_attribute_reads(s);
   static const std::set<std::string> producers = {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution",
                                                   "aten::convolution", "aten::linear"};
-  for (Node* bn : nodes) {
-    if (kind_of(bn) != "aten::batch_norm" || bn->inputs().size() < 6) continue;
-    // A scripted `training=False` written in the code keeps running statistics.
-    if (auto flag = torch::jit::toIValue(bn->input(5)); flag && flag->isBool() && !flag->toBool() && s.model.kind != "traced")
-      continue;
-    Node* prod = bn->input(0)->node();
-    if (!producers.count(kind_of(prod)) || prod->inputs().size() < 3) continue;
-    Node* get = prod->input(2)->node();
-    if (get->kind() != c10::prim::GetAttr) continue;
-    auto owner = scopes.module_path_of(get->input());
-    if (!owner) continue;
-    for (const auto& mi : s.model.modules)
-      if (mi.path == *owner && mi.module.hasattr(get->s(c10::attr::name))) {
-        const c10::IValue v = mi.module.attr(get->s(c10::attr::name));
-        if (v.isTensor() && v.toTensor().defined()) out.insert(v.toTensor().unsafeGetTensorImpl());
+  for (const auto& [path, v] : ar.reads) {
+    auto param = by_path.find(path);
+    if (param == by_path.end()) continue;
+    for (const auto& u : v->uses()) {
+      // The bias argument of a convolution/linear whose output is a batch_norm's input.
+      if (!producers.count(kind_of(u.user)) || u.offset != 2) continue;
+      for (const auto& bu : u.user->output()->uses()) {
+        Node* bn = bu.user;
+        if (kind_of(bn) != "aten::batch_norm" || bu.offset != 0 || bn->inputs().size() < 6) continue;
+        // A scripted `training=False` written in the code keeps running statistics.
+        if (auto flag = torch::jit::toIValue(bn->input(5)); flag && flag->isBool() && !flag->toBool() && s.model.kind != "traced")
+          continue;
+        out.insert(param->second);
       }
+    }
   }
   return out;
 }
@@ -257,20 +272,12 @@ ZeroInitFacts zero_init_conventions(Session& s) {
   if (zero.empty()) return f;
 
   // Their uses in the inlined forward graph.
-  std::shared_ptr<torch::jit::Graph> g = s.model.module.get_method("forward").graph()->copy();
-  torch::jit::Inline(*g);
-  ScopeResolver scopes(s.model);
-  std::vector<Node*> nodes;
-  walk(g->block(), nodes);
+  const AttrReads ar = tensor_attribute_reads(s);
   std::map<const void*, Reach> reach;
-  for (Node* n : nodes) {
-    if (n->kind() != c10::prim::GetAttr || !n->output()->type()->cast<c10::TensorType>()) continue;
-    auto owner = scopes.module_path_of(n->input());
-    if (!owner) continue;
-    const std::string path = owner->empty() ? n->s(c10::attr::name) : *owner + "." + n->s(c10::attr::name);
+  for (const auto& [path, v] : ar.reads) {
     auto it = by_path.find(path);
     if (it == by_path.end() || !zero.count(it->second)) continue;
-    const Reach r = factor_reach(n->output(), 0);
+    const Reach r = factor_reach(v, 0);
     if (r == Reach::kNone) continue;
     Reach& cur = reach[it->second];
     if (r == Reach::kOutput || cur == Reach::kNone) cur = r;
