@@ -77,11 +77,11 @@ struct MaskOperand {
   torch::jit::Node* node = nullptr;  ///< the aten::add / aten::masked_fill / aten::where
   torch::jit::Value* operand = nullptr;  ///< the additive term, or the boolean mask
   bool boolean = false;                  ///< masked_fill: `operand` true = masked
+  double fill = 0;                       ///< masked_fill's value
   /// torch.where(keep, scores, fill) (GPT-2's causal mask with masked_bias
   /// -1e4): `operand` true = kept; a mask when the filled entries are at or
   /// below kMaskFill at run time (the fill may be a buffer).
   bool keep = false;
-  double fill = 0;                       ///< masked_fill's value
 };
 /// An additive term or fill value at or below this removes the entry from
 /// the softmax: exp(-30) = 9.4e-14 of the weight of an entry at 0, below
