@@ -121,6 +121,43 @@ TEST(Pt2Findings, FaultsAndHealthyTwins) {
   EXPECT_FALSE(has(final_, "ARCH002"));
 }
 
+// The same nanoGPT-style decoder exported twice: gpt_tiny with dynamic batch
+// and time axes, gpt_tiny_static as torch.export.export(model, args) makes it
+// by default. On the static one the probes that run one example alone
+// (batch_dependence) or change the length (padding, sequence_length) fail
+// inside the graph: each is recorded as could-not-run with the export hint,
+// and the other probes' results stand (the findings of both are the same but
+// for what those probes measure). On the dynamic one they all run.
+TEST(Pt2Static, ShapeProbesRecordWhyTheyCannotRun) {
+  ND_PT2_NEEDS_2X();
+  TempDir tmp;
+  const NdRun dyn = check(pt2("gpt_tiny.pt2"), {}, {"--seed", "0"}, tmp.file("dyn.json"));
+  const NdRun sta = check(pt2("gpt_tiny_static.pt2"), {}, {"--seed", "0"}, tmp.file("static.json"));
+  ASSERT_TRUE(dyn.has_report) << dyn.describe();
+  ASSERT_TRUE(sta.has_report) << sta.describe();
+  EXPECT_EQ(sta.report.at("status"), "ok");
+  EXPECT_TRUE(sta.exit_code == 0 || sta.exit_code == 1) << sta.describe();
+  const json& pd = dyn.report.at("probes");
+  const json& ps = sta.report.at("probes");
+  // One example alone and a shorter sequence: the dynamic export runs them.
+  // Padding runs on neither: the model's position table (wpe) has the
+  // sample's 16 rows, so 24 positions raise inside the model itself.
+  for (const char* probe : {"batch_dependence", "sequence_length", "padding"}) {
+    SCOPED_TRACE(probe);
+    ASSERT_TRUE(pd.contains(probe));
+    if (std::string(probe) != "padding") {
+      EXPECT_NE(pd.at(probe).value("status", "ok"), "error") << pd.at(probe).dump();
+    }
+    ASSERT_TRUE(ps.contains(probe));
+    const json& st = ps.at(probe);
+    EXPECT_EQ(st.value("status", ""), "error") << st.dump();
+    EXPECT_NE(st.dump().find("dynamic_shapes"), std::string::npos) << "the recorded reason says how to export: " << st.dump();
+  }
+  // The same findings: the probes that could not run on the static export
+  // find nothing on the dynamic one either (a healthy decoder).
+  EXPECT_EQ(finding_pairs(sta.report), finding_pairs(dyn.report));
+}
+
 TEST(Pt2Errors, RefusedWithClearMessages) {
   ND_PT2_NEEDS_2X();
   struct Case {
