@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -92,6 +93,10 @@ struct NormOpSite {
   /// "spatial", "tokens", "in:I:D" for axis D of argument I, "?"); empty:
   /// unknown. source_roles: the same for the tensor before the view.
   std::vector<std::string> input_roles, source_roles;
+  /// The normalized tensor is a forward argument itself, after shape and
+  /// dtype ops only (view, transpose, permute, to, ...): no layer has
+  /// computed it (a per-utterance standardization of the input features).
+  bool of_model_input = false;
 };
 
 /// A residual addition out = stream + F(stream) (F holds a linear, matmul
@@ -226,6 +231,11 @@ class Collector {
   int64_t slice_axis = 0;    ///< copied from PassConfig by InstrumentedModel::run
   /// Sequence probes: keep a copy of every module output (the reference pass).
   bool capture = false;
+  /// While true the gradient hooks record nothing: a second backward through
+  /// the same graph (which parameters only the outputs the loss does not
+  /// read reach, Session::run_pass) must not add to this pass's gradient
+  /// statistics.
+  std::atomic<bool> grad_paused{false};
   /// Sequence probes: compare every module output with this pass's captured
   /// ones. Sizes that differ (a longer or shorter time axis) are narrowed to
   /// the smaller; the reference must outlive the pass.

@@ -905,6 +905,13 @@ std::vector<MaskOperand> attention_masks(Value* softmax_input) {
         v = n->input(1);
         continue;
       }
+      if (a && !b && k.rfind("aten::sub", 0) == 0) {
+        MaskOperand m{n, n->input(1), false, 0};
+        m.subtracted = true;
+        out.push_back(m);
+        v = n->input(0);
+        continue;
+      }
       v = a ? n->input(0) : n->input(1);
       continue;
     }

@@ -82,6 +82,10 @@ struct MaskOperand {
   /// -1e4): `operand` true = kept; a mask when the filled entries are at or
   /// below kMaskFill at run time (the fill may be a buffer).
   bool keep = false;
+  /// scores - term (Hugging Face Funnel: `attn_score - INF * (1 - mask)`,
+  /// INF = 1e6): `operand` is subtracted; masked where it is at or above
+  /// -kMaskFill at run time.
+  bool subtracted = false;
 };
 /// An additive term or fill value at or below this removes the entry from
 /// the softmax: exp(-30) = 9.4e-14 of the weight of an entry at 0, below

@@ -55,7 +55,7 @@ c10::optional<at::Tensor> Session::load_target() {
 }
 
 Session::Session(const CheckOptions& o, const ProgressFn& p)
-    : opt(o), progress(p), started(std::chrono::steady_clock::now()) {}
+    : opt(o), precision(o.precision), progress(p), started(std::chrono::steady_clock::now()) {}
 
 void Session::check_timeout(const std::string& where) const {
   if (opt.timeout_seconds <= 0) return;
@@ -130,6 +130,53 @@ std::string shapes_of(const std::vector<ArgValue>& args) {
     }
   }
   return ss.str();
+}
+
+// Every floating tensor of a (nested) output, named as pick_loss_output names them.
+void float_outputs(const c10::IValue& v, const std::string& name, std::vector<std::pair<std::string, at::Tensor>>& out) {
+  if (v.isTensor()) {
+    if (v.toTensor().defined() && v.toTensor().is_floating_point()) out.push_back({name, v.toTensor()});
+  } else if (v.isTuple()) {
+    size_t i = 0;
+    for (const auto& e : v.toTupleRef().elements()) float_outputs(e, name + "[" + std::to_string(i++) + "]", out);
+  } else if (v.isList()) {
+    size_t i = 0;
+    for (const auto& e : v.toListRef()) float_outputs(e, name + "[" + std::to_string(i++) + "]", out);
+  } else if (v.isGenericDict()) {
+    for (const auto& kv : v.toGenericDict())
+      float_outputs(kv.value(), name + "[" + (kv.key().isString() ? kv.key().toStringRef() : std::string("?")) + "]", out);
+  }
+}
+
+// After the loss's backward (graph retained): which parameters without a
+// gradient from the loss do reach one of `others` (outputs the loss did not
+// read). One more backward, from a seeded random projection of each of them,
+// with the collector's gradient hooks paused so this pass's statistics stay
+// those of the loss; only parameters that got no gradient are asked for.
+void reach_of_other_outputs(const torch::jit::Module& m, const std::vector<at::Tensor>& others, int64_t seed,
+                            Collector& col, PassResult& r) {
+  std::vector<at::Tensor> missing;
+  for (const auto& p : m.parameters(/*recurse=*/true))
+    if (p.requires_grad() && !r.grads.count(p.unsafeGetTensorImpl())) missing.push_back(p);
+  if (missing.empty()) return;
+  at::Generator gen = at::detail::createCPUGenerator(seed + 11);
+  at::Tensor total;
+  for (const auto& t : others) {
+    const at::Tensor y = t.to(at::kFloat);
+    const at::Tensor proj = at::randn(y.sizes(), gen, at::TensorOptions().dtype(at::kFloat)).to(y.device());
+    const at::Tensor l = (y * proj).sum();
+    total = total.defined() ? total + l : l;
+  }
+  col.grad_paused = true;
+  try {
+    const auto g = torch::autograd::grad({total}, missing, /*grad_outputs=*/{}, /*retain_graph=*/false,
+                                         /*create_graph=*/false, /*allow_unused=*/true);
+    for (size_t i = 0; i < missing.size() && i < g.size(); ++i)
+      if (g[i].defined()) r.reach_other_outputs_only.insert(missing[i].unsafeGetTensorImpl());
+  } catch (const std::exception&) {
+    // A graph the second backward cannot walk: the parameters stay counted as without gradient.
+  }
+  col.grad_paused = false;
 }
 
 // Chooses the output that feeds the loss and computes the loss.
@@ -524,9 +571,24 @@ PassResult Session::run_pass(PassSpec spec) {
           // accumulates into the tensors an earlier pass handed out.
           for (const auto& p : model.module.parameters(/*recurse=*/true))
             if (p.grad().defined()) p.mutable_grad() = at::Tensor();
-          loss.backward();
+          // The other floating outputs that depend on parameters: without
+          // --output-index the loss reads one output, and a parameter that
+          // feeds only the others (HRNet's other resolutions, an auxiliary
+          // head) gets no gradient from it by the tool's choice, not the model's.
+          std::vector<at::Tensor> others;
+          if (!opt.output_index) {
+            std::vector<std::pair<std::string, at::Tensor>> outs;
+            float_outputs(r.output, "output", outs);
+            for (auto& [n, t] : outs)
+              if (!t.is_same(y) && t.requires_grad()) {
+                others.push_back(t);
+                r.unread_outputs += (r.unread_outputs.empty() ? "" : ", ") + n;
+              }
+          }
+          loss.backward(/*gradient=*/{}, /*retain_graph=*/!others.empty());
           for (const auto& p : model.module.parameters(/*recurse=*/true))
             if (p.grad().defined()) r.grads.emplace(p.unsafeGetTensorImpl(), p.grad());
+          if (!others.empty()) reach_of_other_outputs(model.module, others, opt.seed, *r.collector, r);
         } else
           r.backward_skipped = "the loss (" + r.loss_description +
                                ") does not depend on any parameter through a differentiable path (the output is "
@@ -733,7 +795,27 @@ std::unique_ptr<Session> prepare_check(const CheckOptions& opt, const ProgressFn
   s.doc.model["forward_args"] = fargs;
   load_checkpoints(s);  // --weights: the last checkpoint, before anything reads the module's tensors
   load_optimizer_state(s);  // --optimizer-state, mapped onto the (loaded) parameters
-  s.doc.model_metrics["run.precision"] = opt.precision;
+  s.precision = opt.precision;
+  if (s.precision == "fp32") {
+    // A model saved after .half() (.bfloat16()): every floating parameter in
+    // the format. It computes in that format whatever --precision says, so
+    // the precision probe judges it there against an fp32 copy.
+    int64_t half = 0, bf16 = 0, other = 0;
+    for (const auto& p : s.model.module.parameters(/*recurse=*/true)) {
+      if (!p.is_floating_point()) continue;
+      if (p.scalar_type() == at::kHalf) ++half;
+      else if (p.scalar_type() == at::kBFloat16) ++bf16;
+      else ++other;
+    }
+    if (other == 0 && (half > 0) != (bf16 > 0)) {
+      s.precision = half > 0 ? "fp16" : "bf16";
+      s.doc.assumptions.push_back("every floating parameter of the model is " +
+                                  std::string(half > 0 ? "float16" : "bfloat16") + ": it runs in " + s.precision +
+                                  ", as with --precision " + s.precision +
+                                  " (the precision probe compares it with an fp32 copy of the model)");
+    }
+  }
+  s.doc.model_metrics["run.precision"] = s.precision;
 
   if (progress) progress("load", "inputs");
   load_arguments(s);

@@ -78,6 +78,15 @@ struct PassResult {
     return it == grads.end() ? at::Tensor() : it->second;
   }
   std::string loss_description;
+  /// Backward passes on a model returning several floating tensors, the loss
+  /// reading one of them (no --output-index): the parameters that got no
+  /// gradient from the loss but do reach one of the other outputs (by
+  /// TensorImpl), found by a second backward from those outputs that records
+  /// no statistics. Their missing gradient is the loss's choice of output,
+  /// not a missing path (rule GRAD009, info). Empty otherwise.
+  std::set<const void*> reach_other_outputs_only;
+  /// The outputs the loss did not read, "output[1], output[2]" ("" when none).
+  std::string unread_outputs;
   /// Backward asked for but not run: why (forward returned only integer or
   /// bool tensors, so no gradient can flow). "" when it ran or was not asked.
   std::string backward_skipped;
@@ -142,6 +151,11 @@ class Session {
   Session(const CheckOptions& opt, const ProgressFn& progress);
 
   const CheckOptions& opt;
+  /// The precision the model runs in: --precision; when that is fp32 (the
+  /// default) and every floating parameter of the model is float16
+  /// (bfloat16), fp16 (bf16): the model computes in that format, and the
+  /// precision probe compares it with an fp32 copy (prepare_check).
+  std::string precision;
   ProgressFn progress;
   LoadedModel model;
   std::vector<ArgValue> args;

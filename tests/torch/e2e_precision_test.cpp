@@ -96,8 +96,9 @@ INSTANTIATE_TEST_SUITE_P(
     E2E, Precision,
     ::testing::Values(
         // GRAD002 is the fixture's fp32 gradient profile (fc2 scaled by 8e4), found at every precision.
+        // PREC001 names the cause (fc2 overflows), PREC005 the first non-finite module (issue 16.3).
         Case{"fp16_overflow", "fp16_overflow", "fp16",
-             {{"ACT003", "ffn.fc2"}, {"ACT008", "ffn.fc2"}, {"PREC001", "ffn.fc2"}, {"GRAD002", "ffn.fc1"}}},
+             {{"ACT003", "ffn.fc2"}, {"ACT008", "ffn.fc2"}, {"PREC001", "ffn.fc2"}, {"PREC005", "ffn.fc2"}, {"GRAD002", "ffn.fc1"}}},
         Case{"fp16_overflow_healthy", "fp16_overflow_healthy", "fp16", {}},
         // bf16 has fp32's range: the run in bf16 stays finite (ACT003 is about fp16 and stays).
         Case{"fp16_overflow_bf16", "fp16_overflow", "bf16", {{"ACT003", "ffn.fc2"}, {"ACT008", "ffn.fc2"}, {"GRAD002", "ffn.fc1"}}},
@@ -105,10 +106,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"ln_eps_tiny", "ln_eps_tiny", "fp16", {{"PREC004", "norm"}}},
         Case{"ln_eps_tiny_healthy", "ln_eps_tiny_healthy", "fp16", {}},
         Case{"ln_eps_tiny_bf16", "ln_eps_tiny", "bf16", {}},  // 1e-12 survives in bf16
-        Case{"rmsnorm_eps_1e8", "rmsnorm_eps_1e8", "fp16", {{"PREC002", "norm"}}},
+        Case{"rmsnorm_eps_1e8", "rmsnorm_eps_1e8", "fp16", {{"PREC002", "norm"}, {"PREC005", "norm"}}},
         Case{"rmsnorm_eps_1e8_healthy", "rmsnorm_eps_1e8_healthy", "fp16", {}},
         Case{"rmsnorm_eps_1e8_bf16", "rmsnorm_eps_1e8", "bf16", {}},
-        Case{"norm_gain", "norm_gain", "fp16", {{"NORM001", "norm"}, {"ACT003", "proj"}, {"PREC001", "proj"}}},
+        Case{"norm_gain", "norm_gain", "fp16", {{"NORM001", "norm"}, {"ACT003", "proj"}, {"PREC001", "proj"}, {"PREC005", "proj"}}},
         Case{"norm_gain_healthy", "norm_gain_healthy", "fp16", {}},
         Case{"loss_scale_underflow", "loss_scale_underflow", "fp16", {{"PREC003", "fc1"}}},
         Case{"loss_scale_underflow_healthy", "loss_scale_underflow_healthy", "fp16", {}},
@@ -117,7 +118,8 @@ INSTANTIATE_TEST_SUITE_P(
         // headroom warning; vanishing gradients (1e-10 at layers.0) underflow at GradScaler's
         // initial scale (1.9% of all gradient elements; 0.08% at the largest safe scale 2^21).
         Case{"growth20_fp16", "growth20", "fp16",
-             {{"ACT002", "layers.13"}, {"ACT003", "layers.17"}, {"GRAD002", "layers.0"}, {"PREC001", "layers.18"}}},
+             {{"ACT002", "layers.13"}, {"ACT003", "layers.17"}, {"GRAD002", "layers.0"}, {"PREC001", "layers.18"},
+              {"PREC005", "layers.18"}}},
         Case{"vanishing_fp16", "vanishing", "fp16", {{"GRAD003", "layers.0"}, {"PREC003", "layers.0"}}}),
     [](const auto& info) { return std::string(info.param.name); });
 

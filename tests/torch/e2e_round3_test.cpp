@@ -608,6 +608,162 @@ TEST(Round4, LayerScaleGainsExplainTheVanishingGradient) {
   EXPECT_EQ(num(mm(one).at("grad.small_gain_params")), 0);
 }
 
+// ---- Round 5 (eval5): the fixes of this round's reproductions -------------------
+
+const json* layer_metrics(const json& rep, const std::string& path) {
+  const json* l = nde2e::find_layer(rep, path);
+  return l ? &l->at("metrics") : nullptr;
+}
+
+const json* info_finding(const json& rep, const std::string& id, const std::string& layer) {
+  for (const auto& f : rep.at("findings"))
+    if (f.at("rule_id") == id && f.value("layer", std::string()) == layer) return &f;
+  return nullptr;
+}
+
+// HF T5Stack applies one self.dropout after the embedding and after the final
+// norm. Block 1's wo reaches 87517 in fp32, inf in fp16: the first module whose
+// output is non-finite in fp16 is that wo (PREC005 beside PREC001's cause),
+// ordered by the call that turned non-finite, not by the dropout's first call.
+TEST(Round5, Fp16NonFiniteIsNamedAtTheCallThatOverflows) {
+  RUN_ROUND3(rep, "r5_t5_fp16_wo", {"--precision", "fp16"});
+  const std::string wo = "block.1.DenseReluDense.wo";
+  expect_findings(rep, "r5_t5_fp16_wo",
+                  Set{{"PREC001", wo}, {"PREC005", wo}, {"ACT002", wo}, {"ACT003", wo}, {"ARCH004", "block.1"}});
+  const json* f = finding(rep, "PREC005");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("evidence").at("prec.producer"), "aten::linear in " + wo);
+  EXPECT_NEAR(num(f->at("evidence").at("prec.ref_absmax")), nums("r5_t5_fp16_wo").at("wo_absmax").get<double>(), 0.1);
+  EXPECT_EQ(mm(rep).at("prec.first_nonfinite_layer"), wo);
+  RUN_ROUND3(twin, "r5_t5_fp16_plain", {"--precision", "fp16"});
+  expect_findings(twin, "r5_t5_fp16_plain", Set{});
+}
+
+// An utterance that is all padding: with masked_fill(-inf) its softmax row is
+// NaN (the fault); with -1e8 it is uniform and changes with the padded length,
+// but it has no real position: only the real utterances are compared, and they
+// change by float rounding (Python: 1.9e-7), so no SEQ004.
+TEST(Round5, AnExampleWithoutRealPositionsIsNotCompared) {
+  RUN_ROUND3(rep, "r5_empty_utterance_inf");
+  expect_findings(rep, "r5_empty_utterance_inf",
+                  Set{{"ACT001", "layers.0.self_attn.linears.3"}, {"ATTN002", "layers.0.self_attn"}, {"ATTN002", "layers.1.self_attn"}});
+  RUN_ROUND3(twin, "r5_empty_utterance");
+  expect_findings(twin, "r5_empty_utterance", Set{});
+  EXPECT_TRUE(nums("r5_empty_utterance").at("empty_row_changes").get<bool>());
+  const double py = nums("r5_empty_utterance").at("real_rows_rel_change").get<double>();
+  EXPECT_LT(num(mm(twin).at("pad.rel_diff")), 1e-6);
+  EXPECT_NEAR(num(mm(twin).at("pad.rel_diff")), py, 5e-7);
+}
+
+// A Vocos/ConvNeXt-1D backbone: its depthwise Conv1d reads the frames after
+// the last real one. Given padded batches with a mask that only zeroes the
+// output, that is SEQ003; run on whole spectrograms with no mask, nothing says
+// it is ever padded: SEQ006 at info, stating the assumption.
+TEST(Round5, PaddingThatNothingDeclaresIsInfo) {
+  RUN_ROUND3(masked, "r5_vocos_masked");
+  expect_findings(masked, "r5_vocos_masked", Set{{"SEQ003", "blocks.0.dwconv"}});
+  EXPECT_EQ(mm(masked).at("pad.hypothetical"), false);
+  EXPECT_EQ(mm(masked).at("pad.padding_declared_from"), "padding mask mask");
+  RUN_ROUND3(rep, "r5_vocos_unpadded");
+  expect_findings(rep, "r5_vocos_unpadded", Set{});
+  const json* f = info_finding(rep, "SEQ006", "blocks.0.dwconv");
+  ASSERT_NE(f, nullptr) << rep.at("findings").dump(1);
+  EXPECT_EQ(f->at("severity"), "info");
+  EXPECT_EQ(mm(rep).at("pad.hypothetical"), true);
+  EXPECT_EQ(mm(rep).at("pad.padding_declared"), false);
+  // The same measurement as the masked run's, on the unpadded sample.
+  EXPECT_GT(num(f->at("evidence").at("pad.rel_diff")), 1e-3);
+}
+
+// Per-utterance CMVN over time at the input of a time-major encoder: its
+// purpose is to normalize over time (AXIS007 info; no AXIS001 error, no SEQ002
+// warning, and the padding it would take in is hypothetical: SEQ006 info).
+// The same normalization over dim=1 mixes the utterances (AXIS002, BN005 with
+// Python's 0.718795 for example 0 alone).
+TEST(Round5, InputStandardizationOverTimeIsDeliberate) {
+  RUN_ROUND3(rep, "r5_cmvn_time", {"--batch-dim", "1", "--seq-dim", "0"});
+  expect_findings(rep, "r5_cmvn_time", Set{});
+  ASSERT_NE(info_finding(rep, "AXIS007", "feat_norm"), nullptr) << rep.at("findings").dump(1);
+  const json* m = layer_metrics(rep, "feat_norm");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->at("norm.input_standardization"), true);
+  EXPECT_EQ(m->at("norm.over_time"), true);
+  EXPECT_EQ(m->at("norm.input_layout"), "[time, batch, hidden]");
+  RUN_ROUND3(bad, "r5_cmvn_batch", {"--batch-dim", "1", "--seq-dim", "0"});
+  expect_findings(bad, "r5_cmvn_batch", Set{{"AXIS002", "feat_norm"}, {"BN005", "feat_norm"}});
+  const json* f = finding(bad, "BN005");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(num(f->at("evidence").at("batchdep.max_rel_diff")),
+              nums("r5_cmvn_batch").at("example0_alone_rel_diff").get<double>(), 1e-5);
+}
+
+// A pre-LN GPT whose output projections grew with depth: the stream still
+// multiplies by at least 1.37 per block over the second half (Python's
+// numbers), 14x overall: ARCH006. GPT-2's scaled projections: sqrt growth.
+TEST(Round5, GeometricStreamGrowthIsArch006) {
+  RUN_ROUND3(rep, "r5_gpt_geometric");
+  expect_findings(rep, "r5_gpt_geometric", Set{{"ARCH006", "h.7"}});
+  const json& n = nums("r5_gpt_geometric");
+  EXPECT_NEAR(num(mm(rep).at("arch.stream_late_ratio")), n.at("late_ratio_min").get<double>(), 1e-4);
+  EXPECT_NEAR(num(mm(rep).at("arch.stream_growth")), n.at("stream_growth").get<double>(), 1e-3);
+  RUN_ROUND3(twin, "r5_gpt_scaled");
+  expect_findings(twin, "r5_gpt_scaled", Set{});
+  EXPECT_NEAR(num(mm(twin).at("arch.stream_late_ratio")), nums("r5_gpt_scaled").at("late_ratio_min").get<double>(), 1e-4);
+}
+
+// Two feature maps returned (timm features_only), the loss over the first:
+// down and lo_head feed only the second (GRAD009 info, 4 parameters, not
+// GRAD004). Returning only the first map, they reach no output: GRAD004.
+TEST(Round5, ParametersOfOutputsTheLossDoesNotReadAreInfo) {
+  RUN_ROUND3(rep, "r5_two_res_features");
+  expect_findings(rep, "r5_two_res_features", Set{});
+  const json* f = info_finding(rep, "GRAD009", "down");
+  ASSERT_NE(f, nullptr) << rep.at("findings").dump(1);
+  EXPECT_EQ(num(f->at("evidence").at("grad.other_outputs_params")), 4);
+  EXPECT_EQ(f->at("evidence").at("grad.other_outputs_layers"), "down, lo_head");
+  EXPECT_EQ(f->at("evidence").at("grad.unread_outputs"), "output[1]");
+  RUN_ROUND3(one, "r5_two_res_first_only");
+  expect_findings(one, "r5_two_res_first_only", Set{{"GRAD004", "down"}, {"GRAD004", "lo_head"}});
+  EXPECT_FALSE(has_rule(one, "GRAD009"));
+}
+
+// A BERT embedding block saved after .half(), eps 1e-12 (0 in fp16): without
+// --precision the parameters say fp16; the 9 zeroed padding rows give the 288
+// NaN values Python counts (PREC002, PREC005, and ACT001 since the model
+// itself computes in fp16). eps 1e-5: nothing.
+TEST(Round5, HalfParametersRunThePrecisionProbe) {
+  RUN_ROUND3(rep, "r5_bert_half_eps12");
+  expect_findings(rep, "r5_bert_half_eps12", Set{{"ACT001", "LayerNorm"}, {"PREC002", "LayerNorm"}, {"PREC005", "LayerNorm"}});
+  EXPECT_EQ(mm(rep).at("run.precision"), "fp16");
+  const json* m = layer_metrics(rep, "LayerNorm");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(num(m->at("prec.norm_nonfinite_count")), nums("r5_bert_half_eps12").at("nan_values").get<double>());
+  EXPECT_EQ(num(m->at("prec.norm_zero_rows")), 9);
+  bool said = false;
+  for (const auto& a : rep.at("probes").at("assumptions")) said = said || a.get<std::string>().find("float16: it runs in fp16") != std::string::npos;
+  EXPECT_TRUE(said) << rep.at("probes").at("assumptions").dump(1);
+  RUN_ROUND3(twin, "r5_bert_half_eps5");
+  expect_findings(twin, "r5_bert_half_eps5", Set{});
+  EXPECT_EQ(mm(twin).at("run.precision"), "fp16");
+}
+
+// HF Funnel's mask as a subtraction (scores - 1e6 * (1 - mask)): the masked
+// entries are no logits; the unmasked ones reach 1.2 (Python). Without the
+// 1/sqrt(d) scale and with large q/k weights they reach 769 (ATTN001).
+TEST(Round5, ASubtractedMaskIsRecognized) {
+  RUN_ROUND3(rep, "r5_funnel_mask");
+  expect_findings(rep, "r5_funnel_mask", Set{});
+  const json* m = layer_metrics(rep, "attention");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(num(m->at("attn.masks_recognized")), 1);
+  EXPECT_NEAR(num(m->at("attn.logit_absmax")), nums("r5_funnel_mask").at("unmasked_logit_absmax").get<double>(), 1e-4);
+  RUN_ROUND3(bad, "r5_funnel_unscaled");
+  expect_findings(bad, "r5_funnel_unscaled", Set{{"ATTN001", "attention"}, {"ACT005", "attention"}});
+  const json* mb = layer_metrics(bad, "attention");
+  ASSERT_NE(mb, nullptr);
+  EXPECT_NEAR(num(mb->at("attn.logit_absmax")), nums("r5_funnel_unscaled").at("unmasked_logit_absmax").get<double>(), 1e-2);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -69,6 +69,7 @@ nd::MetricsDoc basic_doc() {
                        {"act.first_beyond_fp16_count", 0},
                        {"grad.input_output_ratio", 2500.0},
                        {"grad.ratio_from_one_norm", false},
+                       {"grad.rel_contradicts_exploding", false},
                        {"grad.first_layer", "fc1"},
                        {"grad.last_layer", "head"},
                        {"grad.first_norm", 5.0},

@@ -77,6 +77,7 @@ void probe_architecture(Session& s) {
   // every block adding too much (each branch 8x too large) grows it most in
   // the first block only because the stream starts small.
   std::vector<std::pair<double, std::string>> branch;
+  std::vector<double> block_ratio;  // out / in per main-stack block, in order (NaN when not measured)
   double growth_log = 0, top_log = 0;
   std::string top_block;
   nlohmann::json rows = nlohmann::json::array();
@@ -91,6 +92,7 @@ void probe_architecture(Session& s) {
       if (!std::isfinite(first_in)) first_in = in;
       last_out = out;
       last_block = b.path;
+      block_ratio.push_back(std::isfinite(in) && std::isfinite(out) && in > 0 ? out / in : std::nan(""));
       if (std::isfinite(in) && std::isfinite(out) && in > 0) {
         branch.emplace_back(std::sqrt(std::max(0.0, out * out - in * in)), b.path);
         if (out > in) {
@@ -148,6 +150,21 @@ void probe_architecture(Session& s) {
   mm["arch.stream_rms_last"] = finite_or_null(last_out);
   mm["arch.stream_growth"] = (std::isfinite(first_in) && std::isfinite(last_out) && first_in > 0) ? finite_or_null(last_out / first_in)
                                                                                                   : nlohmann::json(nullptr);
+  // The stream's growth per block over the second half of the main stack:
+  // the smallest out / in there. Independent unit branches added to the
+  // stream grow it like sqrt(k), a ratio sqrt((k + 1) / k) at block k, at
+  // most 1.22 from the third block on whatever the scale of the first; a
+  // stream that still multiplies by 1.3 or more at every block deep in the
+  // stack grows geometrically (each branch adds a constant multiple of the
+  // stream), which no depth absorbs (ARCH006). The smallest, not a mean: one
+  // block scaled far too large is ARCH005's, not growth per block. Needs 4
+  // measured blocks.
+  if (block_ratio.size() >= 4) {
+    double least = std::numeric_limits<double>::infinity();
+    for (size_t i = block_ratio.size() / 2; i < block_ratio.size(); ++i)
+      least = std::isfinite(block_ratio[i]) ? std::min(least, block_ratio[i]) : std::nan("");
+    if (std::isfinite(least)) mm["arch.stream_late_ratio"] = metric_number(least);
+  }
   std::string growth_layer = last_block;
   mm["arch.stream_growth_note"] = std::string();
   if (growth_log > 0 && !top_block.empty()) {
@@ -193,7 +210,7 @@ const std::vector<std::string>& architecture_writes() {
       "arch.residual_additions", "arch.stack", "arch.stream_growth", "arch.stream_growth_layer", "arch.stream_growth_note",
       "arch.stream_growth_max_block", "arch.stream_growth_max_factor", "arch.stream_growth_max_share",
       "arch.branch_rms_max", "arch.branch_rms_max_block", "arch.branch_rms_median_others", "arch.branch_rms_ratio",
-      "arch.stream_rms_first",
+      "arch.stream_rms_first", "arch.stream_late_ratio",
       "arch.stream_rms_last"};
   return names;
 }

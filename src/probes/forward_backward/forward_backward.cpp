@@ -28,6 +28,7 @@ struct ParamGrad {
   int64_t params = 0, without = 0, zero = 0, nonfinite = 0;
   int64_t silenced = 0;  ///< zero-gradient parameters explained by deliberate zero initialization
   int64_t cancelled = 0; ///< zero-gradient biases a train-mode BatchNorm cancels
+  int64_t other_outputs = 0; ///< no gradient from the loss, but they reach an output the loss does not read
   // Weights of 2+ dims (matrices, kernels; LARS-style, biases and gains left
   // out): the gradient-to-weight ratio, and rows of the gradient that are
   // exactly zero (an embedding's gradient touches only the rows of the batch's tokens).
@@ -52,6 +53,7 @@ ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const
     const at::Tensor g = pass.grad_of(w);
     if (!g.defined()) {
       ++pg.without;
+      if (pass.reach_other_outputs_only.count(w.unsafeGetTensorImpl())) ++pg.other_outputs;
       continue;
     }
     const TensorStats gs = compute_stats(g.detach());
@@ -439,8 +441,8 @@ void probe_forward_backward(Session& s) {
   std::vector<ParamGrad> pgs;
   const std::set<const void*> cancelled = biases_cancelled_by_batch_norm(s);
   for (const auto& mi : s.model.modules) pgs.push_back(param_grads(mi.module, *rp, zi.silenced_tensors, cancelled));
-  int64_t cancelled_params = 0;
-  std::vector<std::string> cancelled_layers;
+  int64_t cancelled_params = 0, other_output_params = 0;
+  std::vector<std::string> cancelled_layers, other_output_layers;
   std::string zi_names;
   for (size_t i = 0; i < zi.params.size(); ++i) {
     if (i == 6) {
@@ -473,7 +475,12 @@ void probe_forward_backward(Session& s) {
       m["grad.params"] = pg.params;
       m["grad.params_without_grad"] = pg.without;
       m["grad.params_zero_grad"] = pg.zero;
-      m["grad.params_no_signal"] = pg.without + pg.zero - pg.silenced - pg.cancelled;
+      m["grad.params_no_signal"] = pg.without + pg.zero - pg.silenced - pg.cancelled - pg.other_outputs;
+      if (pg.other_outputs > 0) {
+        m["grad.params_other_outputs_only"] = pg.other_outputs;
+        other_output_params += pg.other_outputs;
+        other_output_layers.push_back(mi.path);
+      }
       if (pg.cancelled > 0) {
         m["grad.params_cancelled_by_batch_norm"] = pg.cancelled;
         cancelled_params += pg.cancelled;
@@ -513,6 +520,18 @@ void probe_forward_backward(Session& s) {
     mm["grad.bn_cancelled_params"] = cancelled_params;
     mm["grad.bn_cancelled_layers"] = names;
     mm["grad.bn_cancelled_first_layer"] = cancelled_layers.front();
+  }
+
+  // Parameters that only the outputs the loss did not read reach (GRAD009, info).
+  if (other_output_params > 0) {
+    MetricMap& mm = s.doc.model_metrics;
+    std::string names;
+    for (size_t i = 0; i < other_output_layers.size() && i < 6; ++i) names += (i ? ", " : "") + layer_label(other_output_layers[i]);
+    if (other_output_layers.size() > 6) names += ", ... (" + std::to_string(other_output_layers.size() - 6) + " more)";
+    mm["grad.other_outputs_params"] = other_output_params;
+    mm["grad.other_outputs_layers"] = names;
+    mm["grad.other_outputs_first_layer"] = other_output_layers.front();
+    mm["grad.unread_outputs"] = rp->unread_outputs;
   }
 
   if (!zi.params.empty()) {
@@ -817,6 +836,21 @@ void probe_forward_backward(Session& s) {
     auto rr = mm.find("grad.rel_ratio");
     mm["grad.rel_contradicts_vanishing"] =
         rr != mm.end() && rr->second.is_number() && std::isfinite(rr->second.get<double>()) && rr->second.get<double>() >= 0.1;
+    // GRAD002's, the same the other way, in a model whose activations do
+    // not grow with depth (act.depth_growth_max below 100): raw
+    // output-gradient norms that grow toward the input while the
+    // weight-relative gradients stay within 10x are a scale effect (an
+    // embedding initialized at std 0.02 before an RMSNorm, which divides its
+    // output gradient by that RMS: Hugging Face Qwen3 and RWKV at
+    // initialization, 6578x and 6944x raw, 0.8x and 0.19x weight-relative,
+    // activations level within 1.1x). Where the activations grow through
+    // depth, the backward mirrors the forward (a stack with gain 1.8 per
+    // layer: activations 1156x, output gradients 3748x toward the input) and
+    // the gradients explode with them, whatever the weight-relative ratio.
+    auto dg = mm.find("act.depth_growth_max");
+    const bool level_forward = dg != mm.end() && dg->second.is_number() && dg->second.get<double>() < 100;
+    mm["grad.rel_contradicts_exploding"] = level_forward && rr != mm.end() && rr->second.is_number() &&
+                                           std::isfinite(rr->second.get<double>()) && rr->second.get<double>() <= 10;
   }
 
   // Where NaN/Inf started, forward.

@@ -12,6 +12,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <memory>
 #include <regex>
 #include <set>
@@ -157,6 +158,13 @@ struct Cmp {
   double num = 0, den = 0, dot = 0, lp = 0, ref_absmax = 0;
   int64_t new_nonfinite = 0, ref_beyond = 0, compared = 0, uncompared = 0, unrounded = 0;
   int64_t first_fire = -1;
+  /// Execution-order index (among all module-output calls of the pass) of
+  /// the first call of this module whose output held a value that is finite
+  /// in fp32 and not in the format; -1 when none. A module called at several
+  /// sites (T5's one encoder.dropout after the embedding and after the final
+  /// norm) is first in execution order by its first call, but its first
+  /// non-finite output may come from its last one.
+  int64_t first_bad_call = -1;
 };
 
 /// Floating parameters and buffers of the model, saved so a pass can change
@@ -312,7 +320,7 @@ void loss_scale(Session& s, const Format& f) {
 
 void probe_precision(Session& s) {
   norm_gain_scale(s);
-  const std::string& precision = s.opt.precision;
+  const std::string& precision = s.precision;
   if (precision != "fp16" && precision != "bf16") return;
   const Format f = format_of(precision);
   MetricMap& mm = s.doc.model_metrics;
@@ -390,7 +398,22 @@ void probe_precision(Session& s) {
   rs.probe = "precision";
   rs.dropout = false;
   rs.instrumented = &pim;
-  rs.args = args_as(s.arg_values(), [](const at::Tensor& t) { return t.clone(); });
+  // A model whose parameters are in a lower precision (saved after .half())
+  // runs its fp32 reference on an fp32 copy: parameters, buffers and float
+  // inputs cast up for this pass and put back after it.
+  bool low_params = false;
+  for (const auto& p : s.model.module.parameters(/*recurse=*/true))
+    if (p.is_floating_point() && (p.scalar_type() == at::kHalf || p.scalar_type() == at::kBFloat16)) low_params = true;
+  std::optional<StateGuard> up;
+  if (low_params) {
+    up.emplace(s.model.module);
+    up->cast(at::kFloat);
+    rs.args = args_as(s.arg_values(), [](const at::Tensor& t) {
+      return (t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16) ? t.to(at::kFloat) : t.clone();
+    });
+  } else {
+    rs.args = args_as(s.arg_values(), [](const at::Tensor& t) { return t.clone(); });
+  }
   rs.tap_hook = [&](const TapSite& site, const at::Tensor& x) {
     if (site.kind != TapKind::kModuleOutput || !x.is_floating_point()) return;
     const int64_t bytes = x.numel() * 4;
@@ -403,10 +426,12 @@ void probe_precision(Session& s) {
     ref[site.id].push_back(x.detach().to(at::kFloat).clone());
   };
   PassResult ref_pass = s.run_pass(std::move(rs));
+  up.reset();  // the model's own parameters again
 
   // The pass in the format.
   std::map<int64_t, int64_t> calls;
   std::map<std::string, Cmp> cmp;
+  int64_t output_calls = 0;  // module-output calls so far in the pass (Cmp::first_bad_call)
   bool emulate = false;
   auto lp_hook = [&](const TapSite& site, const at::Tensor& x) {
     if (site.kind == TapKind::kModuleInput) {
@@ -425,6 +450,7 @@ void probe_precision(Session& s) {
       }
     }
     const int64_t k = calls[site.id]++;
+    const int64_t call_index = output_calls++;
     auto it = ref.find(site.id);
     if (it == ref.end() || k >= static_cast<int64_t>(it->second.size()) || !it->second[static_cast<size_t>(k)].defined() ||
         it->second[static_cast<size_t>(k)].sizes() != x.sizes()) {
@@ -435,7 +461,9 @@ void probe_precision(Session& s) {
     at::Tensor y = x.detach().to(at::kDouble);
     at::Tensor fr = at::isfinite(r), fy = at::isfinite(y);
     at::Tensor both = fr.logical_and(fy).logical_not();
-    c.new_nonfinite += fr.logical_and(fy.logical_not()).sum().item<int64_t>();
+    const int64_t fresh_nonfinite = fr.logical_and(fy.logical_not()).sum().item<int64_t>();
+    c.new_nonfinite += fresh_nonfinite;
+    if (fresh_nonfinite > 0 && c.first_bad_call < 0) c.first_bad_call = call_index;
     at::Tensor rf = r.masked_fill(fr.logical_not(), 0);
     c.ref_beyond += (rf.abs() > f.max).sum().item<int64_t>();
     if (rf.numel()) c.ref_absmax = std::max(c.ref_absmax, rf.abs().max().item<double>());
@@ -449,6 +477,7 @@ void probe_precision(Session& s) {
   auto reset = [&]() {
     calls.clear();
     cmp.clear();
+    output_calls = 0;
     for (auto& [p, n] : norms) {
       const NormSite fresh{n.path, n.rms, n.width, n.eps};
       n = fresh;
@@ -573,6 +602,18 @@ void probe_precision(Session& s) {
     if (c.first_fire >= 0) order.push_back({c.first_fire, p});
   std::sort(order.begin(), order.end());
 
+  // The first module in execution order whose output turned non-finite in
+  // the format: ordered by the call that did (Cmp::first_bad_call), not by
+  // the module's first call.
+  std::string first_bad_path;
+  {
+    int64_t best = -1;
+    for (const auto& [p, c] : cmp)
+      if (c.first_bad_call >= 0 && (best < 0 || c.first_bad_call < best) && s.doc.find_layer(p)) {
+        best = c.first_bad_call;
+        first_bad_path = p;
+      }
+  }
   std::string first_nonfinite, first_divergent, cause;
   for (const auto& [ff, path] : order) {
     LayerMetrics* lm = s.doc.find_layer(path);
@@ -596,7 +637,7 @@ void probe_precision(Session& s) {
       m["prec.ref_absmax"] = c.ref_absmax;
       m["prec.beyond_max_count"] = c.ref_beyond;
       m["prec.nonfinite_count"] = nonfinite;
-      if (first_nonfinite.empty() && nonfinite > 0) {
+      if (first_nonfinite.empty() && nonfinite > 0 && (first_bad_path.empty() || path == first_bad_path)) {
         first_nonfinite = path;
         m["prec.first_nonfinite"] = true;
         const bool eps_gone = m.count("prec.eps_vanishes") && m["prec.eps_vanishes"].get<bool>();

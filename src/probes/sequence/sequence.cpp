@@ -534,11 +534,20 @@ std::vector<std::string> resolve_roles(const std::vector<std::string>& r, const 
 
 /// The model's own error from a failed pass: the text after "... pass: ",
 /// first line only.
+// The pass error's message without the model path and pass name, first line
+// only, plus the dynamic-shapes hint of an exported program when the pass
+// error carries one (Session::run_pass): the probe's recorded reason then
+// says how to make it runnable.
 std::string first_line_after_pass(const std::string& what) {
   std::string m = trim_torch_error(what);
   if (auto p = m.find(" pass: "); p != std::string::npos) m = m.substr(p + 7);
+  std::string hint;
+  if (auto h = m.find("\n  (this pass gave other shapes"); h != std::string::npos) {
+    hint = m.substr(h + 3);
+    if (auto e = hint.find('\n'); e != std::string::npos) hint = hint.substr(0, e);
+  }
   if (auto p = m.find('\n'); p != std::string::npos) m = m.substr(0, p);
-  return m;
+  return hint.empty() ? m : m + " " + hint;
 }
 
 }  // namespace
@@ -596,6 +605,7 @@ void probe_sequence(Session& s) {
     }
   }
   s.doc.probes["layout"] = {{"inputs", jl}, {"batch_size", L.batch}, {"sequence", L.sequence}};
+  std::string declared;  // what says the model is fed padded batches ("" when nothing does)
   if (L.sequence) {
     s.doc.probes["layout"]["seq_len"] = L.T;
     s.doc.probes["layout"]["padding"] = L.mask >= 0 ? "mask " + s.args[static_cast<size_t>(L.mask)].name
@@ -614,6 +624,25 @@ void probe_sequence(Session& s) {
         break;
       }
     s.doc.model_metrics["layout.seq_len"] = L.T;
+    // Whether this model is fed padded batches: a padding mask or lengths
+    // argument, --pad-value, or an Embedding's padding_idx (the pad token of
+    // token ids) says so. Without any, the padding probe's appended
+    // positions are hypothetical: a convolution over time, a norm over time
+    // or a pooling changes the last real positions when padding is
+    // appended, whatever the model, and a model that is never given padded
+    // batches has nothing to protect (SEQ001/SEQ003 need this; SEQ006, info,
+    // states the assumption otherwise).
+    if (L.mask >= 0) declared = "padding mask " + s.args[static_cast<size_t>(L.mask)].name;
+    else if (L.lengths >= 0) declared = "lengths " + s.args[static_cast<size_t>(L.lengths)].name;
+    else
+      for (const auto& il : L.inputs)
+        if (il.pad_from == "--pad-value" || il.pad_from.rfind("padding_idx of ", 0) == 0 ||
+            il.pad_from.rfind("the sample's padded positions", 0) == 0) {
+          declared = il.pad_from;
+          break;
+        }
+    s.doc.model_metrics["pad.padding_declared"] = !declared.empty();
+    s.doc.model_metrics["pad.padding_declared_from"] = declared;
     s.doc.model_metrics["layout.padding_input"] = L.mask >= 0 ? s.args[static_cast<size_t>(L.mask)].name
                                                 : L.lengths >= 0 ? s.args[static_cast<size_t>(L.lengths)].name : "";
   }
@@ -843,6 +872,11 @@ void probe_sequence(Session& s) {
     m["norm.input_layout"] = "[" + join(roles) + "]";
     m["norm.layout_from"] = layout_from;
     m["norm.reduced_axes"] = frozen ? std::string("none (running statistics)") : red.empty() ? std::string("unknown") : join(red_roles);
+    // A written-out standardization without parameters of a forward
+    // argument itself (per-utterance CMVN, (x - x.mean(t)) / x.std(t) on the
+    // input features): normalizing over time is its purpose, like
+    // InstanceNorm1d's on the input of a speaker model (AXIS007, info).
+    m["norm.input_standardization"] = written_out && n.of_model_input && lm->parameters == 0;
     if (written_out || frozen) {
       m["norm.written_out"] = true;
       if (n.args.contains("statistic")) m["norm.statistic"] = n.args["statistic"];
@@ -1030,6 +1064,30 @@ void probe_sequence(Session& s) {
       jp["entry"] = {{"kind", e.kind}, {"op", e.op}, {"layer", e.layer}};
     }
     s.doc.model_metrics["pad.norms_over_time"] = join(norms_over_time);
+    // Hypothetical padding: nothing says the model is fed padded batches,
+    // and the change enters where any sequence model would take it in
+    // (a convolution's edge frames, a pooling over time) or through a
+    // parameter-free standardization of the input. A normalization over time
+    // among the model's own layers (InstanceNorm1d, GroupNorm, BatchNorm over
+    // time) is judged without that: batching variable-length sequences into
+    // it is the known failure (pytorch#81985), mask or not.
+    bool via_input_standardization = false;
+    if (!via.empty())
+      if (const LayerMetrics* nl = s.doc.find_layer(via)) {
+        auto it = nl->metrics.find("norm.input_standardization");
+        via_input_standardization = it != nl->metrics.end() && it->second.is_boolean() && it->second.get<bool>();
+      }
+    // Other routes (an attention without a mask, ...) are SEQ004's, which
+    // needs a padding input: nothing is said of them without one.
+    s.doc.model_metrics["pad.hypothetical"] =
+        declared.empty() && (via.empty() ? !e.kind.empty() : via_input_standardization);
+    // Where the change enters, whatever the route (SEQ006 names it).
+    auto layer_label = [](const std::string& p) { return p.empty() ? std::string("<root>") : p; };
+    s.doc.model_metrics["pad.enters_at"] = !via.empty() ? via : !e.kind.empty() ? e.layer : w.first;
+    s.doc.model_metrics["pad.enters_through"] =
+        !via.empty() ? "the statistics of " + layer_label(via) + ", a normalization over time"
+        : !e.kind.empty() ? e.op + " (" + e.kind + ") in " + layer_label(e.layer)
+                          : layer_label(w.first) + ", the first module whose output changes";
   }
   jp["norms_over_time"] = norms_over_time;
   s.doc.probes["padding"] = jp;
@@ -1053,7 +1111,17 @@ void probe_sequence(Session& s) {
     s.doc.model_metrics["seqlen.first_layer_kind"] = d.first.empty() && !(d.root > kChanged) ? "none" : kind_of_layer(d.first);
     const std::string via = norm_route(d);
     s.doc.model_metrics["seqlen.via_norm"] = !via.empty();
-    if (!via.empty()) s.doc.model_metrics["seqlen.norm_layer"] = via;
+    if (!via.empty()) {
+      s.doc.model_metrics["seqlen.norm_layer"] = via;
+      // The norm is a deliberate standardization of the input over time:
+      // its length dependence is its design (AXIS007 says so, SEQ002 yields).
+      const LayerMetrics* nl = s.doc.find_layer(via);
+      auto it = nl ? nl->metrics.find("norm.input_standardization") : MetricMap::const_iterator();
+      s.doc.model_metrics["seqlen.via_input_standardization"] =
+          nl && it != nl->metrics.end() && it->second.is_boolean() && it->second.get<bool>();
+    } else {
+      s.doc.model_metrics["seqlen.via_input_standardization"] = false;
+    }
     // Whether every attention of the reference pass masks the future (a
     // causal decoder): then an output may not depend on later tokens, and
     // cutting them must leave the earlier positions as they were (SEQ005).
@@ -1075,14 +1143,15 @@ const std::vector<std::string>& sequence_writes() {
   static const std::vector<std::string> names = {
       "arch.attention_ops", "layout.", "norm.batchnorm_over_time", "norm.centered", "norm.channels_per_group",
       "norm.computing_dtype", "norm.eps", "norm.fails_at_other_length", "norm.input_layout",
-      "norm.input_shape", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.op",
+      "norm.input_shape", "norm.input_standardization", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.op",
       "norm.over_batch", "norm.over_time", "norm.reduced_axes", "norm.reduces_batch", "norm.reduces_time",
       "norm.spatial_size", "norm.statistic", "norm.time_axis_from", "norm.written_out", "pad.entry_kind",
-      "pad.entry_layer", "pad.entry_op", "pad.error", "pad.first_layer", "pad.first_layer_kind", "pad.mode",
+      "pad.enters_at", "pad.enters_through", "pad.entry_layer", "pad.entry_op", "pad.error", "pad.first_layer",
+      "pad.first_layer_kind", "pad.hypothetical", "pad.mode", "pad.padding_declared", "pad.padding_declared_from",
       "pad.norm_layer", "pad.norms_over_time", "pad.padded_to",
       "pad.rel_diff", "pad.rel_diff_eval", "pad.rel_diff_train", "pad.via_norm", "pad.via_pooling_or_conv",
       "seqlen.error", "seqlen.failed_layer", "seqlen.attention_sites", "seqlen.causal_attention", "seqlen.first_layer", "seqlen.first_layer_kind", "seqlen.lengths",
-      "seqlen.norm_layer", "seqlen.rel_diff", "seqlen.via_norm"};
+      "seqlen.norm_layer", "seqlen.rel_diff", "seqlen.via_input_standardization", "seqlen.via_norm"};
   return names;
 }
 
