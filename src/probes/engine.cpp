@@ -155,9 +155,15 @@ void float_outputs(const c10::IValue& v, const std::string& name, std::vector<st
 // those of the loss; only parameters that got no gradient are asked for.
 void reach_of_other_outputs(const torch::jit::Module& m, const std::vector<at::Tensor>& others, int64_t seed,
                             Collector& col, PassResult& r) {
+  // Without a gradient from the loss, or with an all-zero one (RAFT's flow
+  // encoder reads the all-zero initial flow in the update the loss reads,
+  // and the flow of later updates, which other outputs return).
   std::vector<at::Tensor> missing;
-  for (const auto& p : m.parameters(/*recurse=*/true))
-    if (p.requires_grad() && !r.grads.count(p.unsafeGetTensorImpl())) missing.push_back(p);
+  for (const auto& p : m.parameters(/*recurse=*/true)) {
+    if (!p.requires_grad()) continue;
+    auto it = r.grads.find(p.unsafeGetTensorImpl());
+    if (it == r.grads.end() || !it->second.ne(0).any().item<bool>()) missing.push_back(p);
+  }
   if (missing.empty()) return;
   at::Generator gen = at::detail::createCPUGenerator(seed + 11);
   at::Tensor total;
@@ -172,7 +178,7 @@ void reach_of_other_outputs(const torch::jit::Module& m, const std::vector<at::T
     const auto g = torch::autograd::grad({total}, missing, /*grad_outputs=*/{}, /*retain_graph=*/false,
                                          /*create_graph=*/false, /*allow_unused=*/true);
     for (size_t i = 0; i < missing.size() && i < g.size(); ++i)
-      if (g[i].defined()) r.reach_other_outputs_only.insert(missing[i].unsafeGetTensorImpl());
+      if (g[i].defined() && g[i].ne(0).any().item<bool>()) r.reach_other_outputs_only.insert(missing[i].unsafeGetTensorImpl());
   } catch (const std::exception&) {
     // A graph the second backward cannot walk: the parameters stay counted as without gradient.
   }

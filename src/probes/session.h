@@ -80,7 +80,7 @@ struct PassResult {
   std::string loss_description;
   /// Backward passes on a model returning several floating tensors, the loss
   /// reading one of them (no --output-index): the parameters that got no
-  /// gradient from the loss but do reach one of the other outputs (by
+  /// (or an all-zero) gradient from the loss but a nonzero one from the other outputs (by
   /// TensorImpl), found by a second backward from those outputs that records
   /// no statistics. Their missing gradient is the loss's choice of output,
   /// not a missing path (rule GRAD009, info). Empty otherwise.

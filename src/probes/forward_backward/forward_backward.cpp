@@ -28,7 +28,7 @@ struct ParamGrad {
   int64_t params = 0, without = 0, zero = 0, nonfinite = 0;
   int64_t silenced = 0;  ///< zero-gradient parameters explained by deliberate zero initialization
   int64_t cancelled = 0; ///< zero-gradient biases a train-mode BatchNorm cancels
-  int64_t other_outputs = 0; ///< no gradient from the loss, but they reach an output the loss does not read
+  int64_t other_outputs = 0; ///< no (or an all-zero) gradient from the loss, but a gradient from an output the loss does not read
   // Weights of 2+ dims (matrices, kernels; LARS-style, biases and gains left
   // out): the gradient-to-weight ratio, and rows of the gradient that are
   // exactly zero (an embedding's gradient touches only the rows of the batch's tokens).
@@ -67,6 +67,7 @@ ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const
       ++pg.zero;
       if (silenced.count(w.unsafeGetTensorImpl())) ++pg.silenced;
       else if (cancelled.count(w.unsafeGetTensorImpl())) ++pg.cancelled;
+      else if (pass.reach_other_outputs_only.count(w.unsafeGetTensorImpl())) ++pg.other_outputs;
     }
     pg.nonfinite += gs.nonfinite();
     pg.sumsq += gs.sumsq;
@@ -489,7 +490,7 @@ void probe_forward_backward(Session& s) {
       // Every such parameter got a gradient tensor from autograd, all zero:
       // the path exists and this batch's values closed it (a ReLU inactive
       // for every example, an all-zero input), not the graph's structure.
-      m["grad.zero_from_values"] = pg.without == 0 && pg.zero > pg.silenced + pg.cancelled;
+      m["grad.zero_from_values"] = pg.without == 0 && pg.zero > pg.silenced + pg.cancelled + pg.other_outputs;
       m["grad.param_norm"] = metric_number(std::sqrt(pg.sumsq));
       m["grad.param_nonfinite_count"] = pg.nonfinite;
       if (pg.w2_sumsq > 0) {
@@ -511,25 +512,26 @@ void probe_forward_backward(Session& s) {
     }
   }
 
+  // The first six module paths, then how many more ("a, b, ... (3 more)").
+  auto first_six = [](const std::vector<std::string>& paths) {
+    std::string names;
+    for (size_t i = 0; i < paths.size() && i < 6; ++i) names += (i ? ", " : "") + layer_label(paths[i]);
+    if (paths.size() > 6) names += ", ... (" + std::to_string(paths.size() - 6) + " more)";
+    return names;
+  };
   // Biases before a train-mode BatchNorm (GRAD007, info): zero by construction.
   if (cancelled_params > 0) {
     MetricMap& mm = s.doc.model_metrics;
-    std::string names;
-    for (size_t i = 0; i < cancelled_layers.size() && i < 6; ++i) names += (i ? ", " : "") + layer_label(cancelled_layers[i]);
-    if (cancelled_layers.size() > 6) names += ", ... (" + std::to_string(cancelled_layers.size() - 6) + " more)";
     mm["grad.bn_cancelled_params"] = cancelled_params;
-    mm["grad.bn_cancelled_layers"] = names;
+    mm["grad.bn_cancelled_layers"] = first_six(cancelled_layers);
     mm["grad.bn_cancelled_first_layer"] = cancelled_layers.front();
   }
 
   // Parameters that only the outputs the loss did not read reach (GRAD009, info).
   if (other_output_params > 0) {
     MetricMap& mm = s.doc.model_metrics;
-    std::string names;
-    for (size_t i = 0; i < other_output_layers.size() && i < 6; ++i) names += (i ? ", " : "") + layer_label(other_output_layers[i]);
-    if (other_output_layers.size() > 6) names += ", ... (" + std::to_string(other_output_layers.size() - 6) + " more)";
     mm["grad.other_outputs_params"] = other_output_params;
-    mm["grad.other_outputs_layers"] = names;
+    mm["grad.other_outputs_layers"] = first_six(other_output_layers);
     mm["grad.other_outputs_first_layer"] = other_output_layers.front();
     mm["grad.unread_outputs"] = rp->unread_outputs;
   }

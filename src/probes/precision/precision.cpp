@@ -425,7 +425,21 @@ void probe_precision(Session& s) {
     ref_bytes += bytes;
     ref[site.id].push_back(x.detach().to(at::kFloat).clone());
   };
-  PassResult ref_pass = s.run_pass(std::move(rs));
+  PassResult ref_pass;
+  try {
+    ref_pass = s.run_pass(std::move(rs));
+  } catch (const PassError& e) {
+    if (!low_params) throw;
+    // A traced graph that fixes the saved dtype in its ops (a mask built
+    // with dtype=torch.float16) cannot run as an fp32 copy: say so.
+    std::string msg = e.what();
+    const std::string hint = " (the model's parameters are " + precision +
+                             " and the fp32 copy the precision probe compares with could not run: the graph fixes that "
+                             "dtype in its ops, as a trace of a .half() model does; export the model in float32 and pass "
+                             "--precision " + precision + ")";
+    msg.insert(std::min(msg.find('\n'), msg.size()), hint);  // on the first line, which the text report shows
+    throw PassError(e.kind(), e.exit_code(), msg, e.pass());
+  }
   up.reset();  // the model's own parameters again
 
   // The pass in the format.
@@ -527,13 +541,16 @@ void probe_precision(Session& s) {
     reset();
     emulate = true;
     StateGuard guard(s.model.module);
+    if (low_params) guard.cast(at::kFloat);  // fp32 kernels for a model saved in the format too
     guard.round(f);
     PassSpec es;
     es.name = "precision-" + f.name + "-emulated";
     es.probe = "precision";
     es.dropout = false;
     es.instrumented = pim_round.get();
-    es.args = args_as(s.arg_values(), [&](const at::Tensor& t) { return round_to(t, f); });
+    es.args = args_as(s.arg_values(), [&](const at::Tensor& t) {
+      return round_to((t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16) ? t.to(at::kFloat) : t, f);
+    });
     es.tap_hook = lp_hook;
     lp_pass = s.run_pass(std::move(es));
   }
