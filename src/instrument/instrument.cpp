@@ -104,6 +104,19 @@ at::Tensor attn_tap_impl(int64_t id, const at::Tensor& q, const at::Tensor& k, c
     if (mask->scalar_type() == at::kBool) logits = logits.masked_fill(mask->logical_not(), neg_inf);
     else logits = logits + mask->to(at::kFloat);
   }
+  if (is_causal || (mask && mask->defined())) {
+    // Causal when every entry above the diagonal of the square scores is
+    // removed (is_causal, or a mask at or below kMaskFill there: HF's
+    // finfo.min causal masks passed as attn_mask), as for softmax sites.
+    bool causal = false;
+    const int64_t L = logits.size(-1);
+    if (logits.size(-2) == L && L >= 2) {
+      const at::Tensor upper = at::ones({L, L}, at::TensorOptions().dtype(at::kBool).device(logits.device())).triu(1);
+      const at::Tensor removed = logits.reshape({-1, L, L}) <= recognize::kMaskFill;
+      causal = !upper.logical_and(removed.logical_not()).any().item<bool>();
+    }
+    ctx->collector->note_mask_call(id, causal);
+  }
   ctx->collector->on_forward((*ctx->taps)[static_cast<size_t>(id)], logits);
   return q;
 }
@@ -692,6 +705,13 @@ void Collector::set_mask(int64_t id, const at::Tensor& masked) {
   auto it = masks_.find(id);
   if (it != masks_.end() && it->second.sizes() == masked.sizes()) it->second = it->second.logical_or(masked);
   else masks_[id] = masked;
+}
+
+void Collector::note_mask_call(int64_t id, bool causal) {
+  std::lock_guard<std::mutex> lock(mu_);
+  TapRecord& rec = records_[static_cast<size_t>(id)];
+  ++rec.mask_calls;
+  if (causal) ++rec.causal_calls;
 }
 
 void Collector::set_ints(int64_t id, std::vector<int64_t> v) {

@@ -193,7 +193,8 @@ struct TapRecord {
   /// Attention softmax sites: statistics per head (heads on axis -3 of
   /// rank-4 scores, or folded into axis 0 of rank-3 ones), merged over calls.
   std::vector<SoftmaxStats> heads;
-  /// Attention softmax sites with a recognized mask: the calls whose mask
+  /// Attention softmax sites with a recognized mask, and
+  /// scaled_dot_product_attention sites given a mask or is_causal: the calls whose mask
   /// removed a square score matrix's whole strict upper triangle (no query
   /// sees a later key: a causal mask, perhaps combined with padding), and
   /// the calls with any recognized mask.
@@ -259,6 +260,10 @@ class Collector {
   /// Called by normdoctor::mask_tap: entries masked out of the next firing
   /// of softmax tap `id` (true = masked), broadcast to the scores' shape.
   void set_mask(int64_t id, const at::Tensor& masked);
+  /// Called by normdoctor::attn_tap (scaled_dot_product_attention, whose
+  /// masks are its arguments): one call with a mask, causal or not
+  /// (TapRecord::causal_calls, mask_calls).
+  void note_mask_call(int64_t id, bool causal);
   /// Called by normdoctor::norm_tap.
   void set_ints(int64_t id, std::vector<int64_t> v);
 

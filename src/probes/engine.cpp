@@ -104,6 +104,12 @@ double Session::relative_difference(const c10::IValue& a, const c10::IValue& b, 
     if (ta[i].sizes() != tb[i].sizes()) return std::numeric_limits<double>::quiet_NaN();
     at::Tensor x = ta[i].detach().to(at::kDouble), y = tb[i].detach().to(at::kDouble);
     at::Tensor ok = at::isfinite(x).logical_and(at::isfinite(y));
+    // In an exact comparison (ids_share: the same eval computation on another
+    // batch composition, an eval repeat), a value finite in one output and
+    // NaN/Inf in the other is the largest change there is (a batch
+    // standardization z.std(0) over one example alone gives NaN), not a
+    // value to leave out.
+    if (ids_share && at::isfinite(x).ne(at::isfinite(y)).any().item<bool>()) return std::numeric_limits<double>::infinity();
     num += (x - y).masked_fill(ok.logical_not(), 0).pow(2).sum().item<double>();
     den += y.masked_fill(ok.logical_not(), 0).pow(2).sum().item<double>();
   }

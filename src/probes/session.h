@@ -270,7 +270,9 @@ class Session {
   /// they compare as 0. Only for comparisons whose healthy value is exact
   /// (the same eval computation on other batch compositions, an eval repeat):
   /// between train and eval mode a tiny logit change flips near-tied ids, so
-  /// the share says nothing there.
+  /// the share says nothing there. With `ids` set, an element finite in one
+  /// output and NaN/Inf in the other makes the difference infinite (without
+  /// it, such elements are left out).
   static double relative_difference(const c10::IValue& a, const c10::IValue& b, bool ids = false);
   /// Throws nd::Error(timeout) when --timeout has passed; `where` names the probe.
   void check_timeout(const std::string& where) const;

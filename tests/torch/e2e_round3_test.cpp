@@ -744,6 +744,51 @@ TEST(Round5, AllZeroGradientFromTheLossButNotFromTheOtherOutputs) {
   EXPECT_EQ(num(m->at("grad.params_no_signal")), 0);
 }
 
+// Primer-style decoder with F.scaled_dot_product_attention(is_causal=True):
+// SDPA sites count as causal now (they were not counted, so SEQ005 could not
+// apply to SDPA decoders: HF's default attention). A depthwise convolution
+// padded on both sides reads the next token: the first 12 positions change
+// by Python's 0.00378356 when the last 4 tokens are cut (SEQ005 at the
+// convolution). Padded on the left only: nothing.
+TEST(Round5, SdpaDecodersAreCheckedForLeaksOfTheFuture) {
+  RUN_ROUND3(rep, "r5_primer_symmetric_conv");
+  expect_findings(rep, "r5_primer_symmetric_conv", Set{{"SEQ005", "h.0.attn.dconv"}});
+  EXPECT_EQ(mm(rep).at("seqlen.causal_attention"), true);
+  EXPECT_EQ(num(mm(rep).at("seqlen.attention_sites")), 2);
+  EXPECT_NEAR(num(mm(rep).at("seqlen.rel_diff")), nums("r5_primer_symmetric_conv").at("prefix_rel_diff").get<double>(), 1e-6);
+  RUN_ROUND3(twin, "r5_primer_causal_conv");
+  expect_findings(twin, "r5_primer_causal_conv", Set{});
+  EXPECT_EQ(mm(twin).at("seqlen.causal_attention"), true);
+  EXPECT_LT(num(mm(twin).at("seqlen.rel_diff")), 1e-6);
+}
+
+// Barlow Twins' Algorithm 1 standardization left in the encoder: one example
+// alone gives NaN where the batch gives finite values (Python: all NaN). That
+// is the largest batch dependence, not a value to leave out: BN005 with an
+// infinite difference (it read 0 before), and AXIS002. The official
+// BatchNorm1d with estimated running statistics: nothing.
+TEST(Round5, NaNAloneIsTheLargestBatchDependence) {
+  RUN_ROUND3(rep, "r5_barlow_batch_std");
+  expect_findings(rep, "r5_barlow_batch_std", Set{{"AXIS002", ""}, {"BN005", ""}});
+  EXPECT_TRUE(nums("r5_barlow_batch_std").at("example_alone_all_nan").get<bool>());
+  EXPECT_EQ(mm(rep).at("batchdep.max_rel_diff"), "inf");
+  RUN_ROUND3(twin, "r5_barlow_bn");
+  expect_findings(twin, "r5_barlow_bn", Set{});
+  EXPECT_LT(num(mm(twin).at("batchdep.max_rel_diff")), 1e-5);
+}
+
+// nn.MultiheadAttention runs through scaled_dot_product_attention: its calls
+// count as attention (arch.attention_ops was 0), so a BatchNorm1d over
+// [batch, time] in the encoder layer is batchnorm-in-sequence-model (AXIS003).
+TEST(Round5, MultiheadAttentionCountsAsAttention) {
+  RUN_ROUND3(rep, "r5_mha_batchnorm");
+  expect_findings(rep, "r5_mha_batchnorm", Set{{"AXIS003", "layers.0.norm1"}, {"SEQ001", "layers.0.norm1"}, {"BN001", "layers.0.norm1"}});
+  EXPECT_EQ(num(mm(rep).at("arch.attention_ops")), 1);
+  RUN_ROUND3(twin, "r5_mha_layernorm");
+  expect_findings(twin, "r5_mha_layernorm", Set{});
+  EXPECT_EQ(num(mm(twin).at("arch.attention_ops")), 1);
+}
+
 // A BERT embedding block saved after .half(), eps 1e-12 (0 in fp16): without
 // --precision the parameters say fp16; the 9 zeroed padding rows give the 288
 // NaN values Python counts (PREC002, PREC005, and ACT001 since the model

@@ -918,8 +918,10 @@ void probe_sequence(Session& s) {
   s.doc.probes["axes"] = axes_rows;
   s.doc.model_metrics["arch.attention_ops"] = [&] {
     int64_t k = 0;
+    // Softmax sites, and scaled_dot_product_attention calls (an
+    // nn.MultiheadAttention or TransformerEncoderLayer runs through SDPA).
     for (const auto& t : im.taps())
-      if (t.kind == TapKind::kSoftmaxInput) ++k;
+      if (t.kind == TapKind::kSoftmaxInput || t.kind == TapKind::kAttentionScores) ++k;
     return k;
   }();
   (void)any_attention;
@@ -1127,7 +1129,7 @@ void probe_sequence(Session& s) {
     // cutting them must leave the earlier positions as they were (SEQ005).
     int64_t sites = 0, causal = 0;
     for (const auto& t : im.taps()) {
-      if (t.kind != TapKind::kSoftmaxInput || !t.attention) continue;
+      if ((t.kind != TapKind::kSoftmaxInput && t.kind != TapKind::kAttentionScores) || !t.attention) continue;
       const TapRecord& r = ref_eval->collector->records()[static_cast<size_t>(t.id)];
       if (r.calls == 0) continue;
       ++sites;
