@@ -1539,12 +1539,32 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     }
     return false;
   };
+  // A value computed by a convolution, after shape ops only.
+  auto after_convolution = [&](Value* v) {
+    static const std::set<std::string> kConv = {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution",
+                                                "aten::convolution", "aten::conv_transpose1d"};
+    static const std::set<std::string> kShape = {"aten::view", "aten::reshape", "aten::transpose", "aten::permute",
+                                                 "aten::contiguous", "aten::to", "aten::squeeze", "aten::unsqueeze"};
+    for (int step = 0; v && step < 16; ++step) {
+      Node* n = v->node();
+      while ((n->kind() == kTap || n->kind() == kNormTap) && n->inputs().size() >= 2) {
+        v = n->input(1);
+        n = v->node();
+      }
+      const std::string k = n->kind().toQualString();
+      if (kConv.count(k)) return true;
+      if (!kShape.count(k) || n->inputs().empty()) return false;
+      v = n->input(0);
+    }
+    return false;
+  };
   for (const auto& nn : norm_sites) {
     NormOpSite site;
     site.module = nn.module;
     site.op = nn.op;
     site.args = nn.args;
     site.of_model_input = nn.input && of_model_input(nn.input);
+    site.after_convolution = nn.input && after_convolution(nn.input);
     site.input_roles = roles_of(nn.input);
     if (nn.view_source) site.source_roles = roles_of(nn.view_source);
     auto bn = bn_input_tap.find(nn.node);

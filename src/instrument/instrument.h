@@ -97,6 +97,10 @@ struct NormOpSite {
   /// dtype ops only (view, transpose, permute, to, ...): no layer has
   /// computed it (a per-utterance standardization of the input features).
   bool of_model_input = false;
+  /// The normalized tensor is a convolution's output (after shape ops):
+  /// conv -> BatchNorm, the norm's intended use (a Conformer's convolution
+  /// module: depthwise Conv1d over time, then BatchNorm1d).
+  bool after_convolution = false;
 };
 
 /// A residual addition out = stream + F(stream) (F holds a linear, matmul

@@ -877,6 +877,7 @@ void probe_sequence(Session& s) {
     // input features): normalizing over time is its purpose, like
     // InstanceNorm1d's on the input of a speaker model (AXIS007, info).
     m["norm.input_standardization"] = written_out && n.of_model_input && lm->parameters == 0;
+    m["norm.after_convolution"] = n.after_convolution;
     if (written_out || frozen) {
       m["norm.written_out"] = true;
       if (n.args.contains("statistic")) m["norm.statistic"] = n.args["statistic"];
@@ -1145,7 +1146,7 @@ const std::vector<std::string>& sequence_writes() {
   static const std::vector<std::string> names = {
       "arch.attention_ops", "layout.", "norm.batchnorm_over_time", "norm.centered", "norm.channels_per_group",
       "norm.computing_dtype", "norm.eps", "norm.fails_at_other_length", "norm.input_layout",
-      "norm.input_shape", "norm.input_standardization", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.op",
+      "norm.after_convolution", "norm.input_shape", "norm.input_standardization", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.op",
       "norm.over_batch", "norm.over_time", "norm.reduced_axes", "norm.reduces_batch", "norm.reduces_time",
       "norm.spatial_size", "norm.statistic", "norm.time_axis_from", "norm.written_out", "pad.entry_kind",
       "pad.enters_at", "pad.enters_through", "pad.entry_layer", "pad.entry_op", "pad.error", "pad.first_layer",
