@@ -789,6 +789,29 @@ TEST(Round5, MultiheadAttentionCountsAsAttention) {
   EXPECT_EQ(num(mm(twin).at("arch.attention_ops")), 1);
 }
 
+// Hugging Face's time-series mean scaler: raw sales counts (scale about 40)
+// are divided by their mean absolute value and the forecast multiplied
+// back, so the output doubles with the input (Python: exactly) and the raw
+// scale never meets a weight: no IN002. Scaling off: IN002.
+TEST(Round5, AnEquivariantModelTakesRawScaleInputs) {
+  RUN_ROUND3(rep, "r5_forecast_mean_scaler");
+  expect_findings(rep, "r5_forecast_mean_scaler", Set{});
+  bool judged = false;
+  for (const auto& in : rep.at("inputs"))
+    if (in.at("name") == "past_values") {
+      judged = true;
+      const json& m = in.at("metrics");
+      EXPECT_GT(num(m.at("input.scale")), 10);
+      EXPECT_EQ(m.at("input.scale_invariant"), true);
+      EXPECT_LT(num(m.at("input.scale_equivariance_rel_diff")), 1e-5);
+      EXPECT_NEAR(num(m.at("input.scale_equivariance_rel_diff")),
+                  nums("r5_forecast_mean_scaler").at("equivariance_rel_diff").get<double>(), 1e-6);
+    }
+  EXPECT_TRUE(judged);
+  RUN_ROUND3(raw, "r5_forecast_raw");
+  expect_findings(raw, "r5_forecast_raw", Set{{"IN002", ""}});
+}
+
 // A BERT embedding block saved after .half(), eps 1e-12 (0 in fp16): without
 // --precision the parameters say fp16; the 9 zeroed padding rows give the 288
 // NaN values Python counts (PREC002, PREC005, and ACT001 since the model

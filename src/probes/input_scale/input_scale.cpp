@@ -1,6 +1,7 @@
 // Scale invariance of the model's output in each large-scale float input
 // (input_scale.h). One extra eval pass per such input.
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,7 +72,26 @@ void probe_input_scale(Session& s) {
     const auto r = s.pass(p);
     const double d = Session::relative_difference(r->output, ref->output);
     im->metrics["input.scale_invariance_rel_diff"] = std::isfinite(d) ? MetricValue(d) : MetricValue(nullptr);
-    im->metrics["input.scale_invariant"] = std::isfinite(d) && d < kInvariant;
+    // Equivariant: the output doubles with the input (a model that divides
+    // its input by its own scale and multiplies the prediction back: the
+    // mean scaler of Hugging Face's time-series transformers, DeepAR's
+    // scaling). It, too, works at the input's raw scale by design.
+    double num = 0, den = 0;
+    const auto ta = Session::output_tensors(r->output), tb = Session::output_tensors(ref->output);
+    bool comparable = ta.size() == tb.size() && !ta.empty();
+    for (size_t k = 0; comparable && k < ta.size(); ++k) {
+      if (!ta[k].is_floating_point() || !tb[k].is_floating_point()) continue;
+      if (ta[k].sizes() != tb[k].sizes()) {
+        comparable = false;
+        break;
+      }
+      const at::Tensor x = ta[k].detach().to(at::kDouble), y = tb[k].detach().to(at::kDouble) * 2;
+      num += (x - y).pow(2).sum().item<double>();
+      den += y.pow(2).sum().item<double>();
+    }
+    const double e = comparable && den > 0 ? std::sqrt(num / den) : std::numeric_limits<double>::quiet_NaN();
+    im->metrics["input.scale_equivariance_rel_diff"] = std::isfinite(e) ? MetricValue(e) : MetricValue(nullptr);
+    im->metrics["input.scale_invariant"] = (std::isfinite(d) && d < kInvariant) || (std::isfinite(e) && e < kInvariant);
     rows.push_back({{"input", s.args[i].name}, {"rel_output_diff", std::isfinite(d) ? nlohmann::json(d) : nlohmann::json(nullptr)}});
   }
   s.doc.probes["input_scale"]["inputs"] = rows;
@@ -79,6 +99,7 @@ void probe_input_scale(Session& s) {
 
 const std::vector<std::string>& input_scale_writes() {
   static const std::vector<std::string> names = {"input.scale_invariant", "input.scale_invariance_rel_diff",
+                                                 "input.scale_equivariance_rel_diff",
                                                  "input.periodic_encoding"};
   return names;
 }
