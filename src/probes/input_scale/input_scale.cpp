@@ -91,7 +91,14 @@ void probe_input_scale(Session& s) {
     }
     const double e = comparable && den > 0 ? std::sqrt(num / den) : std::numeric_limits<double>::quiet_NaN();
     im->metrics["input.scale_equivariance_rel_diff"] = std::isfinite(e) ? MetricValue(e) : MetricValue(nullptr);
-    im->metrics["input.scale_invariant"] = (std::isfinite(d) && d < kInvariant) || (std::isfinite(e) && e < kInvariant);
+    // Doubling is exact in binary floating point: a model that divides its
+    // input by its own scale gives the same values up to the order of
+    // reductions (0 in the mean scaler fixture), where a network that is only
+    // nearly homogeneous (bias-free convolutions behind BatchNorm running
+    // statistics far from the data) comes within 1e-3 (9.7e-4 for the raw
+    // pixels fixture): equivariance is judged to 1e-6.
+    constexpr double kEquivariant = 1e-6;
+    im->metrics["input.scale_invariant"] = (std::isfinite(d) && d < kInvariant) || (std::isfinite(e) && e < kEquivariant);
     rows.push_back({{"input", s.args[i].name}, {"rel_output_diff", std::isfinite(d) ? nlohmann::json(d) : nlohmann::json(nullptr)}});
   }
   s.doc.probes["input_scale"]["inputs"] = rows;
