@@ -12,8 +12,8 @@
 #include <functional>
 #include <limits>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -204,6 +204,9 @@ class StateGuard {
  private:
   std::vector<std::pair<at::Tensor, at::Tensor>> saved_;
 };
+
+/// float16 or bfloat16: a model saved after .half()/.bfloat16() holds these.
+bool is_low_float(const at::Tensor& t) { return t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16; }
 
 std::vector<c10::IValue> args_as(const std::vector<c10::IValue>& a, const std::function<at::Tensor(const at::Tensor&)>& fn) {
   std::vector<c10::IValue> out;
@@ -403,13 +406,13 @@ void probe_precision(Session& s) {
   // inputs cast up for this pass and put back after it.
   bool low_params = false;
   for (const auto& p : s.model.module.parameters(/*recurse=*/true))
-    if (p.is_floating_point() && (p.scalar_type() == at::kHalf || p.scalar_type() == at::kBFloat16)) low_params = true;
+    if (is_low_float(p)) low_params = true;
   std::optional<StateGuard> up;
   if (low_params) {
     up.emplace(s.model.module);
     up->cast(at::kFloat);
     rs.args = args_as(s.arg_values(), [](const at::Tensor& t) {
-      return (t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16) ? t.to(at::kFloat) : t.clone();
+      return is_low_float(t) ? t.to(at::kFloat) : t.clone();
     });
   } else {
     rs.args = args_as(s.arg_values(), [](const at::Tensor& t) { return t.clone(); });
@@ -549,7 +552,7 @@ void probe_precision(Session& s) {
     es.dropout = false;
     es.instrumented = pim_round.get();
     es.args = args_as(s.arg_values(), [&](const at::Tensor& t) {
-      return round_to((t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16) ? t.to(at::kFloat) : t, f);
+      return round_to(is_low_float(t) ? t.to(at::kFloat) : t, f);
     });
     es.tap_hook = lp_hook;
     lp_pass = s.run_pass(std::move(es));

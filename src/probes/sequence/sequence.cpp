@@ -630,8 +630,8 @@ void probe_sequence(Session& s) {
     // positions are hypothetical: a convolution over time, a norm over time
     // or a pooling changes the last real positions when padding is
     // appended, whatever the model, and a model that is never given padded
-    // batches has nothing to protect (SEQ001/SEQ003 need this; SEQ006, info,
-    // states the assumption otherwise).
+    // batches has nothing to protect (pad.hypothetical below, which SEQ001,
+    // SEQ003 and SEQ006 read).
     if (L.mask >= 0) declared = "padding mask " + s.args[static_cast<size_t>(L.mask)].name;
     else if (L.lengths >= 0) declared = "lengths " + s.args[static_cast<size_t>(L.lengths)].name;
     else
@@ -930,6 +930,14 @@ void probe_sequence(Session& s) {
   if (!L.sequence) return;
 
   // -- padding and length results
+  // Whether the norm at `layer` is a parameter-free standardization of a
+  // forward argument (norm.input_standardization, written above).
+  auto is_input_standardization = [&](const std::string& layer) {
+    const LayerMetrics* nl = s.doc.find_layer(layer);
+    if (!nl) return false;
+    auto it = nl->metrics.find("norm.input_standardization");
+    return it != nl->metrics.end() && it->second.is_boolean() && it->second.get<bool>();
+  };
   auto norm_at = [&](const std::string& layer) {
     // The deviation enters at a normalization whose statistics span time.
     for (const auto& n : im.norm_ops())
@@ -1074,12 +1082,7 @@ void probe_sequence(Session& s) {
     // among the model's own layers (InstanceNorm1d, GroupNorm, BatchNorm over
     // time) is judged without that: batching variable-length sequences into
     // it is the known failure (pytorch#81985), mask or not.
-    bool via_input_standardization = false;
-    if (!via.empty())
-      if (const LayerMetrics* nl = s.doc.find_layer(via)) {
-        auto it = nl->metrics.find("norm.input_standardization");
-        via_input_standardization = it != nl->metrics.end() && it->second.is_boolean() && it->second.get<bool>();
-      }
+    const bool via_input_standardization = !via.empty() && is_input_standardization(via);
     // Other routes (an attention without a mask, ...) are SEQ004's, which
     // needs a padding input: nothing is said of them without one.
     s.doc.model_metrics["pad.hypothetical"] =
@@ -1118,10 +1121,7 @@ void probe_sequence(Session& s) {
       s.doc.model_metrics["seqlen.norm_layer"] = via;
       // The norm is a deliberate standardization of the input over time:
       // its length dependence is its design (AXIS007 says so, SEQ002 yields).
-      const LayerMetrics* nl = s.doc.find_layer(via);
-      auto it = nl ? nl->metrics.find("norm.input_standardization") : MetricMap::const_iterator();
-      s.doc.model_metrics["seqlen.via_input_standardization"] =
-          nl && it != nl->metrics.end() && it->second.is_boolean() && it->second.get<bool>();
+      s.doc.model_metrics["seqlen.via_input_standardization"] = is_input_standardization(via);
     } else {
       s.doc.model_metrics["seqlen.via_input_standardization"] = false;
     }
