@@ -738,6 +738,15 @@ ScopeResolver::ScopeResolver(const LoadedModel& model) : model_(model) {
   for (size_t i = 0; i < model.modules.size(); ++i) index_[model.modules[i].path] = i;
 }
 
+namespace {
+// The named_modules() path of the module instance a node runs in, as
+// inline_recording_modules records it (a string attribute).
+const c10::Symbol& leaf_attr() {
+  static const c10::Symbol s = c10::Symbol::attr("normdoctor_module");
+  return s;
+}
+}  // namespace
+
 const std::vector<std::string>& ScopeResolver::chain(const Node* node) {
   static const std::vector<std::string> kEmpty;
   // Graphs built by normdoctor (exported programs) name each node's modules.
@@ -823,6 +832,12 @@ const std::vector<std::string>& ScopeResolver::chain(const Node* node) {
   const void* key = cs->get();
   auto hit = cache_.find(key);
   if (hit != cache_.end()) return hit->second;
+  // The module instance the node runs in, when the inliner recorded it.
+  std::string leaf;
+  if (node->hasAttribute(leaf_attr())) {
+    leaf = node->s(leaf_attr());
+    if (!index_.count(leaf)) leaf.clear();
+  }
 
   std::vector<std::string> out;
   std::string cur;  // root
@@ -849,11 +864,23 @@ const std::vector<std::string>& ScopeResolver::chain(const Node* node) {
       // Containers (ModuleList/Sequential/ModuleDict) may be missing from the
       // call stack: look below `cur` for a module with this name and type,
       // nearest first.
+      // Several such modules at one depth (layers.0.0 and layers.1.0 of a
+      // ModuleList of ModuleLists): the one holding the module the node
+      // runs in (inline_recording_modules marks it) is the one.
       const std::string prefix = cur.empty() ? "" : cur + ".";
       size_t best_depth = SIZE_MAX;
+      auto holds_leaf = [&](const std::string& p) {
+        return leaf.empty() || leaf == p || leaf.compare(0, p.size() + 1, p + ".") == 0;
+      };
+      bool any_holds = false;
+      for (const auto& m : model_.modules)
+        if (!m.path.empty() && m.path.compare(0, prefix.size(), prefix) == 0 && last_component(m.path) == name &&
+            matches(m.path) && holds_leaf(m.path))
+          any_holds = true;
       for (const auto& m : model_.modules) {
         if (m.path.empty() || m.path.compare(0, prefix.size(), prefix) != 0) continue;
         if (last_component(m.path) != name || !matches(m.path)) continue;
+        if (any_holds && !holds_leaf(m.path)) continue;
         const size_t depth = static_cast<size_t>(std::count(m.path.begin(), m.path.end(), '.'));
         if (depth < best_depth) {
           best_depth = depth;
@@ -908,11 +935,111 @@ std::optional<c10::IValue> ScopeResolver::attribute(const Value* v) const {
 }
 
 // ---------------------------------------------------------------------------
+// Inlining that keeps module instances apart
+//
+// torch::jit::Inline records, per inlined call, only the attribute name and
+// class of the module called (ModuleInstanceInfo): in a ModuleList of
+// ModuleLists (`for attn, ff in self.layers: x = attn(x) + x`, lucidrains'
+// vit-pytorch and x-transformers) layers.0.0 and layers.1.0 are both "0" of
+// the same class, and a call stack alone cannot tell them apart. This
+// inliner does what Inline does with each callee's optimized graph (the
+// callee's own calls inlined, then preoptimizeGraph), building each callee's
+// graph per module instance, and marks every node with the named_modules()
+// path of the instance it runs in (kModuleLeafAttr).
+namespace {
+
+struct InlineMemo {
+  std::map<std::pair<const torch::jit::GraphFunction*, std::string>, std::shared_ptr<torch::jit::Graph>> graphs;
+  std::set<std::pair<const torch::jit::GraphFunction*, std::string>> building;  // recursion guard
+};
+
+// The attribute path from the graph's self (its first input) to module value
+// `v` through prim::GetAttr ("" for self); nullopt when `v` is not reached so.
+std::optional<std::string> path_from_self(const Value* v, const torch::jit::Graph& g) {
+  std::vector<std::string> parts;
+  while (v->node()->kind() == c10::prim::GetAttr) {
+    parts.push_back(v->node()->s(c10::attr::name));
+    v = v->node()->input();
+  }
+  if (g.inputs().empty() || v != g.inputs()[0]) return std::nullopt;
+  std::string out;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) out += (out.empty() ? "" : ".") + *it;
+  return out;
+}
+
+void annotate_leaf(torch::jit::Block* b, const std::string& path) {
+  for (Node* n : b->nodes()) {
+    if (n->kind() != c10::prim::Constant && !n->hasAttribute(leaf_attr())) n->s_(leaf_attr(), path);
+    for (torch::jit::Block* sb : n->blocks()) annotate_leaf(sb, path);
+  }
+}
+
+std::shared_ptr<torch::jit::Graph> built_callee(torch::jit::GraphFunction* fn, const std::string& path, InlineMemo& memo);
+
+// Inlines the calls of block `b` of a graph whose own nodes run in the module
+// at `path`.
+void inline_calls(torch::jit::Block* b, const std::string& path, InlineMemo& memo) {
+  for (auto it = b->nodes().begin(), end = b->nodes().end(); it != end;) {
+    Node* cur = *it++;
+    if (cur->kind() == c10::prim::CallFunction) {
+      Node* fc = cur->input(0)->node();
+      if (fc->kind() != c10::prim::Constant) continue;
+      auto ft = fc->output()->type()->cast<c10::FunctionType>();
+      torch::jit::GraphFunction* gf = ft ? torch::jit::tryToGraphFunction(*ft->function()) : nullptr;
+      if (!gf) continue;
+      auto cg = built_callee(gf, path, memo);  // a free function runs in its caller's module
+      cur->removeInput(0);
+      torch::jit::inlineCallTo(cur, gf, cg.get());
+    } else if (cur->kind() == c10::prim::CallMethod) {
+      auto ct = cur->input(0)->type()->cast<c10::ClassType>();
+      if (!ct) continue;
+      torch::jit::GraphFunction* gf = torch::jit::tryToGraphFunction(ct->getMethod(cur->s(c10::attr::name)));
+      if (!gf) continue;
+      const auto rel = path_from_self(cur->input(0), *b->owningGraph());
+      if (!rel) {
+        torch::jit::inlineCallTo(cur, gf);  // as Inline does; the call stack alone names its modules
+        continue;
+      }
+      const std::string callee_path = rel->empty() ? path : path.empty() ? *rel : path + "." + *rel;
+      auto cg = built_callee(gf, callee_path, memo);
+      torch::jit::inlineCallTo(cur, gf, cg.get());
+    } else {
+      for (torch::jit::Block* sb : cur->blocks()) inline_calls(sb, path, memo);
+    }
+  }
+}
+
+std::shared_ptr<torch::jit::Graph> built_callee(torch::jit::GraphFunction* fn, const std::string& path, InlineMemo& memo) {
+  const auto key = std::make_pair(static_cast<const torch::jit::GraphFunction*>(fn), path);
+  auto hit = memo.graphs.find(key);
+  if (hit != memo.graphs.end()) return hit->second;
+  if (memo.building.count(key)) return fn->optimized_graph();  // recursion (TorchScript forbids it): as Inline does
+  memo.building.insert(key);
+  std::shared_ptr<torch::jit::Graph> g = fn->graph()->copy();
+  inline_calls(g->block(), path, memo);
+  annotate_leaf(g->block(), path);
+  if (torch::jit::getGraphExecutorOptimize()) torch::jit::preoptimizeGraph(g);
+  memo.building.erase(key);
+  memo.graphs.emplace(key, g);
+  return g;
+}
+
+// Inlines every call of `graph` (a module's forward) with the module paths
+// recorded; see above.
+void inline_recording_modules(torch::jit::Graph& graph) {
+  InlineMemo memo;
+  inline_calls(graph.block(), "", memo);
+  torch::jit::Inline(graph);  // whatever is left (nothing, normally)
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
 // Graph rewriting
 
 InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentOptions& opt) : model_(model) {
   graph_ = model.module.get_method("forward").graph()->copy();
-  torch::jit::Inline(*graph_);
+  inline_recording_modules(*graph_);
   torch::jit::LowerSimpleTuples(graph_);
   ScopeResolver scopes(model);
   {
@@ -1442,6 +1569,13 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         site.dim = (d && d->isInt()) ? d->toInt() : -1;
         if (const Node* mm = attention_scores_product(n->input(0), 0)) {
           site.attention = true;
+          // A softmax module of its own (vit-pytorch's self.attend =
+          // nn.Softmax(dim=-1)) reads logits its parent computed: the site
+          // is the module that holds both, where the scale is applied.
+          const auto& mchain = scopes.chain(mm);
+          size_t common = 0;
+          while (common < chain.size() && common < mchain.size() && chain[common] == mchain[common]) ++common;
+          if (common < chain.size()) site.module = common > 0 ? chain[common - 1] : std::string();
           // Heads of rank-3 scores: the owning module's num_heads.
           for (auto it = chain.rbegin(); it != chain.rend() && site.heads == 0; ++it) {
             auto mi = scopes.paths().find(*it);

@@ -258,6 +258,36 @@ std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std:
             block = *it;
             break;
           }
+      // No numbered module runs the add: the loop adds the branches itself
+      // (vit-pytorch's `for attn, ff in self.layers: x = attn(x) + x`, a
+      // ModuleList of ModuleLists). The block is then the outermost numbered
+      // ModuleList entry holding the branch's module (layers.0 for both of
+      // layers.0.0 and layers.0.1): each entry is a repeated unit.
+      bool block_from_branch = false;
+      if (block.empty()) {
+        const std::string base = chain.empty() ? std::string() : chain.back();
+        const auto& bc = scopes.chain(strip(b)->node());
+        std::string inner;
+        for (const auto& p : bc)
+          if (std::find(chain.begin(), chain.end(), p) == chain.end()) {
+            inner = p;
+            break;
+          }
+        if (!inner.empty() && (base.empty() || inner.compare(0, base.size() + 1, base + ".") == 0)) {
+          size_t pos = base.empty() ? 0 : base.size() + 1;
+          while (pos <= inner.size()) {
+            const size_t dot = inner.find('.', pos);
+            const std::string prefix = inner.substr(0, dot == std::string::npos ? inner.size() : dot);
+            if (last_component_numeric(prefix, false)) {
+              block = prefix;
+              block_from_branch = true;
+              break;
+            }
+            if (dot == std::string::npos) break;
+            pos = dot + 1;
+          }
+        }
+      }
       if (block.empty() && !chain.empty()) block = chain.back();
       // The branch F lies inside the block: a value reused many blocks later
       // (an attention mask added to every layer's scores) is not a stream.
@@ -280,7 +310,16 @@ std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std:
           // Nodes inside If/Loop blocks often have no call stack (scope
           // unknown, empty chain): they do not count as outside.
           if (pc.empty()) continue;
-          if (std::find(pc.begin(), pc.end(), block) == pc.end()) {
+          // A block found from its branch is a ModuleList entry, which runs
+          // no forward of its own: inside it means inside one of its modules
+          // (the add's own module, which loops over the entries, counts too).
+          const bool inside =
+              block_from_branch
+                  ? std::any_of(pc.begin(), pc.end(),
+                                [&](const std::string& p) { return p.compare(0, block.size() + 1, block + ".") == 0; }) ||
+                        (!chain.empty() && pc.back() == chain.back())
+                  : std::find(pc.begin(), pc.end(), block) != pc.end();
+          if (!inside) {
             if (debug) std::cerr << "  outside block " << block << ": " << *pn;
             outside = true;
             break;

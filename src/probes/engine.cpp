@@ -154,6 +154,30 @@ void float_outputs(const c10::IValue& v, const std::string& name, std::vector<st
   }
 }
 
+// The same (nested) value with every tensor detached from the autograd graph;
+// tuples, lists and dicts are rebuilt, everything else is kept.
+c10::IValue detached(const c10::IValue& v) {
+  if (v.isTensor()) return v.toTensor().defined() ? c10::IValue(v.toTensor().detach()) : v;
+  if (v.isTuple()) {
+    std::vector<c10::IValue> e;
+    for (const auto& x : v.toTupleRef().elements()) e.push_back(detached(x));
+    return c10::ivalue::Tuple::create(std::move(e));
+  }
+  if (v.isList()) {
+    const auto l = v.toList();
+    c10::impl::GenericList out(l.elementType());
+    for (const auto& x : l) out.push_back(detached(x));
+    return out;
+  }
+  if (v.isGenericDict()) {
+    const auto d = v.toGenericDict();
+    c10::impl::GenericDict out(d.keyType(), d.valueType());
+    for (const auto& kv : d) out.insert(kv.key(), detached(kv.value()));
+    return out;
+  }
+  return v;
+}
+
 // After the loss's backward (graph retained): which parameters without a
 // gradient from the loss do reach one of `others` (outputs the loss did not
 // read). One more backward, from a seeded random projection of each of them,
@@ -601,6 +625,11 @@ PassResult Session::run_pass(PassSpec spec) {
           for (const auto& p : model.module.parameters(/*recurse=*/true))
             if (p.grad().defined()) r.grads.emplace(p.unsafeGetTensorImpl(), p.grad());
           if (!others.empty()) reach_of_other_outputs(model.module, others, opt.seed, *r.collector, r);
+          // The cached output keeps no autograd graph: with the graph
+          // retained for the second backward, its saved tensors (every
+          // activation of the model) would otherwise live as long as the
+          // pass cache.
+          r.output = detached(r.output);
         } else
           r.backward_skipped = "the loss (" + r.loss_description +
                                ") does not depend on any parameter through a differentiable path (the output is "

@@ -857,6 +857,43 @@ TEST(Round5, ASubtractedMaskIsRecognized) {
   EXPECT_NEAR(num(mb->at("attn.logit_absmax")), nums("r5_funnel_unscaled").at("unmasked_logit_absmax").get<double>(), 1e-2);
 }
 
+// ---- round 6 ----------------------------------------------------------------
+
+// lucidrains vit-pytorch: `for attn, ff in self.layers` over a ModuleList of
+// [Attention, FeedForward] pairs, the softmax a module of its own
+// (self.attend = nn.Softmax(dim=-1)). The call stacks of layers.0.0 and
+// layers.1.0 both say "0" of class Attention: each layer is still measured
+// apart (its to_qkv output RMS is Python's), each attention site is the
+// Attention module, which computes the logits, and each ModuleList entry is
+// a residual block. Without `* self.scale` the logits reach Python's absmax
+// and most rows sit on one key (ATTN001, ATTN003); with it, nothing.
+TEST(Round6, ModuleListPairsAreMeasuredApart) {
+  RUN_ROUND3(rep, "r6_vit_unscaled");
+  expect_findings(rep, "r6_vit_unscaled",
+                  Set{{"ATTN001", "transformer.layers.0.0"}, {"ATTN001", "transformer.layers.1.0"},
+                      {"ATTN003", "transformer.layers.0.0"}, {"ATTN003", "transformer.layers.1.0"}});
+  const json& n = nums("r6_vit_unscaled");
+  for (const std::string k : {"0", "1"}) {
+    const json* m = layer_metrics(rep, "transformer.layers." + k + ".0");
+    ASSERT_NE(m, nullptr) << k;
+    EXPECT_NEAR(num(m->at("attn.logit_absmax")), n.at("layer" + k + "_logit_absmax").get<double>(), 1e-3) << k;
+    EXPECT_NEAR(num(m->at("softmax.max_prob_mean")), n.at("layer" + k + "_max_prob_mean").get<double>(), 1e-4) << k;
+    EXPECT_NEAR(num(m->at("softmax.onehot_fraction")), n.at("layer" + k + "_onehot_fraction").get<double>(), 1e-5) << k;
+    const json* q = layer_metrics(rep, "transformer.layers." + k + ".0.to_qkv");
+    ASSERT_NE(q, nullptr) << k;
+    EXPECT_EQ(num(q->at("act.calls")), 1) << k;
+    EXPECT_NEAR(num(q->at("act.rms")), n.at("layer" + k + "_to_qkv_rms").get<double>(), 1e-4) << k;
+  }
+  EXPECT_EQ(mm(rep).at("arch.stack"), "transformer.layers");
+  EXPECT_EQ(num(mm(rep).at("arch.pre_norm_blocks")), 2);
+  EXPECT_EQ(mm(rep).at("arch.last_block"), "transformer.layers.1");
+  RUN_ROUND3(twin, "r6_vit_scaled");
+  expect_findings(twin, "r6_vit_scaled", Set{});
+  const json* m = layer_metrics(twin, "transformer.layers.1.0");
+  ASSERT_NE(m, nullptr);
+  EXPECT_NEAR(num(m->at("attn.logit_absmax")), nums("r6_vit_scaled").at("layer1_logit_absmax").get<double>(), 1e-3);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -77,6 +77,8 @@ const Expected kExpected[] = {
      "arch.pre_norm_blocks >= 4 and arch.stream_late_ratio >= 1.3 and arch.stream_growth > 10 and arch.stream_growth <= 100"},
     {"ATTN001", "attention-logit-growth", nd::Severity::kWarning, "layer", "all", false, "", "attn.logit_absmax > 30"},
     {"ATTN002", "nonfinite-forward", nd::Severity::kError, "layer", "all", true, "", "attn.masked_nan_rows > 0"},
+    {"ATTN003", "softmax-collapse", nd::Severity::kWarning, "layer", "all", false, "",
+     "attn.logit_absmax > 30 and softmax.max_prob_mean > 0.75 and attn.rows >= 16 and softmax.onehot_fraction <= 0.9"},
     {"AXIS001", "norm-over-time-axis", nd::Severity::kError, "layer", "all", false, "",
      "norm.over_time == true and norm.over_batch == false and norm.input_standardization == false"},
     {"AXIS002", "norm-over-batch-axis", nd::Severity::kError, "layer", "all", false, "", "norm.over_batch == true"},
