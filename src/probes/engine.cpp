@@ -178,6 +178,32 @@ c10::IValue detached(const c10::IValue& v) {
   return v;
 }
 
+// After a cross-entropy loss's backward (graph retained): which parameters
+// with an all-zero gradient get one from a seeded random projection of the
+// same output (hooks paused, retain_graph kept for the next question).
+void shift_invariant_params(const torch::jit::Module& m, const at::Tensor& y, int64_t seed, Collector& col,
+                            PassResult& r) {
+  std::vector<at::Tensor> zero;
+  for (const auto& p : m.parameters(/*recurse=*/true)) {
+    auto it = r.grads.find(p.unsafeGetTensorImpl());
+    if (p.requires_grad() && it != r.grads.end() && !it->second.ne(0).any().item<bool>()) zero.push_back(p);
+  }
+  if (zero.empty() || !y.requires_grad()) return;
+  at::Generator gen = at::detail::createCPUGenerator(seed + 13);
+  const at::Tensor yf = y.to(at::kFloat);
+  const at::Tensor proj = at::randn(yf.sizes(), gen, at::TensorOptions().dtype(at::kFloat)).to(yf.device());
+  col.grad_paused = true;
+  try {
+    const auto g = torch::autograd::grad({(yf * proj).sum()}, zero, /*grad_outputs=*/{}, /*retain_graph=*/true,
+                                         /*create_graph=*/false, /*allow_unused=*/true);
+    for (size_t i = 0; i < zero.size() && i < g.size(); ++i)
+      if (g[i].defined() && g[i].ne(0).any().item<bool>()) r.shift_invariant_only.insert(zero[i].unsafeGetTensorImpl());
+  } catch (const std::exception&) {
+    // A graph the second backward cannot walk: the zeros stay unexplained.
+  }
+  col.grad_paused = false;
+}
+
 // After the loss's backward (graph retained): which parameters without a
 // gradient from the loss do reach one of `others` (outputs the loss did not
 // read). One more backward, from a seeded random projection of each of them,
@@ -621,9 +647,11 @@ PassResult Session::run_pass(PassSpec spec) {
                 r.unread_outputs += (r.unread_outputs.empty() ? "" : ", ") + n;
               }
           }
-          loss.backward(/*gradient=*/{}, /*retain_graph=*/!others.empty());
+          const bool cross_entropy = r.loss_description.rfind("cross_entropy", 0) == 0;
+          loss.backward(/*gradient=*/{}, /*retain_graph=*/!others.empty() || cross_entropy);
           for (const auto& p : model.module.parameters(/*recurse=*/true))
             if (p.grad().defined()) r.grads.emplace(p.unsafeGetTensorImpl(), p.grad());
+          if (cross_entropy) shift_invariant_params(model.module, y, opt.seed, *r.collector, r);
           if (!others.empty()) reach_of_other_outputs(model.module, others, opt.seed, *r.collector, r);
           // The cached output keeps no autograd graph: with the graph
           // retained for the second backward, its saved tensors (every

@@ -85,6 +85,12 @@ struct PassResult {
   /// no statistics. Their missing gradient is the loss's choice of output,
   /// not a missing path (rule GRAD009, info). Empty otherwise.
   std::set<const void*> reach_other_outputs_only;
+  /// Parameters whose gradient from a cross-entropy loss is exactly zero
+  /// while a random projection of the same output gives them one: a bias
+  /// added to every class alike (ELECTRA's Linear(hidden, 1) over [B, T]
+  /// read as T classes), which softmax's shift invariance cancels. The zero
+  /// is the loss's, not a missing path.
+  std::set<const void*> shift_invariant_only;
   /// The outputs the loss did not read, "output[1], output[2]" ("" when none).
   std::string unread_outputs;
   /// Backward asked for but not run: why (forward returned only integer or

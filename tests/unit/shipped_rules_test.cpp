@@ -119,10 +119,11 @@ const Expected kExpected[] = {
      "norm.gain_loaded_mean < 1.25 and norm.gain_loaded_std < 0.25"},
     {"GRAD001", "nonfinite-gradient", nd::Severity::kError, "layer", "all", false, "", "grad.first_nonfinite == true"},
     {"GRAD002", "exploding-gradients", nd::Severity::kWarning, "model", "all", false, "grad.first_layer",
-     "grad.input_output_ratio > 1000 and grad.ratio_from_one_norm == false and grad.rel_contradicts_exploding == false"},
+     "grad.input_output_ratio > 1000 and grad.ratio_from_one_norm == false and grad.rel_contradicts_exploding == false and "
+     "grad.bn_batch_noise == false"},
     {"GRAD003", "vanishing-gradients", nd::Severity::kWarning, "model", "all", false, "grad.first_layer",
      "grad.input_output_ratio < 0.001 and grad.rel_contradicts_vanishing == false and grad.shrink_concentrated == false and "
-     "grad.small_gain_params == 0"},
+     "grad.small_gain_params == 0 and grad.bn_batch_noise == false"},
     {"GRAD004", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "", "grad.params_no_signal > 0"},
     {"GRAD005", "no-gradient-path", nd::Severity::kInfo, "model", "all", false, "grad.zero_weight_layer",
      "grad.blocked_layers > 0"},
@@ -135,6 +136,8 @@ const Expected kExpected[] = {
      "grad.input_output_ratio < 0.001 and grad.small_gain_params > 0 and grad.shrink_concentrated == false"},
     {"GRAD009", "no-gradient-path", nd::Severity::kInfo, "model", "all", false, "grad.other_outputs_first_layer",
      "grad.other_outputs_params > 0"},
+    {"GRAD010", "bn-small-batch-noise", nd::Severity::kInfo, "model", "all", true, "grad.first_layer",
+     "grad.bn_batch_noise == true and grad.input_output_ratio_log10_abs > 3"},
     {"IN001", "nonfinite-input", nd::Severity::kError, "input", "all", false, "", "input.nonfinite_count > 0"},
     {"IN002", "input-scale", nd::Severity::kWarning, "input", "all", true, "",
      "input.is_float == true and input.scale > 10 and input.scale_invariant == false and input.periodic_encoding != true"},

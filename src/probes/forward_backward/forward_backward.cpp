@@ -28,6 +28,7 @@ struct ParamGrad {
   int64_t params = 0, without = 0, zero = 0, nonfinite = 0;
   int64_t silenced = 0;  ///< zero-gradient parameters explained by deliberate zero initialization
   int64_t cancelled = 0; ///< zero-gradient biases a train-mode BatchNorm cancels
+  int64_t shift_invariant = 0; ///< zero under cross-entropy only (PassResult::shift_invariant_only)
   int64_t other_outputs = 0; ///< no (or an all-zero) gradient from the loss, but a gradient from an output the loss does not read
   // Weights of 2+ dims (matrices, kernels; LARS-style, biases and gains left
   // out): the gradient-to-weight ratio, and rows of the gradient that are
@@ -53,7 +54,11 @@ ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const
     const at::Tensor g = pass.grad_of(w);
     if (!g.defined()) {
       ++pg.without;
-      if (pass.reach_other_outputs_only.count(w.unsafeGetTensorImpl())) ++pg.other_outputs;
+      // Not connected to the loss, but reached through a deliberate zero
+      // (found with the zeros lifted: ControlNet's trunk feeds only the
+      // other outputs, through zero convs) or by the other outputs.
+      if (silenced.count(w.unsafeGetTensorImpl())) ++pg.silenced;
+      else if (pass.reach_other_outputs_only.count(w.unsafeGetTensorImpl())) ++pg.other_outputs;
       continue;
     }
     const TensorStats gs = compute_stats(g.detach());
@@ -67,6 +72,7 @@ ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const
       ++pg.zero;
       if (silenced.count(w.unsafeGetTensorImpl())) ++pg.silenced;
       else if (cancelled.count(w.unsafeGetTensorImpl())) ++pg.cancelled;
+      else if (pass.shift_invariant_only.count(w.unsafeGetTensorImpl())) ++pg.shift_invariant;
       else if (pass.reach_other_outputs_only.count(w.unsafeGetTensorImpl())) ++pg.other_outputs;
     }
     pg.nonfinite += gs.nonfinite();
@@ -442,8 +448,8 @@ void probe_forward_backward(Session& s) {
   std::vector<ParamGrad> pgs;
   const std::set<const void*> cancelled = biases_cancelled_by_batch_norm(s);
   for (const auto& mi : s.model.modules) pgs.push_back(param_grads(mi.module, *rp, zi.silenced_tensors, cancelled));
-  int64_t cancelled_params = 0, other_output_params = 0;
-  std::vector<std::string> cancelled_layers, other_output_layers;
+  int64_t cancelled_params = 0, other_output_params = 0, shift_invariant_params = 0;
+  std::vector<std::string> cancelled_layers, other_output_layers, shift_invariant_layers;
   std::string zi_names;
   for (size_t i = 0; i < zi.params.size(); ++i) {
     if (i == 6) {
@@ -476,7 +482,12 @@ void probe_forward_backward(Session& s) {
       m["grad.params"] = pg.params;
       m["grad.params_without_grad"] = pg.without;
       m["grad.params_zero_grad"] = pg.zero;
-      m["grad.params_no_signal"] = pg.without + pg.zero - pg.silenced - pg.cancelled - pg.other_outputs;
+      m["grad.params_no_signal"] = pg.without + pg.zero - pg.silenced - pg.cancelled - pg.other_outputs - pg.shift_invariant;
+      if (pg.shift_invariant > 0) {
+        m["grad.params_loss_shift_invariant"] = pg.shift_invariant;
+        shift_invariant_params += pg.shift_invariant;
+        shift_invariant_layers.push_back(mi.path);
+      }
       if (pg.other_outputs > 0) {
         m["grad.params_other_outputs_only"] = pg.other_outputs;
         other_output_params += pg.other_outputs;
@@ -490,7 +501,8 @@ void probe_forward_backward(Session& s) {
       // Every such parameter got a gradient tensor from autograd, all zero:
       // the path exists and this batch's values closed it (a ReLU inactive
       // for every example, an all-zero input), not the graph's structure.
-      m["grad.zero_from_values"] = pg.without == 0 && pg.zero > pg.silenced + pg.cancelled + pg.other_outputs;
+      m["grad.zero_from_values"] =
+          pg.without == 0 && pg.zero > pg.silenced + pg.cancelled + pg.other_outputs + pg.shift_invariant;
       m["grad.param_norm"] = metric_number(std::sqrt(pg.sumsq));
       m["grad.param_nonfinite_count"] = pg.nonfinite;
       if (pg.w2_sumsq > 0) {
@@ -519,6 +531,14 @@ void probe_forward_backward(Session& s) {
     if (paths.size() > 6) names += ", ... (" + std::to_string(paths.size() - 6) + " more)";
     return names;
   };
+  // Zero only because the assumed cross-entropy cancels a shift of every class alike.
+  if (shift_invariant_params > 0)
+    s.doc.assumptions.push_back(
+        "the loss (" + rp->loss_description + ") gives " + std::to_string(shift_invariant_params) +
+        " parameters an all-zero gradient that a random projection of the same output does not (" +
+        first_six(shift_invariant_layers) +
+        "): they shift every class alike, which softmax cancels; not counted as missing gradients. If the output's axis 1 "
+        "is not a class axis, --loss projection (or --target) says what the loss is");
   // Biases before a train-mode BatchNorm (GRAD007, info): zero by construction.
   if (cancelled_params > 0) {
     MetricMap& mm = s.doc.model_metrics;
@@ -853,6 +873,27 @@ void probe_forward_backward(Session& s) {
     const bool level_forward = dg != mm.end() && dg->second.is_number() && dg->second.get<double>() < 100;
     mm["grad.rel_contradicts_exploding"] = level_forward && rr != mm.end() && rr->second.is_number() &&
                                            std::isfinite(rr->second.get<double>()) && rr->second.get<double>() <= 10;
+    // GRAD002/GRAD003's third guard: a BatchNorm that normalizes with the
+    // statistics of fewer than 16 values per channel in the train pass (batch
+    // 2 through a 2x2 feature map: 8) divides its output gradient by a noisy
+    // sigma of a handful of values, and the gradient's norm across depth
+    // follows that noise, not the model (SelecSLS at batch 2: 18405x toward
+    // the input, at batch 8: 126x; LeViT: 1.4e-4 and 1.5). The same 16 as
+    // bn.mean_z and bn.var_ratio need (docs/metrics.md).
+    int64_t bn_min = -1;
+    for (size_t i = 0; i < taps.size() && i < recs.size(); ++i) {
+      if (taps[i].kind != TapKind::kBatchNormInput || recs[i].calls == 0 || recs[i].shape.size() < 2) continue;
+      int64_t v = recs[i].shape[0];
+      for (size_t d = 2; d < recs[i].shape.size(); ++d) v *= recs[i].shape[d];
+      bn_min = bn_min < 0 ? v : std::min(bn_min, v);
+    }
+    if (mm.count("grad.input_output_ratio")) {
+      mm["grad.bn_batch_noise"] = bn_min >= 0 && bn_min < 16;
+      const auto& ratio = mm["grad.input_output_ratio"];
+      if (ratio.is_number() && ratio.get<double>() > 0 && std::isfinite(ratio.get<double>()))
+        mm["grad.input_output_ratio_log10_abs"] = std::abs(std::log10(ratio.get<double>()));
+      if (bn_min >= 0) mm["grad.bn_values_per_channel_min"] = bn_min;
+    }
   }
 
   // Where NaN/Inf started, forward.

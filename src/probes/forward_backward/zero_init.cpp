@@ -26,6 +26,7 @@
 // convention; one that stays zero has another cause (GRAD004 warns about it).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -292,89 +293,124 @@ ZeroInitFacts zero_init_conventions(Session& s) {
   // itself gets a gradient: a zero BatchNorm gamma does (the branch before
   // it is live). Two zero factors in a row (timm's skipinit gain and a zero
   // conv3 gain) keep each other at zero forever: neither is a convention.
-  if (const auto train0 = s.train()) {
-    conv.erase(std::remove_if(conv.begin(), conv.end(),
-                              [&](const Cand* c) {
-                                const at::Tensor g = train0->grad_of(c->value);
-                                return !g.defined() || all_zero(g);
-                              }),
-               conv.end());
-  }
+  // Zero parameters the first update ends: those with a gradient in the
+  // real pass, then, lifting them, those that get one once the zeros after
+  // them are lifted (ControlNet's conditioning embedding ends in a zero conv
+  // that feeds a zero conv: the second moves on the first step, the first on
+  // the second). Two zero factors in a row whose product stays zero (timm's
+  // skipinit gain and a zero conv3 gain: each one's gradient is the other's
+  // value times something) never move: neither is a convention.
+  const auto train = s.train();
+  if (!train) return f;
+  std::vector<const Cand*> pending = conv;
+  conv.clear();
+  // A gradient from the loss, or (a zero conv before an output the loss
+  // does not read) from the other outputs.
+  auto moves = [&](const PassResult& pass, const at::Tensor& v) {
+    const at::Tensor g = pass.grad_of(v);
+    return (g.defined() && !all_zero(g)) || pass.reach_other_outputs_only.count(v.unsafeGetTensorImpl()) > 0;
+  };
+  auto take = [&](const PassResult& pass) {
+    size_t added = 0;
+    for (auto it = pending.begin(); it != pending.end();) {
+      if (moves(pass, (*it)->value)) {
+        conv.push_back(*it);
+        it = pending.erase(it);
+        ++added;
+      } else {
+        ++it;
+      }
+    }
+    return added;
+  };
+  take(*train);
   if (conv.empty()) return f;
-  for (const Cand* c : conv) {
-    f.params.push_back(c->path);
-    f.role[c->path] = reach[c->value.unsafeGetTensorImpl()] == Reach::kOutput ? "output" : "residual branch";
-  }
 
-  // Parameters whose gradient is exactly zero in the real pass.
+  // Parameters whose gradient is exactly zero, or missing, in the real pass.
   struct P {
     std::string path;
     at::Tensor value, grad;
   };
   std::vector<P> params;
   std::set<const void*> seen;
-  bool any_zero_grad = false;
-  const auto train = s.train();
-  if (!train) return f;
+  bool any_without_signal = false;
   for (const auto& mi : s.model.modules)
     for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) {
       if (!p.value.requires_grad() || !seen.insert(p.value.unsafeGetTensorImpl()).second) continue;
       const std::string path = mi.path.empty() ? p.name : mi.path + "." + p.name;
       const at::Tensor g = train->grad_of(p.value);
       params.push_back({path, p.value, g});
-      if (g.defined() && all_zero(g)) any_zero_grad = true;
+      if (!g.defined() || all_zero(g)) any_without_signal = true;
     }
-  if (!any_zero_grad) return f;
+  if (!any_without_signal) {
+    for (const Cand* c : conv) {
+      f.params.push_back(c->path);
+      f.role[c->path] = reach[c->value.unsafeGetTensorImpl()] == Reach::kOutput ? "output" : "residual branch";
+    }
+    return f;
+  }
 
-  // The train pass again with the zeros lifted; values and gradients put back after.
+  // The train pass again with the zeros lifted (values and gradients put
+  // back after), at most three times while lifting reveals more.
   at::Generator gen = at::detail::createCPUGenerator(s.opt.seed + 16);
   std::vector<std::pair<at::Tensor, at::Tensor>> saved_values;
-  {
-    at::NoGradGuard ng;
-    for (const Cand* c : conv) {
-      saved_values.push_back({c->value, c->value.detach().clone()});
-      at::Tensor v;
-      if (c->value.dim() >= 2) {
-        const double fan_in = static_cast<double>(c->value.numel() / std::max<int64_t>(1, c->value.size(0)));
-        v = at::randn(c->value.sizes(), gen, at::TensorOptions().dtype(at::kFloat)) / std::sqrt(std::max(1.0, fan_in));
-      } else {
-        v = at::ones(c->value.sizes(), at::TensorOptions().dtype(at::kFloat));
-      }
-      c->value.detach().copy_(v.to(c->value.device()).to(c->value.scalar_type()));
-    }
-  }
-  for (auto& p : params) p.value.mutable_grad() = at::Tensor();
+  std::set<const void*> lifted_set;
   std::map<std::string, bool> lifted_nonzero;
-  try {
-    PassSpec spec;
-    spec.name = "train-zero-init-lifted";
-    spec.probe = "forward_backward";
-    spec.train_mode = true;
-    spec.backward = true;
-    const PassResult lifted = s.run_pass(std::move(spec));
-    for (auto& p : params) {
-      const at::Tensor lg = lifted.grad_of(p.value);
-      lifted_nonzero[p.path] = lg.defined() && !all_zero(lg);
-    }
-    f.lifted = true;
-  } catch (const Error& e) {
-    if (e.kind() == error_kind::kTimeout || e.kind() == error_kind::kOutOfMemory) {
-      at::NoGradGuard ng;
-      for (auto& [live, copy] : saved_values) live.detach().copy_(copy);
-      for (auto& p : params) p.value.mutable_grad() = p.grad;
-      throw;
-    }
-    f.error = e.what();
-  }
-  {
+  auto restore = [&]() {
     at::NoGradGuard ng;
     for (auto& [live, copy] : saved_values) live.detach().copy_(copy);
+    for (auto& p : params) p.value.mutable_grad() = p.grad;
+  };
+  for (int round = 0; round < 3; ++round) {
+    {
+      at::NoGradGuard ng;
+      for (const Cand* c : conv) {
+        if (!lifted_set.insert(c->value.unsafeGetTensorImpl()).second) continue;
+        saved_values.push_back({c->value, c->value.detach().clone()});
+        at::Tensor v;
+        if (c->value.dim() >= 2) {
+          const double fan_in = static_cast<double>(c->value.numel() / std::max<int64_t>(1, c->value.size(0)));
+          v = at::randn(c->value.sizes(), gen, at::TensorOptions().dtype(at::kFloat)) / std::sqrt(std::max(1.0, fan_in));
+        } else {
+          v = at::ones(c->value.sizes(), at::TensorOptions().dtype(at::kFloat));
+        }
+        c->value.detach().copy_(v.to(c->value.device()).to(c->value.scalar_type()));
+      }
+    }
+    for (auto& p : params) p.value.mutable_grad() = at::Tensor();
+    try {
+      PassSpec spec;
+      spec.name = round == 0 ? "train-zero-init-lifted" : "train-zero-init-lifted-" + std::to_string(round + 1);
+      spec.probe = "forward_backward";
+      spec.train_mode = true;
+      spec.backward = true;
+      const PassResult lifted = s.run_pass(std::move(spec));
+      // A gradient from the loss, or (for a parameter the loss does not
+      // reach) from the outputs the loss does not read.
+      for (auto& p : params) lifted_nonzero[p.path] = moves(lifted, p.value);
+      f.lifted = true;
+      if (round == 2 || take(lifted) == 0) break;
+    } catch (const Error& e) {
+      if (e.kind() == error_kind::kTimeout || e.kind() == error_kind::kOutOfMemory) {
+        restore();
+        throw;
+      }
+      f.error = e.what();
+      break;
+    }
   }
-  for (auto& p : params) p.value.mutable_grad() = p.grad;
+  restore();
+  for (const Cand* c : conv) {
+    f.params.push_back(c->path);
+    f.role[c->path] = reach[c->value.unsafeGetTensorImpl()] == Reach::kOutput ? "output" : "residual branch";
+  }
   if (!f.lifted) return f;
-  const std::set<std::string> conv_paths(f.params.begin(), f.params.end());
+  // Silenced: no signal in the real pass, a signal with the zeros lifted
+  // (the zero parameters lifted after the first round among them: they
+  // move on the second step).
   for (const auto& p : params)
-    if (p.grad.defined() && all_zero(p.grad) && lifted_nonzero[p.path] && !conv_paths.count(p.path)) {
+    if ((!p.grad.defined() || all_zero(p.grad)) && lifted_nonzero[p.path] &&
+        !train->reach_other_outputs_only.count(p.value.unsafeGetTensorImpl())) {
       f.silenced.insert(p.path);
       f.silenced_tensors.insert(p.value.unsafeGetTensorImpl());
     }
