@@ -894,6 +894,27 @@ TEST(Round6, ModuleListPairsAreMeasuredApart) {
   EXPECT_NEAR(num(m->at("attn.logit_absmax")), nums("r6_vit_scaled").at("layer1_logit_absmax").get<double>(), 1e-3);
 }
 
+// diffusers ControlNet: zero convs before every returned residual, and the
+// conditioning embedding ending in a zero conv that feeds the first of them.
+// The loss reads output[0]; the zeros are lifted (twice: the embedding's
+// conv_out moves only once controlnet_down_blocks.0 has) and every zero
+// gradient is the convention's, including the trunk that reaches only the
+// other outputs: no GRAD004, GRAD005 and GRAD009 as info.
+TEST(Round6, ZeroConvsBeforeEveryOutputAreTheConvention) {
+  RUN_ROUND3(rep, "r6_controlnet_zero_convs");
+  expect_findings(rep, "r6_controlnet_zero_convs", Set{});
+  EXPECT_TRUE(has_rule(rep, "GRAD005"));
+  EXPECT_TRUE(has_rule(rep, "GRAD009"));
+  EXPECT_FALSE(has_rule(rep, "GRAD004"));
+  for (const std::string layer : {"controlnet_cond_embedding.conv_in", "controlnet_cond_embedding.conv_out",
+                                  "down_blocks.1.resnets.0.conv1"}) {
+    const json* m = layer_metrics(rep, layer);
+    ASSERT_NE(m, nullptr) << layer;
+    EXPECT_EQ(num(m->at("grad.params_silenced")), 2) << layer;
+    EXPECT_EQ(num(m->at("grad.params_no_signal")), 0) << layer;
+  }
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

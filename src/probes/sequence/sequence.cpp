@@ -854,7 +854,11 @@ void probe_sequence(Session& s) {
       const auto& vshape = rec.shape;
       const auto vred = reduced_axes(n, static_cast<int64_t>(vshape.size()), info);
       red = source_axes(shape, vshape, vred, straddle);
-      if (vshape.size() >= 3 && red.size() + 1 >= 1) view_groups = vshape[1];
+      // Groups only where the view is read as [batch, groups, rest] with
+      // the rest reduced: a channels-last port that groups the last axis
+      // ([N, H, W, G, C/G] reduced over H, W, C/G) is not read as groups
+      // along axis 1 (reduced axes "unknown", no group metrics).
+      if (vshape.size() >= 3 && !red.empty()) view_groups = vshape[1];
     } else if (!frozen) {
       red = reduced_axes(n, rank, info, rec.ints);
     }
@@ -1106,10 +1110,19 @@ void probe_sequence(Session& s) {
     // time) is judged without that: batching variable-length sequences into
     // it is the known failure (pytorch#81985), mask or not.
     const bool via_input_standardization = !via.empty() && is_input_standardization(via);
+    // A BatchNorm over time takes padding in only through its train-mode
+    // batch statistics, shared by the whole batch (eval mode uses running
+    // statistics): in a model that is never given padded batches (M5's
+    // fixed one-second clips, Tacotron's postnet) that, too, is
+    // hypothetical. GroupNorm and InstanceNorm over time take it per example,
+    // in both modes.
+    bool via_batch_norm = false;
+    for (const auto& n : im.norm_ops())
+      if (!via.empty() && n.module == via && n.op == "batch_norm") via_batch_norm = true;
     // Other routes (an attention without a mask, ...) are SEQ004's, which
     // needs a padding input: nothing is said of them without one.
     s.doc.model_metrics["pad.hypothetical"] =
-        declared.empty() && (via.empty() ? !e.kind.empty() : via_input_standardization);
+        declared.empty() && (via.empty() ? !e.kind.empty() : (via_input_standardization || via_batch_norm));
     // Where the change enters, whatever the route (SEQ006 names it).
     auto layer_label = [](const std::string& p) { return p.empty() ? std::string("<root>") : p; };
     s.doc.model_metrics["pad.enters_at"] = !via.empty() ? via : !e.kind.empty() ? e.layer : w.first;
