@@ -70,6 +70,7 @@ nd::MetricsDoc basic_doc() {
                        {"grad.input_output_ratio", 2500.0},
                        {"grad.ratio_from_one_norm", false},
                        {"grad.rel_contradicts_exploding", false},
+                       {"grad.bn_batch_noise", false},
                        {"grad.first_layer", "fc1"},
                        {"grad.last_layer", "head"},
                        {"grad.first_norm", 5.0},
