@@ -915,6 +915,27 @@ TEST(Round6, ZeroConvsBeforeEveryOutputAreTheConvention) {
   }
 }
 
+// torchaudio's Conformer builds its padding mask from lengths.max(): a
+// longer padded batch raises, so the padding probe refills the sample's own
+// padded frames with other values instead. The fault's depthwise conv reads
+// them (SEQ004 there, the change near Python's with other noise); the twin
+// zeroes them first and no real frame moves.
+TEST(Round6, PaddingRefilledWhenALongerBatchCannotRun) {
+  RUN_ROUND3(rep, "r6_conformer_conv_leak", {"--mask-input", "lengths"});
+  expect_findings(rep, "r6_conformer_conv_leak", Set{{"SEQ004", "conformer_layers.0.conv_module.sequential.2"}});
+  const json& m = mm(rep);
+  EXPECT_EQ(m.at("pad.how"), "the sample's own 36 padded positions are refilled with other values");
+  EXPECT_EQ(num(m.at("pad.padded_to")), 32);
+  const double py = nums("r6_conformer_conv_leak").at("refill_rel_diff").get<double>();
+  EXPECT_GT(num(m.at("pad.rel_diff_eval")), py / 2);
+  EXPECT_LT(num(m.at("pad.rel_diff_eval")), py * 2);
+  EXPECT_NE(rep.at("probes").at("padding").at("note").get<std::string>().find("raised"), std::string::npos);
+  RUN_ROUND3(twin, "r6_conformer_conv_masked", {"--mask-input", "lengths"});
+  expect_findings(twin, "r6_conformer_conv_masked", Set{});
+  EXPECT_EQ(num(mm(twin).at("pad.rel_diff")), 0);
+  EXPECT_EQ(nums("r6_conformer_conv_masked").at("refill_rel_diff").get<double>(), 0);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

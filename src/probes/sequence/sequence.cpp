@@ -10,6 +10,7 @@
 // real positions), compared module by module at real positions with the
 // batch as given, in train mode (batch statistics) and eval mode. Length:
 // the same tokens truncated, compared at the shared positions in eval mode.
+#include <ATen/CPUGeneratorImpl.h>
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -151,10 +152,13 @@ Layout infer_layout(const Session& s) {
       il.from = opt.mask_input.empty() ? "[B, T] named " + a.name : "--mask-input " + opt.mask_input;
       if (time_major) il.from += " (batch axis 1: [T, B])";
       if (L.mask < 0) L.mask = static_cast<int>(i);
-    } else if ((has(n, "length") || n == "lens" || has(n, "_lens")) && t.dim() == 1 && integral) {
+    } else if ((has(n, "length") || n == "lens" || has(n, "_lens") || named_mask) && t.dim() == 1 && integral) {
+      // --mask-input may name a lengths vector too (torchaudio's Conformer
+      // takes forward(input, lengths) and builds its padding mask itself).
       il.role = "lengths";
-      il.from = "integer [B] named " + a.name;
-      if (L.lengths < 0) L.lengths = static_cast<int>(i);
+      il.from = named_mask && !opt.mask_input.empty() ? "--mask-input " + opt.mask_input + " (integer [B]: lengths)"
+                                                      : "integer [B] named " + a.name;
+      if (L.lengths < 0 || named_mask) L.lengths = static_cast<int>(i);
     } else if (integral && t.dim() == 2) {
       il.time_axis = time_major ? 0 : 1;
       if (has(n, "position")) {
@@ -215,7 +219,10 @@ Layout infer_layout(const Session& s) {
     }
   }
   // Flags that name nothing are errors, not silent no-ops.
-  if (!opt.mask_input.empty() && L.mask < 0) {
+  const bool mask_input_is_lengths =
+      L.lengths >= 0 && (opt.mask_input == s.args[static_cast<size_t>(L.lengths)].name ||
+                         opt.mask_input == std::to_string(L.lengths));
+  if (!opt.mask_input.empty() && L.mask < 0 && !mask_input_is_lengths) {
     std::string names;
     for (size_t i = 0; i < s.args.size(); ++i) names += (i ? ", " : "") + std::to_string(i) + "=" + s.args[i].name;
     bool found = false;
@@ -223,7 +230,7 @@ Layout infer_layout(const Session& s) {
       if (opt.mask_input == s.args[i].name || opt.mask_input == std::to_string(i)) found = true;
     throw Error(error_kind::kUsage, ExitCode::kUsage,
                 "--mask-input " + opt.mask_input +
-                    (found ? ": that argument is not a [B, T] tensor (a padding mask is [batch, time])"
+                    (found ? ": that argument is neither a [B, T] tensor (a padding mask is [batch, time]) nor an integer [B] lengths vector"
                            : ": forward has no such argument (its arguments: " + names + ")"));
   }
   if (opt.seq_dim) {
@@ -339,6 +346,50 @@ std::vector<c10::IValue> resize_time(const Session& s, const Layout& L, int64_t 
     out.emplace_back(at::cat({t, extra}, ax));
   }
   return out;
+}
+
+/// The arguments with the sample's own padded positions (L.real false)
+/// refilled with other values: features with seeded noise of the input's
+/// scale, token ids with each example's first (real) token. Masks, lengths
+/// and positions are kept. Empty when the sample has no padded position or
+/// no sequence input of [B, T, ...] (or [T, B, ...]) layout to refill.
+std::vector<c10::IValue> refill_padding(const Session& s, const Layout& L, int64_t seed) {
+  if (!L.real.defined() || L.real.dim() != 2 || L.real.all().item<bool>()) return {};
+  at::Generator gen = at::detail::createCPUGenerator(seed + 29);
+  std::vector<c10::IValue> out;
+  bool any = false;
+  for (size_t i = 0; i < s.args.size(); ++i) {
+    const auto& il = L.inputs[i];
+    const c10::IValue& v = s.args[i].value;
+    if (!v.isTensor() || il.time_axis < 0 || (il.role != "tokens" && il.role != "features")) {
+      out.push_back(v);
+      continue;
+    }
+    const at::Tensor t = v.toTensor();
+    const int64_t ax = il.time_axis, ba = ax == 0 ? 1 : 0;
+    if (t.dim() < 2 || t.size(ax) != L.T || t.size(ba) != L.batch) {
+      out.push_back(v);
+      continue;
+    }
+    // The padded positions, shaped to broadcast over t.
+    std::vector<int64_t> shape(static_cast<size_t>(t.dim()), 1);
+    shape[static_cast<size_t>(ba)] = L.batch;
+    shape[static_cast<size_t>(ax)] = L.T;
+    at::Tensor pad = L.real.logical_not();
+    if (ax < ba) pad = pad.t();
+    pad = pad.contiguous().view(shape).expand(t.sizes()).to(t.device());
+    at::Tensor other;
+    if (t.is_floating_point()) {
+      const at::Tensor f = t.to(at::kFloat);
+      const double sd = std::max(1e-3, f.masked_select(pad.logical_not()).std().item<double>());
+      other = (at::randn(t.sizes(), gen, at::TensorOptions().dtype(at::kFloat)) * sd).to(t.device()).to(t.scalar_type());
+    } else {
+      other = t.narrow(ax, 0, 1).expand(t.sizes());
+    }
+    out.emplace_back(at::where(pad, other, t));
+    any = true;
+  }
+  return any ? out : std::vector<c10::IValue>{};
 }
 
 /// Relative difference per module (all its output taps together) and the
@@ -664,6 +715,10 @@ void probe_sequence(Session& s) {
   // learned position table of GPT-2's n_positions rows cannot index past
   // it): the probe pads by less rather than measure nothing.
   std::string pad_retry_note;
+  // What the padding pass did, for the rules' messages ("the batch is padded
+  // from 64 to 96 positions"); set where it differs.
+  std::string pad_how;
+  std::vector<c10::IValue> refilled_args;  // the refilled batch, when that replaced appending
   auto spec = [&](const std::string& name, bool train, std::vector<c10::IValue> args) {
     PassSpec p;
     p.name = name;
@@ -737,6 +792,32 @@ void probe_sequence(Session& s) {
         }
       }
     }
+    // A model that raises at every longer length (it builds its padding
+    // mask from lengths.max(), as torchaudio's Conformer does) is asked the
+    // same question inside its length: the sample's own padded positions
+    // refilled with other values must leave the real ones alone.
+    if (!padded_eval && !pad_error.empty()) {
+      std::vector<c10::IValue> refilled = refill_padding(s, L, s.opt.seed);
+      if (!refilled.empty()) {
+        PassSpec pr = spec("eval-seq-refilled", false, refilled);
+        pr.reference = &*ref_eval->collector;
+        pr.real_positions = L.real;
+        try {
+          padded_eval = s.run_pass(std::move(pr));
+          const int64_t n_pad = L.real.logical_not().sum().item<int64_t>();
+          pad_retry_note = "padding to " + std::to_string(L.T + P) + " positions raised (" + pad_error +
+                           "); the sample's own " + std::to_string(n_pad) + " padded positions were refilled with other values instead";
+          pad_how = "the sample's own " + std::to_string(n_pad) + " padded positions are refilled with other values";
+          P = 0;
+          refilled_args = std::move(refilled);
+          pad_error.clear();
+          pad_pass.clear();
+          pad_kind.clear();
+        } catch (const Error& e) {
+          if (e.kind() == error_kind::kTimeout || e.kind() == error_kind::kOutOfMemory) throw;
+        }
+      }
+    }
     // Train mode differs from eval mode (dropout off) only where a norm uses
     // batch statistics in training: batch_norm, or instance_norm with
     // running statistics. Without one, the eval comparison says it all.
@@ -748,7 +829,7 @@ void probe_sequence(Session& s) {
         // Run for this probe alone (not from the cache): a train-mode pass
         // with every module output kept, which no other probe asks for.
         ref_train = std::make_shared<const PassResult>(s.run_pass(sequence_reference_spec(true)));
-        PassSpec pt = spec("train-seq-padded", true, resize_time(s, L, L.T + P));
+        PassSpec pt = spec("train-seq-padded", true, refilled_args.empty() ? resize_time(s, L, L.T + P) : refilled_args);
         pt.reference = &*ref_train->collector;
         pt.real_positions = L.real;
         padded_train = s.run_pass(std::move(pt));
@@ -1087,6 +1168,9 @@ void probe_sequence(Session& s) {
     s.doc.model_metrics["pad.rel_diff"] = finite_or_null(w.root);
     s.doc.model_metrics["pad.mode"] = train_worse ? "train" : "eval";
     s.doc.model_metrics["pad.padded_to"] = L.T + P;
+    s.doc.model_metrics["pad.how"] = !pad_how.empty() ? pad_how
+                                                      : "the batch is padded from " + std::to_string(L.T) + " to " +
+                                                            std::to_string(L.T + P) + " positions";
     s.doc.model_metrics["pad.first_layer"] = w.first;
     s.doc.model_metrics["pad.first_layer_kind"] = w.first.empty() && !(w.root > kChanged) ? "none" : kind_of_layer(w.first);
     const std::string via = norm_route(w);
@@ -1186,7 +1270,7 @@ const std::vector<std::string>& sequence_writes() {
       "norm.over_batch", "norm.over_time", "norm.reduced_axes", "norm.reduces_batch", "norm.reduces_time",
       "norm.spatial_size", "norm.statistic", "norm.time_axis_from", "norm.written_out", "pad.entry_kind",
       "pad.enters_at", "pad.enters_through", "pad.entry_layer", "pad.entry_op", "pad.error", "pad.first_layer",
-      "pad.first_layer_kind", "pad.hypothetical", "pad.mode", "pad.padding_declared", "pad.padding_declared_from",
+      "pad.first_layer_kind", "pad.how", "pad.hypothetical", "pad.mode", "pad.padding_declared", "pad.padding_declared_from",
       "pad.norm_layer", "pad.norms_over_time", "pad.padded_to",
       "pad.rel_diff", "pad.rel_diff_eval", "pad.rel_diff_train", "pad.via_norm", "pad.via_pooling_or_conv",
       "seqlen.error", "seqlen.failed_layer", "seqlen.attention_sites", "seqlen.causal_attention", "seqlen.first_layer", "seqlen.first_layer_kind", "seqlen.lengths",
