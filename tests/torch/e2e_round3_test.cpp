@@ -936,6 +936,27 @@ TEST(Round6, PaddingRefilledWhenALongerBatchCannotRun) {
   EXPECT_EQ(nums("r6_conformer_conv_masked").at("refill_rel_diff").get<double>(), 0);
 }
 
+// nn.BatchNorm1d(32) on [batch, 32 steps, 36 coordinates] (a 2D-pose HAR
+// LSTM): the time steps are its channels, confirmed by the sizes at two
+// lengths, and the model raises at the second (AXIS008 with both in the
+// evidence); BatchNorm1d(36) on the transposed input is silent.
+TEST(Round6, BatchNormOverTimeStepsAsChannels) {
+  RUN_ROUND3(rep, "r6_pose_lstm_bn_steps");
+  expect_findings(rep, "r6_pose_lstm_bn_steps", Set{{"AXIS008", "bn"}});
+  const json* f = finding(rep, "AXIS008");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("evidence").at("norm.input_layout"), "[batch, time, hidden]");
+  EXPECT_EQ(f->at("evidence").at("norm.input_shape"), "[8, 32, 36]");
+  EXPECT_EQ(f->at("evidence").at("norm.fails_at_other_length"), true);
+  EXPECT_EQ(nums("r6_pose_lstm_bn_steps").at("bn_channels").get<int>(), 32);
+  RUN_ROUND3(twin, "r6_pose_lstm_bn_coords");
+  expect_findings(twin, "r6_pose_lstm_bn_coords", Set{});
+  const json* m = layer_metrics(twin, "bn");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->at("norm.channels_are_time"), false);
+  EXPECT_EQ(m->at("norm.input_layout"), "[batch, hidden, time]");
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

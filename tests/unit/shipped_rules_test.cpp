@@ -92,6 +92,7 @@ const Expected kExpected[] = {
      "norm.groups_straddle_channels == true"},
     {"AXIS007", "norm-over-time-axis", nd::Severity::kInfo, "layer", "all", false, "",
      "norm.over_time == true and norm.over_batch == false and norm.input_standardization == true"},
+    {"AXIS008", "norm-over-time-axis", nd::Severity::kError, "layer", "all", false, "", "norm.channels_are_time == true"},
     {"BN001", "bn-stale-running-stats", nd::Severity::kWarning, "model", "all", false, "bn.first_layer_at_init",
      "bn.layers_at_init > 0"},
     {"BN002", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",

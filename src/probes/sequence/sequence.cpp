@@ -1004,6 +1004,12 @@ void probe_sequence(Session& s) {
       m["norm.over_time"] = per_example && r_time;
       m["norm.over_batch"] = per_example_op(n.op) && r_batch;
       m["norm.batchnorm_over_time"] = n.op == "batch_norm" && r_time;
+      // BatchNorm1d(T) applied to [batch, time, features]: the "channels" are
+      // the time steps, each normalized over batch and features with its own
+      // running statistics (a HAR LSTM's nn.BatchNorm1d(n_steps) before the
+      // LSTM), which runs only because T equals num_features.
+      m["norm.channels_are_time"] = (n.op == "batch_norm" || n.op == "instance_norm") && rank >= 3 &&
+                                    roles.size() >= 2 && roles[1] == "time" && !time_guessed;
     }
     if (!time_from.empty()) m["norm.time_axis_from"] = time_from;
     if (!shape2.empty() && shorter && shorter->name == "failed" && short_failed_layer == n.module)
@@ -1264,7 +1270,7 @@ void probe_sequence(Session& s) {
 
 const std::vector<std::string>& sequence_writes() {
   static const std::vector<std::string> names = {
-      "arch.attention_ops", "layout.", "norm.batchnorm_over_time", "norm.centered", "norm.channels_per_group",
+      "arch.attention_ops", "layout.", "norm.batchnorm_over_time", "norm.centered", "norm.channels_are_time", "norm.channels_per_group",
       "norm.computing_dtype", "norm.eps", "norm.fails_at_other_length", "norm.input_layout",
       "norm.after_convolution", "norm.input_shape", "norm.input_standardization", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.op",
       "norm.over_batch", "norm.over_time", "norm.reduced_axes", "norm.reduces_batch", "norm.reduces_time",
