@@ -159,6 +159,7 @@ struct Stat {
   bool sqrt_seen = false;
   bool scaled = false;
   std::string normalizer;    // rsqrt | sqrt | std | norm | pow
+  bool l2_unscaled = false;  // an L2 norm not divided by sqrt(n): F.normalize's denominator
 };
 
 std::optional<Stat> analyze(Value* d, const std::function<std::optional<double>(Value*)>& attr_double) {
@@ -274,8 +275,10 @@ std::optional<Stat> analyze(Value* d, const std::function<std::optional<double>(
     }
     if (k == "aten::norm" || k == "aten::linalg_vector_norm" || k == "aten::linalg_norm" || k == "aten::frobenius_norm") {
       // An L2 norm divided by sqrt(n) is a root-mean-square; without the
-      // scaling (F.normalize) it is an L2 normalization, not counted here.
-      if (!st.scaled) return std::nullopt;
+      // scaling (F.normalize) it is an L2 normalization, which the caller
+      // counts only when its output is scaled by a number (x-transformers'
+      // F.normalize(x, dim=-1) * self.scale * self.gamma, scale = sqrt(dim)).
+      if (!st.scaled) st.l2_unscaled = true;
       if (k == "aten::linalg_norm" && n->inputs().size() >= 3) {
         // torch.linalg.norm: ord None or 'fro' over one or two dims is the
         // L2 norm of the values; a number over two dims is a matrix norm
@@ -385,6 +388,20 @@ bool has_root(Value* v, nlohmann::json& eps, const std::function<std::optional<d
   return false;
 }
 
+// Whether `v` (an L2-normalized tensor) is multiplied by a number, maybe
+// after a gain (F.normalize(x, dim=-1) * self.scale * self.gamma,
+// F.normalize(x, dim=1) * self.g * (x.shape[1] ** 0.5)).
+bool scaled_by_number(Value* v, int depth) {
+  for (const auto& u : v->uses()) {
+    const std::string k = kind_of(u.user);
+    if ((k != "aten::mul" && k != "aten::mul_") || u.user->inputs().size() < 2 || u.offset > 1) continue;
+    Value* other = u.user->input(1 - u.offset);
+    if (!is_tensor(other) && not_data(other)) return true;
+    if (depth < 2 && is_tensor(other) && not_data(other) && scaled_by_number(u.user->output(), depth + 1)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<structure::NormNode> find_norm_patterns(const std::vector<Node*>& nodes, ScopeResolver& scopes,
@@ -445,6 +462,7 @@ std::vector<structure::NormNode> find_norm_patterns(const std::vector<Node*>& no
       Value* d = n->input(di);
       auto st = analyze(d, attr_double);
       if (!st || st->inverted == div || claimed.count(st->reduce)) continue;
+      if (st->l2_unscaled && !scaled_by_number(n->output(), 0)) continue;
       Value* src = strip(st->source);
       bool num_centered = false;
       if (!numerator_of(y, src, 0, num_centered)) continue;

@@ -957,6 +957,32 @@ TEST(Round6, BatchNormOverTimeStepsAsChannels) {
   EXPECT_EQ(m->at("norm.input_layout"), "[batch, hidden, time]");
 }
 
+// lucidrains' RMSNorm, F.normalize(x, dim=-1) * self.scale * self.g, in a
+// .half() model: recognized as an RMSNorm (an L2 norm scaled by a number)
+// whose eps 1e-12 is 0 in fp16, so the pad tokens' zero embeddings give
+// Python's NaN count at layers.0.norm (PREC002 names the eps). The fp32
+// twin is finite; its backward's Inf at the pad rows never reaches a weight
+// (padding_idx), which is GRAD011's note, not GRAD001's error.
+TEST(Round6, RmsNormWrittenAsFNormalize) {
+  RUN_ROUND3(rep, "r6_x_rmsnorm_half");
+#if TORCH_VERSION_MAJOR >= 2
+  expect_findings(rep, "r6_x_rmsnorm_half",
+                  Set{{"ACT001", "layers.0.norm"}, {"PREC002", "layers.0.norm"}, {"PREC005", "layers.0.norm"}});
+#endif
+  const json* m = layer_metrics(rep, "layers.0.norm");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->at("norm.op"), "rms_norm_pattern");
+  EXPECT_EQ(num(m->at("norm.eps")), 1e-12);
+  EXPECT_EQ(num(m->at("prec.norm_nonfinite_count")), nums("r6_x_rmsnorm_half").at("nonfinite").get<double>());
+  EXPECT_EQ(num(m->at("prec.norm_zero_rows")), nums("r6_x_rmsnorm_half").at("zero_rows").get<double>());
+  RUN_ROUND3(twin, "r6_x_rmsnorm_half_upcast");
+#if TORCH_VERSION_MAJOR >= 2
+  expect_findings(twin, "r6_x_rmsnorm_half_upcast", Set{});
+  EXPECT_TRUE(info_finding(twin, "GRAD011", "token_emb") != nullptr) << twin.at("findings").dump(1);
+#endif
+  EXPECT_FALSE(has_rule(twin, "GRAD001"));
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

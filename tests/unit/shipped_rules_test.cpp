@@ -118,7 +118,8 @@ const Expected kExpected[] = {
     {"CKPT002", "norm-gain-convention", nd::Severity::kInfo, "layer", "all", false, "",
      "norm.gain_formula == \"1 + weight\" and norm.gain_negative_fraction == 0 and norm.gain_loaded_mean > 0.75 and "
      "norm.gain_loaded_mean < 1.25 and norm.gain_loaded_std < 0.25"},
-    {"GRAD001", "nonfinite-gradient", nd::Severity::kError, "layer", "all", false, "", "grad.first_nonfinite == true"},
+    {"GRAD001", "nonfinite-gradient", nd::Severity::kError, "layer", "all", false, "",
+     "grad.first_nonfinite == true and grad.nonfinite_reaches_parameters == true"},
     {"GRAD002", "exploding-gradients", nd::Severity::kWarning, "model", "all", false, "grad.first_layer",
      "grad.input_output_ratio > 1000 and grad.ratio_from_one_norm == false and grad.rel_contradicts_exploding == false and "
      "grad.bn_batch_noise == false"},
@@ -139,6 +140,8 @@ const Expected kExpected[] = {
      "grad.other_outputs_params > 0"},
     {"GRAD010", "bn-small-batch-noise", nd::Severity::kInfo, "model", "all", true, "grad.first_layer",
      "grad.bn_batch_noise == true and grad.input_output_ratio_log10_abs > 3"},
+    {"GRAD011", "nonfinite-gradient", nd::Severity::kInfo, "layer", "all", true, "",
+     "grad.first_nonfinite == true and grad.nonfinite_reaches_parameters == false"},
     {"IN001", "nonfinite-input", nd::Severity::kError, "input", "all", false, "", "input.nonfinite_count > 0"},
     {"IN002", "input-scale", nd::Severity::kWarning, "input", "all", true, "",
      "input.is_float == true and input.scale > 10 and input.scale_invariant == false and input.periodic_encoding != true"},

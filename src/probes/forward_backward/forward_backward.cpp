@@ -975,6 +975,16 @@ void probe_forward_backward(Session& s) {
         count = lm.metrics["grad.param_nonfinite_count"].get<int64_t>();
       }
       lm.metrics["grad.nonfinite_count"] = count;
+      // Whether any parameter's gradient is non-finite: a NaN that the
+      // backward drops before it reaches a parameter (an Embedding's
+      // padding_idx rows, a masked_fill's backward) leaves every update
+      // finite, and a GradScaler sees nothing (GRAD011, info).
+      int64_t param_nonfinite = 0;
+      for (const auto& l : s.doc.layers) {
+        auto it = l.metrics.find("grad.param_nonfinite_count");
+        if (it != l.metrics.end() && it->second.is_number_integer()) param_nonfinite += it->second.get<int64_t>();
+      }
+      lm.metrics["grad.nonfinite_reaches_parameters"] = param_nonfinite > 0;
     }
   }
 
