@@ -983,6 +983,27 @@ TEST(Round6, RmsNormWrittenAsFNormalize) {
   EXPECT_FALSE(has_rule(twin, "GRAD001"));
 }
 
+// tfa.GroupNormalization ported to PyTorch on NHWC tensors: the fault's
+// [N, G, H // G, W, C] groups bands of image rows holding every channel
+// (AXIS009 at both norms, the grouped axis spatial, no channel count read
+// from axis 1); the fix groups channels ([N, H, W, G, C // G]) and gets no
+// finding, in particular no one-channel-per-group AXIS004 from reading H as C.
+TEST(Round6, ChannelsLastGroupNormThatGroupsRows) {
+  RUN_ROUND3(rep, "r6_tfa_groupnorm_rows");
+  expect_findings(rep, "r6_tfa_groupnorm_rows", Set{{"AXIS009", "blocks.0.norm"}, {"AXIS009", "blocks.1.norm"}});
+  const json* m = layer_metrics(rep, "blocks.0.norm");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->at("norm.groups_along"), "spatial");
+  EXPECT_EQ(m->at("norm.input_layout"), "[batch, spatial, spatial, channel]");
+  EXPECT_FALSE(m->contains("norm.num_channels"));
+  RUN_ROUND3(twin, "r6_tfa_groupnorm_channels");
+  expect_findings(twin, "r6_tfa_groupnorm_channels", Set{});
+  const json* t = layer_metrics(twin, "blocks.0.norm");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->at("norm.op"), "group_norm_pattern");
+  EXPECT_FALSE(t->contains("norm.num_groups"));
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -93,6 +93,7 @@ const Expected kExpected[] = {
     {"AXIS007", "norm-over-time-axis", nd::Severity::kInfo, "layer", "all", false, "",
      "norm.over_time == true and norm.over_batch == false and norm.input_standardization == true"},
     {"AXIS008", "norm-over-time-axis", nd::Severity::kError, "layer", "all", false, "", "norm.channels_are_time == true"},
+    {"AXIS009", "groupnorm-group-size", nd::Severity::kWarning, "layer", "all", false, "", "norm.groups_split_positions == true"},
     {"BN001", "bn-stale-running-stats", nd::Severity::kWarning, "model", "all", false, "bn.first_layer_at_init",
      "bn.layers_at_init > 0"},
     {"BN002", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",

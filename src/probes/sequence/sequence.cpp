@@ -930,6 +930,8 @@ void probe_sequence(Session& s) {
     const nlohmann::json info = owner ? owner->info : nlohmann::json::object();
     bool straddle = false;
     int64_t view_groups = 0;
+    std::string groups_along;  // the role of the axis a written-out GroupNorm's groups split
+    bool groups_split_positions = false;
     std::vector<int64_t> red;
     if (over_view) {
       const auto& vshape = rec.shape;
@@ -940,6 +942,29 @@ void probe_sequence(Session& s) {
       // ([N, H, W, G, C/G] reduced over H, W, C/G) is not read as groups
       // along axis 1 (reduced axes "unknown", no group metrics).
       if (vshape.size() >= 3 && !red.empty()) view_groups = vshape[1];
+      // The axis the groups split: the first reduced axis when the group
+      // holds only part of it, else the axis before. A channels-last port of
+      // tfa.GroupNormalization ([N, H, W, C] viewed as [N, G, H/G, W, C],
+      // reduced over all but G) splits H, a spatial axis, and every group
+      // holds all the channels: bands of image rows (tensorflow/addons#751).
+      if (!red.empty()) {
+        int64_t p = 1, q = 1;
+        for (int64_t d : vred) p *= vshape[static_cast<size_t>(d)];
+        for (int64_t d : red) q *= shape[static_cast<size_t>(d)];
+        const int64_t g_axis = q == p ? red.front() - 1 : red.front();
+        if (g_axis >= 1 && g_axis < static_cast<int64_t>(roles.size())) {
+          const std::string along = roles[static_cast<size_t>(g_axis)];
+          groups_along = along;
+          bool channel_reduced = false;
+          for (int64_t d : red)
+            if (d != g_axis && d < static_cast<int64_t>(roles.size()) &&
+                (roles[static_cast<size_t>(d)] == "channel" || roles[static_cast<size_t>(d)] == "hidden"))
+              channel_reduced = true;
+          const bool positions = along == "spatial" || along == "time" || along == "tokens";
+          groups_split_positions = positions && channel_reduced;
+          if (positions) view_groups = 0;  // axis 1 is no channel axis: no num_groups / num_channels
+        }
+      }
     } else if (!frozen) {
       red = reduced_axes(n, rank, info, rec.ints);
     }
@@ -974,6 +999,10 @@ void probe_sequence(Session& s) {
     // standardization of the input).
     if (!lm || (n.module.empty() && !written_out) || !done.insert(n.module).second) continue;
     auto& m = lm->metrics;
+    if (!groups_along.empty()) {
+      m["norm.groups_along"] = groups_along;
+      m["norm.groups_split_positions"] = groups_split_positions;
+    }
     m["norm.op"] = n.op;
     m["norm.input_shape"] = shape_str(shape);
     m["norm.input_layout"] = "[" + join(roles) + "]";
@@ -1270,7 +1299,8 @@ void probe_sequence(Session& s) {
 
 const std::vector<std::string>& sequence_writes() {
   static const std::vector<std::string> names = {
-      "arch.attention_ops", "layout.", "norm.batchnorm_over_time", "norm.centered", "norm.channels_are_time", "norm.channels_per_group",
+      "arch.attention_ops", "layout.", "norm.batchnorm_over_time", "norm.centered", "norm.channels_are_time", "norm.channels_per_group", "norm.groups_along",
+      "norm.groups_split_positions",
       "norm.computing_dtype", "norm.eps", "norm.fails_at_other_length", "norm.input_layout",
       "norm.after_convolution", "norm.input_shape", "norm.input_standardization", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.op",
       "norm.over_batch", "norm.over_time", "norm.reduced_axes", "norm.reduces_batch", "norm.reduces_time",
