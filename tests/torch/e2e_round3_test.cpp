@@ -1004,6 +1004,42 @@ TEST(Round6, ChannelsLastGroupNormThatGroupsRows) {
   EXPECT_FALSE(t->contains("norm.num_groups"));
 }
 
+// A segmentation model exported with the argmax in forward: with --target
+// (the user trains it) no loss reaches a parameter, GRAD012; without a
+// training flag the same file is an inference export, GRAD013 (info); the
+// twin returning logits trains against the same target, no finding.
+TEST(Round6, ArgmaxExportWithATargetHasNoGradientPath) {
+  const std::vector<std::string> target = {"--target", round3("r6_argmax.target.pt")};
+  RUN_ROUND3(rep, "r6_argmax_export", target);
+  expect_findings(rep, "r6_argmax_export", Set{{"GRAD012", ""}});
+  EXPECT_EQ(mm(rep).at("run.training_intent"), true);
+  EXPECT_NE(mm(rep).at("grad.no_loss_path_reason").get<std::string>().find("integer"), std::string::npos);
+  RUN_ROUND3(serving, "r6_argmax_export");
+  EXPECT_EQ(serious(serving), Set{});
+  EXPECT_TRUE(has_rule(serving, "GRAD013"));
+  RUN_ROUND3(twin, "r6_argmax_logits", target);
+  expect_findings(twin, "r6_argmax_logits", Set{});
+  EXPECT_EQ(twin.at("probes").at("gradients").at("status"), "ok");
+}
+
+// One self.act = nn.ReLU() reused after every Linear holds the statistics of
+// all nine calls: it is neither the growth reference (the first layers' scale
+// stays Python's tens, not the shared module's millions) nor a growth layer.
+// With std-1 weights the activations grow ~6x per layer (ACT002 at the first
+// layer beyond 1000x); with kaiming_normal_ nothing is reported.
+TEST(Round6, ASharedActivationModuleHasNoDepth) {
+  RUN_ROUND3(rep, "r6_shared_act_randn");
+  expect_findings(rep, "r6_shared_act_randn", Set{{"ACT002", "layers.6"}, {"ACT003", "act"}, {"GRAD002", "inp"}});
+  EXPECT_LT(num(mm(rep).at("act.growth_reference_rms")), 100);
+  const json* act = layer_metrics(rep, "act");
+  ASSERT_NE(act, nullptr);
+  EXPECT_EQ(num(act->at("act.calls")), 9);
+  EXPECT_FALSE(act->contains("act.growth"));
+  RUN_ROUND3(twin, "r6_shared_act_default");
+  expect_findings(twin, "r6_shared_act_default", Set{});
+  EXPECT_LT(num(mm(twin).at("act.growth_max")), 10);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

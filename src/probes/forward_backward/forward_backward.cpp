@@ -219,6 +219,18 @@ void probe_forward_backward(Session& s) {
     s.doc.assumptions.push_back("the backward pass did not run: " + r.backward_skipped +
                                 "; gradient measurements (and --lr, --steps, fp16 loss scaling) are missing, the "
                                 "forward-only probes ran");
+    // No loss on this output reaches any parameter (an argmax export, a
+    // detached output): a fault for a model meant to be trained, which
+    // --target, --lr or --optimizer-state says it is (GRAD012), a property
+    // of an inference export otherwise (GRAD013, info).
+    s.doc.model_metrics["grad.no_loss_path"] = true;
+    s.doc.model_metrics["grad.no_loss_path_reason"] = r.backward_skipped;
+    std::string intent;
+    if (!s.opt.target_file.empty()) intent = "--target " + s.opt.target_file;
+    else if (s.opt.lr) intent = "--lr";
+    else if (!s.opt.optimizer_state.empty()) intent = "--optimizer-state " + s.opt.optimizer_state;
+    s.doc.model_metrics["run.training_intent"] = !intent.empty();
+    s.doc.model_metrics["run.training_intent_from"] = intent;
   } else {
     s.doc.probes["gradients"] = {{"status", "ok"}, {"pass", "train"}};
   }
@@ -592,6 +604,11 @@ void probe_forward_backward(Session& s) {
   double ref = 0;
   int seen = 0;
   for (auto* lm : leaves) {
+    // A module called at several depths (one self.act = nn.ReLU() reused
+    // after every layer) holds the statistics of all its calls, the deepest
+    // dominating: it is no reference for the first layers' scale.
+    auto calls = lm->metrics.find("act.calls");
+    if (calls != lm->metrics.end() && calls->second.is_number() && calls->second.get<double>() > 1) continue;
     const double rms = lm->metrics["act.rms"].get<double>();
     if (rms > 0 && std::isfinite(rms)) {
       ref = std::max(ref, rms);
@@ -602,6 +619,10 @@ void probe_forward_backward(Session& s) {
     double gmax = 0;
     std::string gmax_layer;
     for (auto* lm : leaves) {
+      // A module called at several depths has no depth of its own (its
+      // statistics mix them): no growth is placed on it.
+      auto calls = lm->metrics.find("act.calls");
+      if (calls != lm->metrics.end() && calls->second.is_number() && calls->second.get<double>() > 1) continue;
       const double g = lm->metrics["act.rms"].get<double>() / ref;
       lm->metrics["act.growth"] = g;
       if (g > gmax) {
@@ -620,7 +641,7 @@ void probe_forward_backward(Session& s) {
     const LayerMetrics* last = leaves.back();
     double before = 0;
     for (auto* lm : leaves)
-      if (lm != last) before = std::max(before, lm->metrics["act.growth"].get<double>());
+      if (lm != last && lm->metrics.count("act.growth")) before = std::max(before, lm->metrics["act.growth"].get<double>());
     bool matrix = false;
     for (const auto& mi : s.model.modules)
       if (mi.path == last->path && !is_norm_kind(mi.kind))
@@ -628,7 +649,7 @@ void probe_forward_backward(Session& s) {
           if (p.value.dim() >= 2) matrix = true;
     // The head itself must make the jump (10x or more over anything before
     // it): a stack growing 1.8x per layer crosses 1000x at its last layer too.
-    const double at_last = last->metrics.at("act.growth").get<double>();
+    const double at_last = last->metrics.count("act.growth") ? last->metrics.at("act.growth").get<double>() : 0.0;
     s.doc.model_metrics["act.growth_only_at_output"] =
         matrix && leaves.size() >= 2 && at_last > kGrowthGate && before <= kGrowthGate && at_last >= 10 * before;
     // Growth through depth, leaving out such a head (ACT008's gate).
@@ -1003,6 +1024,7 @@ const std::vector<std::string>& forward_backward_writes() {
       // bn.batch_of_one, bn.values_per_channel: a train pass that BatchNorm
       // refused (one value per channel), turned into evidence for BN006/BN010
       "act.", "attn.", "bn.batch_of_one", "bn.values_per_channel", "fwd.", "grad.", "loss.", "norm.eps", "norm.gain_absmax", "norm.gain_mean",
+      "run.training_intent", "run.training_intent_from",
       "norm.gain_p99", "param.", "sat.", "softmax."};
   return names;
 }
