@@ -8,6 +8,7 @@
 #include <iostream>
 #include <limits>
 #include <set>
+#include <sstream>
 #include <tuple>
 #include <unordered_map>
 
@@ -1779,6 +1780,25 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   final_norm_.status = final_norm.status;
   final_norm_.norm_module = final_norm.norm_module;
   final_norm_.head_module = final_norm.head_module;
+
+  // SDPA dropout that eval() cannot switch off: dropout_p a constant above 0
+  // (scripted code passing a number, or a trace that recorded one) or a
+  // module attribute read directly, not through `if self.training`.
+  for (Node* n : sdpa_nodes) {
+    if (n->inputs().size() < 5) continue;
+    Value* p = n->input(4);
+    std::optional<double> v;
+    if (auto c = torch::jit::toIValue(p); c && (c->isDouble() || c->isInt())) v = c->toDouble();
+    else if (p->node()->kind() == c10::prim::GetAttr)
+      if (auto a = scopes.attribute(p); a && (a->isDouble() || a->isInt())) v = a->toDouble();
+    if (!v || !(*v > 0)) continue;
+    const auto& chain = scopes.chain(n);
+    std::ostringstream what;
+    what << "scaled_dot_product_attention with dropout_p=" << *v
+         << (p->node()->kind() == c10::prim::GetAttr ? " (self." + p->node()->s(c10::attr::name) + ")" : std::string())
+         << " whatever the mode";
+    unswitched_random_.push_back({chain.empty() ? std::string() : chain.back(), what.str()});
+  }
 
   // Mode flags: constants baked in by tracing follow the pass's mode; dropout
   // can be switched off for a pass.

@@ -379,6 +379,11 @@ class InstrumentedModel {
   int64_t dropout_nodes() const { return dropout_nodes_; }
   /// Every batch_norm / dropout op, in graph order.
   const std::vector<ModeOpSite>& mode_ops() const { return mode_ops_; }
+  /// Random ops that no mode switches off, (module path, what), in graph
+  /// order: aten::scaled_dot_product_attention given a dropout_p above 0
+  /// that is a constant or a module attribute (dropout_p=self.attn_drop,
+  /// where `self.attn_drop if self.training else 0.0` was meant).
+  const std::vector<std::pair<std::string, std::string>>& unswitched_random_ops() const { return unswitched_random_; }
   /// Modules that own at least one tap, by path.
   const std::map<std::string, std::vector<int64_t>>& taps_by_module() const { return by_module_; }
   /// Graph size (nodes, after inlining) for the report.
@@ -419,6 +424,7 @@ class InstrumentedModel {
   int64_t baked_bn_ = 0, baked_dropout_ = 0, graph_nodes_ = 0, bn_nodes_ = 0, dropout_nodes_ = 0;
   std::vector<bool> baked_values_;
   std::vector<ModeOpSite> mode_ops_;
+  std::vector<std::pair<std::string, std::string>> unswitched_random_;
 };
 
 /// Maps a node's inlined call stack to the chain of named_modules() paths,

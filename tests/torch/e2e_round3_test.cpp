@@ -1045,6 +1045,25 @@ TEST(Round6, ASharedActivationModuleHasNoDepth) {
   EXPECT_LT(num(mm(twin).at("act.growth_max")), 10);
 }
 
+// timm-style fused attention passing SDPA dropout_p=self.attn_drop_p
+// whatever the mode: two eval passes differ (Python's spread is of the same
+// order), first at blocks.0.attn.proj, but the random op is the SDPA call in
+// blocks.0.attn, which MODE004 names with the probability and the attribute.
+// Gated on self.training, eval is deterministic.
+TEST(Round6, SdpaDropoutInEvalIsNamedAtTheAttention) {
+  RUN_ROUND3(rep, "r6_sdpa_dropout_always");
+  expect_findings(rep, "r6_sdpa_dropout_always", Set{{"MODE004", "blocks.0.attn"}});
+  const json& m = mm(rep);
+  EXPECT_EQ(m.at("evalrep.first_seen_at"), "blocks.0.attn.proj");
+  EXPECT_NE(m.at("evalrep.cause").get<std::string>().find("dropout_p=0.1 (self.attn_drop_p)"), std::string::npos);
+  const double py = nums("r6_sdpa_dropout_always").at("eval_spread").get<double>();
+  EXPECT_GT(num(m.at("evalrep.rel_diff")), py / 3);
+  EXPECT_LT(num(m.at("evalrep.rel_diff")), py * 3);
+  RUN_ROUND3(twin, "r6_sdpa_dropout_gated");
+  expect_findings(twin, "r6_sdpa_dropout_gated", Set{});
+  EXPECT_EQ(num(mm(twin).at("evalrep.rel_diff")), 0);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

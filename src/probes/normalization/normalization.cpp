@@ -446,20 +446,31 @@ void probe_normalization(Session& s) {
     // output: a dropout whose training flag is written as a constant true
     // (F.dropout(x, p, training=True) in a forward) ignores eval() by
     // construction. Otherwise the first module whose output differs.
-    std::string source;
+    std::string source, cause;
     bool found = false;
     for (const auto& mo : im.mode_ops())
       if (mo.op == "dropout" && mo.constant && mo.constant_value && !mo.baked) {
         source = mo.module;
         found = true;
+        cause = "a dropout with training=True written into " + (source.empty() ? std::string("the model's") : source + "'s") +
+                " forward, so eval() cannot switch it off";
         break;
       }
+    // The attention that passes SDPA a dropout probability whatever the
+    // mode (timm/ViT code with dropout_p=self.attn_drop.p instead of
+    // `... if self.training else 0.0`): the first module whose output
+    // differs is only its output projection.
+    if (!found && !im.unswitched_random_ops().empty()) {
+      source = im.unswitched_random_ops().front().first;
+      found = true;
+      cause = im.unswitched_random_ops().front().second + " in " +
+              (source.empty() ? std::string("the model's") : source + "'s") + " forward, so eval() cannot switch it off";
+    }
     if (!first.empty()) {
       mm["evalrep.first_seen_at"] = first;
       if (found) {
         mm["evalrep.first_layer"] = source;
-        mm["evalrep.cause"] = "a dropout with training=True written into " + (source.empty() ? std::string("the model's") : source + "'s") +
-                              " forward, so eval() cannot switch it off";
+        mm["evalrep.cause"] = cause;
       } else {
         mm["evalrep.first_layer"] = first;
         mm["evalrep.cause"] = "a random op there or in the code that feeds it ignores eval() (the first module whose output differs)";
