@@ -869,23 +869,22 @@ const std::vector<std::string>& ScopeResolver::chain(const Node* node) {
       // ModuleList of ModuleLists): the one holding the module the node
       // runs in (inline_recording_modules marks it) is the one.
       const std::string prefix = cur.empty() ? "" : cur + ".";
-      size_t best_depth = SIZE_MAX;
-      auto holds_leaf = [&](const std::string& p) {
-        return leaf.empty() || leaf == p || leaf.compare(0, p.size() + 1, p + ".") == 0;
-      };
-      bool any_holds = false;
+      std::vector<const std::string*> candidates;
       for (const auto& m : model_.modules)
         if (!m.path.empty() && m.path.compare(0, prefix.size(), prefix) == 0 && last_component(m.path) == name &&
-            matches(m.path) && holds_leaf(m.path))
-          any_holds = true;
-      for (const auto& m : model_.modules) {
-        if (m.path.empty() || m.path.compare(0, prefix.size(), prefix) != 0) continue;
-        if (last_component(m.path) != name || !matches(m.path)) continue;
-        if (any_holds && !holds_leaf(m.path)) continue;
-        const size_t depth = static_cast<size_t>(std::count(m.path.begin(), m.path.end(), '.'));
+            matches(m.path))
+          candidates.push_back(&m.path);
+      auto holds_leaf = [&](const std::string* p) {
+        return leaf.empty() || leaf == *p || leaf.compare(0, p->size() + 1, *p + ".") == 0;
+      };
+      const bool any_holds = std::any_of(candidates.begin(), candidates.end(), holds_leaf);
+      size_t best_depth = SIZE_MAX;
+      for (const std::string* p : candidates) {
+        if (any_holds && !holds_leaf(p)) continue;
+        const size_t depth = static_cast<size_t>(std::count(p->begin(), p->end(), '.'));
         if (depth < best_depth) {
           best_depth = depth;
-          found = m.path;
+          found = *p;
         }
       }
     }
@@ -946,7 +945,7 @@ std::optional<c10::IValue> ScopeResolver::attribute(const Value* v) const {
 // inliner does what Inline does with each callee's optimized graph (the
 // callee's own calls inlined, then preoptimizeGraph), building each callee's
 // graph per module instance, and marks every node with the named_modules()
-// path of the instance it runs in (kModuleLeafAttr).
+// path of the instance it runs in (leaf_attr()).
 namespace {
 
 struct InlineMemo {

@@ -178,9 +178,37 @@ c10::IValue detached(const c10::IValue& v) {
   return v;
 }
 
+// Which of `params` get a nonzero gradient from a seeded random projection
+// of `outputs`, sum over them of sum(y * r), r ~ N(0, 1) drawn in order from
+// one generator seeded with `seed`: one more backward, with the collector's
+// gradient hooks paused so the pass's statistics stay those of the loss. A
+// graph the second backward cannot walk reaches none of them.
+std::set<const void*> reached_by_projection(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& params,
+                                            int64_t seed, bool retain_graph, Collector& col) {
+  std::set<const void*> out;
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  at::Tensor total;
+  for (const auto& t : outputs) {
+    const at::Tensor y = t.to(at::kFloat);
+    const at::Tensor proj = at::randn(y.sizes(), gen, at::TensorOptions().dtype(at::kFloat)).to(y.device());
+    const at::Tensor l = (y * proj).sum();
+    total = total.defined() ? total + l : l;
+  }
+  col.grad_paused = true;
+  try {
+    const auto g = torch::autograd::grad({total}, params, /*grad_outputs=*/{}, retain_graph,
+                                         /*create_graph=*/false, /*allow_unused=*/true);
+    for (size_t i = 0; i < params.size() && i < g.size(); ++i)
+      if (g[i].defined() && g[i].ne(0).any().item<bool>()) out.insert(params[i].unsafeGetTensorImpl());
+  } catch (const std::exception&) {
+  }
+  col.grad_paused = false;
+  return out;
+}
+
 // After a cross-entropy loss's backward (graph retained): which parameters
-// with an all-zero gradient get one from a seeded random projection of the
-// same output (hooks paused, retain_graph kept for the next question).
+// with an all-zero gradient get one from a random projection of the same
+// output (retain_graph kept for reach_of_other_outputs).
 void shift_invariant_params(const torch::jit::Module& m, const at::Tensor& y, int64_t seed, Collector& col,
                             PassResult& r) {
   std::vector<at::Tensor> zero;
@@ -189,26 +217,12 @@ void shift_invariant_params(const torch::jit::Module& m, const at::Tensor& y, in
     if (p.requires_grad() && it != r.grads.end() && !it->second.ne(0).any().item<bool>()) zero.push_back(p);
   }
   if (zero.empty() || !y.requires_grad()) return;
-  at::Generator gen = at::detail::createCPUGenerator(seed + 13);
-  const at::Tensor yf = y.to(at::kFloat);
-  const at::Tensor proj = at::randn(yf.sizes(), gen, at::TensorOptions().dtype(at::kFloat)).to(yf.device());
-  col.grad_paused = true;
-  try {
-    const auto g = torch::autograd::grad({(yf * proj).sum()}, zero, /*grad_outputs=*/{}, /*retain_graph=*/true,
-                                         /*create_graph=*/false, /*allow_unused=*/true);
-    for (size_t i = 0; i < zero.size() && i < g.size(); ++i)
-      if (g[i].defined() && g[i].ne(0).any().item<bool>()) r.shift_invariant_only.insert(zero[i].unsafeGetTensorImpl());
-  } catch (const std::exception&) {
-    // A graph the second backward cannot walk: the zeros stay unexplained.
-  }
-  col.grad_paused = false;
+  r.shift_invariant_only = reached_by_projection({y}, zero, seed + 13, /*retain_graph=*/true, col);
 }
 
 // After the loss's backward (graph retained): which parameters without a
 // gradient from the loss do reach one of `others` (outputs the loss did not
-// read). One more backward, from a seeded random projection of each of them,
-// with the collector's gradient hooks paused so this pass's statistics stay
-// those of the loss; only parameters that got no gradient are asked for.
+// read), asked only for the parameters that got no gradient.
 void reach_of_other_outputs(const torch::jit::Module& m, const std::vector<at::Tensor>& others, int64_t seed,
                             Collector& col, PassResult& r) {
   // Without a gradient from the loss, or with an all-zero one (RAFT's flow
@@ -221,24 +235,7 @@ void reach_of_other_outputs(const torch::jit::Module& m, const std::vector<at::T
     if (it == r.grads.end() || !it->second.ne(0).any().item<bool>()) missing.push_back(p);
   }
   if (missing.empty()) return;
-  at::Generator gen = at::detail::createCPUGenerator(seed + 11);
-  at::Tensor total;
-  for (const auto& t : others) {
-    const at::Tensor y = t.to(at::kFloat);
-    const at::Tensor proj = at::randn(y.sizes(), gen, at::TensorOptions().dtype(at::kFloat)).to(y.device());
-    const at::Tensor l = (y * proj).sum();
-    total = total.defined() ? total + l : l;
-  }
-  col.grad_paused = true;
-  try {
-    const auto g = torch::autograd::grad({total}, missing, /*grad_outputs=*/{}, /*retain_graph=*/false,
-                                         /*create_graph=*/false, /*allow_unused=*/true);
-    for (size_t i = 0; i < missing.size() && i < g.size(); ++i)
-      if (g[i].defined() && g[i].ne(0).any().item<bool>()) r.reach_other_outputs_only.insert(missing[i].unsafeGetTensorImpl());
-  } catch (const std::exception&) {
-    // A graph the second backward cannot walk: the parameters stay counted as without gradient.
-  }
-  col.grad_paused = false;
+  r.reach_other_outputs_only = reached_by_projection(others, missing, seed + 11, /*retain_graph=*/false, col);
 }
 
 // Chooses the output that feeds the loss and computes the loss.

@@ -603,14 +603,18 @@ void probe_forward_backward(Session& s) {
   for (auto& lm : s.doc.layers)
     if (lm.leaf && lm.exec_order >= 0 && lm.metrics.count("act.rms")) leaves.push_back(&lm);
   std::sort(leaves.begin(), leaves.end(), [](auto* a, auto* b) { return a->exec_order < b->exec_order; });
+  // A module called at several depths (one self.act = nn.ReLU() reused
+  // after every layer) holds the statistics of all its calls, the deepest
+  // dominating: it is no reference for the first layers' scale, and no
+  // growth is placed on it (it has no depth of its own).
+  auto several_depths = [](const LayerMetrics* lm) {
+    auto calls = lm->metrics.find("act.calls");
+    return calls != lm->metrics.end() && calls->second.is_number() && calls->second.get<double>() > 1;
+  };
   double ref = 0;
   int seen = 0;
   for (auto* lm : leaves) {
-    // A module called at several depths (one self.act = nn.ReLU() reused
-    // after every layer) holds the statistics of all its calls, the deepest
-    // dominating: it is no reference for the first layers' scale.
-    auto calls = lm->metrics.find("act.calls");
-    if (calls != lm->metrics.end() && calls->second.is_number() && calls->second.get<double>() > 1) continue;
+    if (several_depths(lm)) continue;
     const double rms = lm->metrics["act.rms"].get<double>();
     if (rms > 0 && std::isfinite(rms)) {
       ref = std::max(ref, rms);
@@ -621,10 +625,7 @@ void probe_forward_backward(Session& s) {
     double gmax = 0;
     std::string gmax_layer;
     for (auto* lm : leaves) {
-      // A module called at several depths has no depth of its own (its
-      // statistics mix them): no growth is placed on it.
-      auto calls = lm->metrics.find("act.calls");
-      if (calls != lm->metrics.end() && calls->second.is_number() && calls->second.get<double>() > 1) continue;
+      if (several_depths(lm)) continue;
       const double g = lm->metrics["act.rms"].get<double>() / ref;
       lm->metrics["act.growth"] = g;
       if (g > gmax) {

@@ -26,7 +26,6 @@
 // convention; one that stays zero has another cause (GRAD004 warns about it).
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -289,15 +288,12 @@ ZeroInitFacts zero_init_conventions(Session& s) {
   std::sort(conv.begin(), conv.end(), [](const Cand* a, const Cand* b) {
     return std::tie(a->order, a->path) < std::tie(b->order, b->path);
   });
-  // A convention ends with the first update only when the zero parameter
-  // itself gets a gradient: a zero BatchNorm gamma does (the branch before
-  // it is live). Two zero factors in a row (timm's skipinit gain and a zero
-  // conv3 gain) keep each other at zero forever: neither is a convention.
   // Zero parameters the first update ends: those with a gradient in the
   // real pass, then, lifting them, those that get one once the zeros after
   // them are lifted (ControlNet's conditioning embedding ends in a zero conv
   // that feeds a zero conv: the second moves on the first step, the first on
-  // the second). Two zero factors in a row whose product stays zero (timm's
+  // the second); a zero BatchNorm gamma moves at once (the branch before it
+  // is live). Two zero factors in a row whose product stays zero (timm's
   // skipinit gain and a zero conv3 gain: each one's gradient is the other's
   // value times something) never move: neither is a convention.
   const auto train = s.train();

@@ -448,12 +448,12 @@ void probe_normalization(Session& s) {
     // construction. Otherwise the first module whose output differs.
     std::string source, cause;
     bool found = false;
+    auto forward_of = [](const std::string& m) { return (m.empty() ? std::string("the model's") : m + "'s") + " forward"; };
     for (const auto& mo : im.mode_ops())
       if (mo.op == "dropout" && mo.constant && mo.constant_value && !mo.baked) {
         source = mo.module;
         found = true;
-        cause = "a dropout with training=True written into " + (source.empty() ? std::string("the model's") : source + "'s") +
-                " forward, so eval() cannot switch it off";
+        cause = "a dropout with training=True written into " + forward_of(source) + ", so eval() cannot switch it off";
         break;
       }
     // The attention that passes SDPA a dropout probability whatever the
@@ -463,8 +463,7 @@ void probe_normalization(Session& s) {
     if (!found && !im.unswitched_random_ops().empty()) {
       source = im.unswitched_random_ops().front().first;
       found = true;
-      cause = im.unswitched_random_ops().front().second + " in " +
-              (source.empty() ? std::string("the model's") : source + "'s") + " forward, so eval() cannot switch it off";
+      cause = im.unswitched_random_ops().front().second + " in " + forward_of(source) + ", so eval() cannot switch it off";
     }
     if (!first.empty()) {
       mm["evalrep.first_seen_at"] = first;

@@ -10,12 +10,13 @@
 // real positions), compared module by module at real positions with the
 // batch as given, in train mode (batch statistics) and eval mode. Length:
 // the same tokens truncated, compared at the shared positions in eval mode.
-#include <ATen/CPUGeneratorImpl.h>
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <set>
 #include <sstream>
+
+#include <ATen/CPUGeneratorImpl.h>
 
 #include "core/error.h"
 #include "probes/inputs/inputs.h"
@@ -719,6 +720,12 @@ void probe_sequence(Session& s) {
   // from 64 to 96 positions"); set where it differs.
   std::string pad_how;
   std::vector<c10::IValue> refilled_args;  // the refilled batch, when that replaced appending
+  // A later try measured: the first try's failure is no longer the probe's.
+  auto clear_pad_error = [&] {
+    pad_error.clear();
+    pad_pass.clear();
+    pad_kind.clear();
+  };
   auto spec = [&](const std::string& name, bool train, std::vector<c10::IValue> args) {
     PassSpec p;
     p.name = name;
@@ -778,9 +785,7 @@ void probe_sequence(Session& s) {
           if (k > 0) {
             pad_retry_note = "padding to " + std::to_string(L.T + tries[0]) + " positions raised (" + pad_error +
                              "); padded to " + std::to_string(L.T + P) + " instead";
-            pad_error.clear();
-            pad_pass.clear();
-            pad_kind.clear();
+            clear_pad_error();
           }
         } catch (const Error& e) {
           if (e.kind() == error_kind::kTimeout || e.kind() == error_kind::kOutOfMemory) throw;
@@ -810,9 +815,7 @@ void probe_sequence(Session& s) {
           pad_how = "the sample's own " + std::to_string(n_pad) + " padded positions are refilled with other values";
           P = 0;
           refilled_args = std::move(refilled);
-          pad_error.clear();
-          pad_pass.clear();
-          pad_kind.clear();
+          clear_pad_error();
         } catch (const Error& e) {
           if (e.kind() == error_kind::kTimeout || e.kind() == error_kind::kOutOfMemory) throw;
         }
@@ -953,14 +956,13 @@ void probe_sequence(Session& s) {
         for (int64_t d : red) q *= shape[static_cast<size_t>(d)];
         const int64_t g_axis = q == p ? red.front() - 1 : red.front();
         if (g_axis >= 1 && g_axis < static_cast<int64_t>(roles.size())) {
-          const std::string along = roles[static_cast<size_t>(g_axis)];
-          groups_along = along;
+          groups_along = roles[static_cast<size_t>(g_axis)];
           bool channel_reduced = false;
           for (int64_t d : red)
             if (d != g_axis && d < static_cast<int64_t>(roles.size()) &&
                 (roles[static_cast<size_t>(d)] == "channel" || roles[static_cast<size_t>(d)] == "hidden"))
               channel_reduced = true;
-          const bool positions = along == "spatial" || along == "time" || along == "tokens";
+          const bool positions = groups_along == "spatial" || groups_along == "time" || groups_along == "tokens";
           groups_split_positions = positions && channel_reduced;
           if (positions) view_groups = 0;  // axis 1 is no channel axis: no num_groups / num_channels
         }
