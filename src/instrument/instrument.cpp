@@ -27,9 +27,92 @@
 namespace nd {
 namespace {
 
-using torch::jit::Block;
 using torch::jit::Node;
 using torch::jit::Value;
+
+/// True when `n` takes a square root (aten::sqrt, aten::rsqrt, aten::pow with
+/// exponent +-0.5) of a one-pass variance, E[x^2] - E[x]^2 (+ eps): a
+/// difference whose first term is a mean or sum of a square and whose second
+/// term is a square. In fp16/bf16 the two nearly equal terms cancel and the
+/// difference can be negative, so the root is NaN (Welford 1962; Chan, Golub
+/// and LeVeque 1983, "Algorithms for computing the sample variance").
+/// Recognized by what the ops compute, whatever the spelling: x ** 2,
+/// x * x, torch.square, mean or sum; the mean may come from an attribute.
+bool root_of_one_pass_variance(const Node* n) {
+  const std::string k = n->kind().toQualString();
+  if (n->inputs().empty()) return false;
+  if (k == "aten::pow") {
+    if (n->inputs().size() < 2) return false;
+    auto e = torch::jit::toIValue(n->input(1));
+    if (!e || !(e->isDouble() || e->isInt())) return false;
+    const double ex = e->isDouble() ? e->toDouble() : static_cast<double>(e->toInt());
+    if (ex != 0.5 && ex != -0.5) return false;
+  } else if (k != "aten::sqrt" && k != "aten::rsqrt") {
+    return false;
+  }
+  // The precision emulation wraps op outputs in normdoctor::round(id,
+  // dtype, inplace, value): look through it to the op that computed them.
+  auto producer = [](const Value* w) {
+    const Node* m = w->node();
+    while (std::string(m->kind().toQualString()) == "normdoctor::round" && m->inputs().size() == 4) m = m->input(3)->node();
+    return m;
+  };
+  auto is_square = [](const Node* m) {
+    const std::string mk = m->kind().toQualString();
+    if (mk == "aten::square") return true;
+    if (mk == "aten::pow" && m->inputs().size() >= 2) {
+      auto e = torch::jit::toIValue(m->input(1));
+      return e && ((e->isInt() && e->toInt() == 2) || (e->isDouble() && e->toDouble() == 2.0));
+    }
+    if (mk == "aten::mul" && m->inputs().size() >= 2) return m->input(0) == m->input(1);
+    return false;
+  };
+  const Value* v = n->input(0);
+  // Through the eps addition and views that keep the values.
+  for (int hops = 0; hops < 4; ++hops) {
+    const Node* p = producer(v);
+    const std::string pk = p->kind().toQualString();
+    if ((pk == "aten::add" || pk == "aten::add_") && p->inputs().size() >= 2) {
+      const bool c0 = torch::jit::toIValue(p->input(0)).has_value(), c1 = torch::jit::toIValue(p->input(1)).has_value();
+      const bool s0 = p->input(0)->type()->kind() != c10::TypeKind::TensorType;
+      const bool s1 = p->input(1)->type()->kind() != c10::TypeKind::TensorType;
+      if (c1 || s1) { v = p->input(0); continue; }
+      if (c0 || s0) { v = p->input(1); continue; }
+      return false;
+    }
+    if (pk == "aten::to" || pk == "aten::contiguous" || pk == "aten::squeeze" || pk == "aten::unsqueeze") {
+      v = p->input(0);
+      continue;
+    }
+    break;
+  }
+  auto one_pass = [&](const Value* w) {
+    const Node* d = producer(w);
+    const std::string dk = d->kind().toQualString();
+    if (dk != "aten::sub" || d->inputs().size() < 2) return false;
+    const Node* a = producer(d->input(0));
+    const Node* b = producer(d->input(1));
+    const std::string ak = a->kind().toQualString();
+    if ((ak != "aten::mean" && ak != "aten::sum") || a->inputs().empty()) return false;
+    return is_square(producer(a->input(0))) && is_square(b);
+  };
+  // A variance chosen by scripted control flow (if self.one_pass: ... else:
+  // ...): the root takes a one-pass variance when a branch returns one.
+  while (std::string(v->node()->kind().toQualString()) == "normdoctor::round" && v->node()->inputs().size() == 4)
+    v = v->node()->input(3);
+  const Node* d = v->node();
+  if (d->kind() == c10::prim::If) {
+    size_t k_out = 0;
+    while (k_out < d->outputs().size() && d->output(k_out) != v) ++k_out;
+    for (const auto* b : d->blocks())
+      if (k_out < b->outputs().size() && one_pass(b->outputs()[k_out])) return true;
+    return false;
+  }
+  return one_pass(v);
+}
+
+
+using torch::jit::Block;
 
 // ---------------------------------------------------------------------------
 // The tap and flag operators. They read the pass that is running on this
@@ -1891,6 +1974,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         if (!is_tensor(o) || o->uses().empty()) continue;
         RoundSite rs;
         rs.op = k;
+        rs.one_pass_variance_root = root_of_one_pass_variance(n);
         const auto& chain = scopes.chain(n);
         rs.module = chain.empty() ? std::string() : chain.back();
         const int64_t id = static_cast<int64_t>(round_sites_.size());

@@ -350,6 +350,10 @@ struct InstrumentOptions {
 struct RoundSite {
   std::string op;      ///< "aten::pow"
   std::string module;  ///< innermost module running it ("" = root)
+  /// The op is a square root (sqrt, rsqrt, pow(., 0.5), pow(., -0.5)) of a
+  /// one-pass variance: E[x^2] - E[x]^2, optionally plus eps. In a low
+  /// precision the two terms cancel and the difference can go negative.
+  bool one_pass_variance_root = false;
 };
 
 /// The instrumented forward of one model. Build once, run many passes.

@@ -1064,6 +1064,29 @@ TEST(Round6, SdpaDropoutInEvalIsNamedAtTheAttention) {
   EXPECT_EQ(num(mm(twin).at("evalrep.rel_diff")), 0);
 }
 
+// A forecaster normalizing each series by its own statistics with the
+// variance written in one pass, x.square().mean() - means.square(), then
+// torch.rsqrt, on load series around 3000: in bf16 the two terms cancel and
+// the variance goes to zero or below (Python: min variance -131072, 15
+// non-positive of 16), so rsqrt gives NaN/Inf in `normalize`: PREC007 names
+// the cancellation there, PREC005 the first non-finite module; no overflow
+// (PREC001) is claimed. The two-pass torch.var twin stays finite.
+TEST(Round7, OnePassVarianceCancelsInBf16) {
+  RUN_ROUND3(rep, "r7_one_pass_variance", {"--precision", "bf16"});
+  expect_findings(rep, "r7_one_pass_variance", Set{{"PREC005", "normalize"}, {"PREC007", "normalize"}});
+  const json* m = layer_metrics(rep, "normalize");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->at("prec.first_nonfinite_cause"), "variance-cancellation");
+  EXPECT_EQ(m->at("prec.variance_cancellation_op"), "aten::rsqrt");
+  EXPECT_GT(num(m->at("prec.variance_cancellation_count")), 0);
+  EXPECT_LE(num(m->at("prec.variance_cancellation_count")), 16);
+  EXPECT_GT(num(nums("r7_one_pass_variance").at("nonpositive_var")), 0);
+  RUN_ROUND3(twin, "r7_two_pass_variance", {"--precision", "bf16"});
+  expect_findings(twin, "r7_two_pass_variance", Set{});
+  EXPECT_EQ(num(nums("r7_two_pass_variance").at("out_nonfinite")), 0);
+  EXPECT_FALSE(mm(twin).contains("prec.first_nonfinite_layer"));
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -165,7 +165,8 @@ const Expected kExpected[] = {
     {"NORM002", "degenerate-norm-group", nd::Severity::kError, "layer", "all", false, "",
      "norm.values_per_group == 1"},
     {"PREC001", "fp16-overflow-risk", nd::Severity::kError, "layer", "first", true, "",
-     "prec.first_nonfinite == true and prec.first_nonfinite_cause != \"norm-eps\""},
+     "prec.first_nonfinite == true and prec.first_nonfinite_cause != \"norm-eps\" and prec.first_nonfinite_cause != "
+     "\"variance-cancellation\" and prec.first_nonfinite_cause != \"domain\""},
     {"PREC002", "norm-eps-precision", nd::Severity::kError, "layer", "all", true, "",
      "prec.eps_vanishes == true and prec.norm_fp32_internally == false and prec.norm_nonfinite_count > 0"},
     {"PREC003", "loss-scale-underflow", nd::Severity::kWarning, "model", "all", true, "prec.grad_underflow_layer",
@@ -176,6 +177,8 @@ const Expected kExpected[] = {
      "prec.nonfinite_in_format == true"},
     {"PREC006", "norm-eps-precision", nd::Severity::kError, "layer", "all", true, "",
      "prec.norm_internal_overflow == true"},
+    {"PREC007", "norm-eps-precision", nd::Severity::kError, "layer", "all", true, "",
+     "prec.variance_cancellation == true"},
     {"REPLAY001", "activation-growth", nd::Severity::kWarning, "model", "all", true, "replay.act_growth_layer",
      "replay.act_growth_max > 100"},
     {"REPLAY002", "nonfinite-forward", nd::Severity::kError, "model", "all", true, "replay.nonfinite_layer",

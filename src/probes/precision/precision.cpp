@@ -560,6 +560,10 @@ void probe_precision(Session& s) {
   // The producer (first op whose output overflows to Inf, or becomes NaN,
   // in the format) and the propagator (the first op turning it into NaN).
   std::string producer_layer, propagator_layer;
+  // The producer made NaN (no Inf before it) in an op with a restricted
+  // domain: a root or logarithm of a value that is negative in the format
+  // although fp32 keeps it non-negative. Not an overflow.
+  bool producer_domain = false, producer_variance = false;
   if (pim_round) {
     const auto& rs = pim_round->round_sites();
     const Collector& c = *lp_pass.collector;
@@ -589,6 +593,12 @@ void probe_precision(Session& s) {
       mm["prec.producer_layer"] = producer_layer;
       mm["prec.producer_makes"] = inf >= 0 ? "inf" : "nan";
       mm["prec.producer_count"] = inf >= 0 ? inf_count : nan_count;
+      static const std::set<std::string> domain_ops = {
+          "aten::sqrt", "aten::sqrt_", "aten::rsqrt", "aten::rsqrt_", "aten::log", "aten::log_", "aten::log2",
+          "aten::log10", "aten::log1p", "aten::pow", "aten::acos", "aten::asin", "aten::atanh", "aten::acosh"};
+      const RoundSite& site = rs[static_cast<size_t>(prod)];
+      producer_domain = inf < 0 && domain_ops.count(site.op) > 0;
+      producer_variance = site.one_pass_variance_root;  // rsqrt(0) is Inf: a zero variance also cancels
     }
     if (inf >= 0 && nan >= 0 && nan != inf && nan < static_cast<int64_t>(rs.size())) {
       propagator_layer = rs[static_cast<size_t>(nan)].module;
@@ -666,6 +676,8 @@ void probe_precision(Session& s) {
         const bool norm_explains = n && !n->fp32_inside && (internal_bad > 0 || n->nonfinite > 0);
         if (norm_explains && eps_gone && n->overflow_rows == 0) cause = "norm-eps";
         else if (c.ref_beyond > 0 || (n && n->overflow_rows > 0)) cause = "overflow";
+        else if (producer_variance) cause = "variance-cancellation";
+        else if (producer_domain) cause = "domain";
         else cause = "other";
         m["prec.first_nonfinite_cause"] = cause;
       }
@@ -713,6 +725,15 @@ void probe_precision(Session& s) {
         lm->metrics["prec.norm_internal_overflow"] = true;
         lm->metrics["prec.norm_internal_overflow_op"] = mm["prec.producer_op"];
       }
+    }
+  }
+  // A one-pass variance (E[x^2] - E[x]^2) that goes negative in the format:
+  // the norm's statistic is lost to cancellation, whatever eps is.
+  if (producer_variance && !producer_layer.empty()) {
+    if (LayerMetrics* lm = s.doc.find_layer(producer_layer)) {
+      lm->metrics["prec.variance_cancellation"] = true;
+      lm->metrics["prec.variance_cancellation_op"] = mm["prec.producer_op"];
+      lm->metrics["prec.variance_cancellation_count"] = mm["prec.producer_count"];
     }
   }
   if (!first_nonfinite.empty()) {
