@@ -882,6 +882,17 @@ std::unique_ptr<Session> prepare_check(const CheckOptions& opt, const ProgressFn
     }
   }
   s.doc.model_metrics["run.precision"] = s.precision;
+  {
+    // Whether the user says this file will be trained: a target to fit, a
+    // learning rate or an optimizer's state. Rules that are harmless for a
+    // served file (an argmax export, a traced eval mode) become warnings.
+    std::string intent;
+    if (!s.opt.target_file.empty()) intent = "--target " + s.opt.target_file;
+    else if (s.opt.lr) intent = "--lr";
+    else if (!s.opt.optimizer_state.empty()) intent = "--optimizer-state " + s.opt.optimizer_state;
+    s.doc.model_metrics["run.training_intent"] = !intent.empty();
+    s.doc.model_metrics["run.training_intent_from"] = intent;
+  }
 
   if (progress) progress("load", "inputs");
   load_arguments(s);

@@ -70,6 +70,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"bn_small_batch_healthy", "bn_small_batch_healthy.pt", "bn_small_batch_healthy.input.pt", {}, {}},
         Case{"saved_in_train_mode", "tiny_cnn_trainmode.pt", "tiny_cnn.input.pt", {}, {{"MODE001", ""}}},
         Case{"traced_eval_frozen", "tiny_cnn_traced.pt", "tiny_cnn.input.pt", {}, {{"MODE003", ""}}},
+        // The same traced file given a learning rate: it is to be trained, so the
+        // baked eval mode is a warning (MODE006); the scripted twin follows train().
+        Case{"traced_eval_frozen_to_train", "tiny_cnn_traced.pt", "tiny_cnn.input.pt", {"--lr", "1e-3"},
+             {{"MODE006", ""}}},
+        Case{"scripted_to_train", "tiny_cnn.pt", "tiny_cnn.input.pt", {"--lr", "1e-3"}, {}},
         Case{"traced_train_baked", "traced_dropout_bn.pt", "traced_dropout_bn.input.pt", {},
              {{"BN005", "features.1"}, {"MODE001", ""}, {"MODE002", ""}, {"MODE004", "drop"}}},
         Case{"functional_dropout", "functional_dropout.pt", "functional_dropout.input.pt", {},

@@ -227,12 +227,6 @@ void probe_forward_backward(Session& s) {
     for (const auto& p : s.model.module.parameters(/*recurse=*/true)) trainable = trainable || p.requires_grad();
     s.doc.model_metrics["grad.no_loss_path"] = trainable;  // a model without parameters has nothing to train
     s.doc.model_metrics["grad.no_loss_path_reason"] = r.backward_skipped;
-    std::string intent;
-    if (!s.opt.target_file.empty()) intent = "--target " + s.opt.target_file;
-    else if (s.opt.lr) intent = "--lr";
-    else if (!s.opt.optimizer_state.empty()) intent = "--optimizer-state " + s.opt.optimizer_state;
-    s.doc.model_metrics["run.training_intent"] = !intent.empty();
-    s.doc.model_metrics["run.training_intent_from"] = intent;
   } else {
     s.doc.probes["gradients"] = {{"status", "ok"}, {"pass", "train"}};
   }
@@ -1027,7 +1021,6 @@ const std::vector<std::string>& forward_backward_writes() {
       // bn.batch_of_one, bn.values_per_channel: a train pass that BatchNorm
       // refused (one value per channel), turned into evidence for BN006/BN010
       "act.", "attn.", "bn.batch_of_one", "bn.values_per_channel", "fwd.", "grad.", "loss.", "norm.eps", "norm.gain_absmax", "norm.gain_mean",
-      "run.training_intent", "run.training_intent_from",
       "norm.gain_p99", "param.", "sat.", "softmax."};
   return names;
 }
