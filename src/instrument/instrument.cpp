@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <deque>
+#include <map>
 #include <functional>
 #include <iostream>
 #include <limits>
@@ -1195,6 +1196,48 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     }
   }
 
+  // Arguments the model rescales itself by stored values before any other
+  // op reads them: every path from the argument goes through views and
+  // additions of stored values to a division or multiplication by a stored
+  // value (a buffer, a constant, arithmetic on them). See rescaled_inputs().
+  {
+    static const std::set<std::string> views = {"aten::to", "aten::float", "aten::type_as", "aten::view", "aten::reshape",
+                                                "aten::unsqueeze", "aten::contiguous", "aten::permute", "aten::clone",
+                                                "aten::detach"};
+    static const std::set<std::string> meta = {"aten::size", "aten::dim", "prim::device", "prim::dtype", "prim::layout",
+                                               "aten::len", "prim::shape", "aten::__isnot__", "aten::__is__"};
+    std::unordered_map<const Value*, bool> memo;
+    const auto inputs = graph_->inputs();
+    for (size_t i = 1; i < inputs.size(); ++i) {
+      bool scaled = false, other = !is_tensor(inputs[i]);
+      std::vector<Value*> work = {inputs[i]};
+      for (size_t w = 0; w < work.size() && w < 64 && !other; ++w) {
+        for (const auto& u : work[w]->uses()) {
+          const std::string k = u.user->kind().toQualString();
+          if (meta.count(k)) continue;
+          if (u.user->outputs().size() != 1) {
+            other = true;
+            break;
+          }
+          const bool binary = u.user->inputs().size() >= 2 && u.offset <= 1;
+          Value* operand = binary ? u.user->input(1 - u.offset) : nullptr;
+          const bool stored = operand && recognize::param_only(operand, memo);
+          if (views.count(k) && u.offset == 0) {
+            work.push_back(u.user->output());
+          } else if ((k == "aten::sub" || k == "aten::add" || k == "aten::rsub") && stored) {
+            work.push_back(u.user->output());
+          } else if ((k == "aten::div" && u.offset == 0 && stored) || (k == "aten::mul" && stored)) {
+            scaled = true;  // this path is rescaled; its output is no longer the raw input
+          } else {
+            other = true;  // read raw by a layer, a norm or anything else
+            break;
+          }
+        }
+      }
+      rescaled_inputs_.push_back(scaled && !other);
+    }
+  }
+
   auto new_tap = [&](TapKind kind, const std::string& module) -> TapSite& {
     TapSite t;
     t.id = static_cast<int64_t>(taps_.size());
@@ -1361,6 +1404,99 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       }
     }
     op_facts_.push_back(std::move(f));
+  }
+  // Reductions and whether they normalize the tensor they reduce.
+  for (Node* n : nodes) {
+    const std::string k = n->kind().toQualString();
+    static const std::map<std::string, size_t> dim_at = {
+        {"aten::norm", 2},   {"aten::linalg_vector_norm", 2}, {"aten::frobenius_norm", 1}, {"aten::std", 1},
+        {"aten::var", 1},    {"aten::mean", 1},               {"aten::sum", 1},            {"aten::softmax", 1},
+        {"aten::log_softmax", 1}, {"aten::logsumexp", 1},     {"aten::amax", 1}};
+    auto it = dim_at.find(k);
+    if (it == dim_at.end() || n->inputs().empty() || !is_tensor(n->input(0)) || n->outputs().size() != 1) continue;
+    ReductionSite r;
+    r.op = k;
+    for (const auto& ns : norm_sites)
+      if (ns.input == n->input(0) || (ns.view_source && ns.view_source == n->input(0))) r.in_norm = true;
+    const auto& chain = scopes.chain(n);
+    r.module = chain.empty() ? std::string() : chain.back();
+    r.input_roles = roles_of(n->input(0));
+    if (n->inputs().size() <= it->second) {
+      r.all_dims = true;  // x.mean(), x.norm(), x.std()
+    } else {
+      Value* dv = n->input(it->second);
+      // A constant, or a module attribute (F.normalize(x, dim=self.norm_dim)).
+      auto int_of = [&](Value* x) -> std::optional<int64_t> {
+        auto c = torch::jit::toIValue(x);
+        if (!c) c = scopes.attribute(x);
+        if (c && c->isInt()) return c->toInt();
+        return std::nullopt;
+      };
+      if (dv->type()->kind() == c10::TypeKind::IntType) {
+        auto c = int_of(dv);
+        if (!c) continue;
+        r.dims = {*c};
+      } else if (dv->node()->kind() == c10::prim::ListConstruct) {
+        bool ok = true;
+        for (Value* e : dv->node()->inputs()) {
+          auto c = int_of(e);
+          if (c) r.dims.push_back(*c);
+          else ok = false;
+        }
+        if (!ok) continue;
+        r.all_dims = r.dims.empty();
+      } else if (dv->type()->kind() == c10::TypeKind::NoneType) {
+        r.all_dims = true;
+      } else if (dv->type()->kind() == c10::TypeKind::BoolType) {
+        r.all_dims = true;  // var(input, unbiased)
+      } else if (auto d = structure::const_int_list(dv)) {
+        r.dims = *d;
+        r.all_dims = d->empty();
+      } else {
+        continue;
+      }
+    }
+    // Does the statistic divide its own input (x / stat, x * (1 / stat),
+    // (x - mean) / stat)? Follow it through elementwise steps.
+    Value* src = n->input(0);
+    auto same_source = [&](Value* y) {
+      for (int i = 0; i < 3 && y; ++i) {
+        if (y == src) return true;
+        const std::string yk = y->node()->kind().toQualString();
+        if ((yk == "aten::sub" || yk == "aten::to" || yk == "aten::contiguous") && !y->node()->inputs().empty())
+          y = y->node()->input(0);
+        else
+          return false;
+      }
+      return y == src;
+    };
+    // (value, inverted): the statistic or its reciprocal (rsqrt, 1 / x).
+    std::deque<std::pair<Value*, bool>> todo{{n->output(), false}};
+    static const std::set<std::string> through = {
+        "aten::clamp", "aten::clamp_min", "aten::clamp_max", "aten::expand", "aten::expand_as", "aten::add",
+        "aten::sqrt", "aten::unsqueeze", "aten::view", "aten::reshape", "aten::to", "aten::detach",
+        "aten::maximum"};
+    const bool statistic = k != "aten::softmax" && k != "aten::log_softmax";
+    for (int steps = 0; statistic && !todo.empty() && steps < 24 && !r.normalizes; ++steps) {
+      const auto [v, inverted] = todo.front();
+      todo.pop_front();
+      for (const auto& u : v->uses()) {
+        const std::string uk = u.user->kind().toQualString();
+        if (u.user->outputs().size() != 1) continue;
+        if ((uk == "aten::div" || uk == "aten::div_") && u.offset == 1 && !inverted && same_source(u.user->input(0)))
+          r.normalizes = true;
+        else if ((uk == "aten::mul" || uk == "aten::mul_") && u.user->inputs().size() >= 2 && inverted &&
+                 same_source(u.user->input(1 - u.offset)))
+          r.normalizes = true;
+        else if (uk == "aten::rsqrt" || uk == "aten::reciprocal")
+          todo.push_back({u.user->output(), !inverted});
+        else if (through.count(uk) && u.offset == 0)
+          todo.push_back({u.user->output(), inverted});
+        else if ((uk == "aten::add" || uk == "aten::maximum") && u.offset == 1)
+          todo.push_back({u.user->output(), inverted});
+      }
+    }
+    reductions_.push_back(std::move(r));
   }
   std::vector<structure::Residual> residual_sites = structure::find_residuals(nodes, norm_sites, scopes);
   structure::FinalNorm final_norm;

@@ -150,6 +150,24 @@ struct OpFact {
   std::vector<std::string> consumers;    ///< innermost modules of the ops using its output
 };
 
+/// A reduction in the graph (a norm, mean, sum, std/var, softmax,
+/// logsumexp, amax) with its reduced axes as written: what can mix the
+/// examples of a batch when an axis is the batch axis.
+struct ReductionSite {
+  std::string op;                        ///< "aten::linalg_vector_norm"
+  std::string module;                    ///< innermost module running it ("" = the root's forward)
+  std::vector<int64_t> dims;             ///< reduced axes as written (negative: from the end)
+  bool all_dims = false;                 ///< x.mean(), x.norm(): every axis
+  std::vector<std::string> input_roles;  ///< layout roles of the reduced tensor; empty: unknown
+  /// The reduced statistic (through clamp, expand, eps, roots) divides the
+  /// tensor it was computed from, or its reciprocal multiplies it: a
+  /// normalization (F.normalize(x, dim=0), (x - x.mean(0)) / x.std(0)).
+  bool normalizes = false;
+  /// Part of a normalization recognized as such (a norm op or a written-out
+  /// pattern over the same input): its axes are judged there (AXIS002).
+  bool in_norm = false;
+};
+
 /// Settings of one pass.
 struct PassConfig {
   bool training = false;     ///< mode of batch_norm/dropout flags that tracing baked in
@@ -396,6 +414,8 @@ class InstrumentedModel {
   const std::vector<RoundSite>& round_sites() const { return round_sites_; }
   /// Reductions and convolutions of the graph (for the padding probe).
   const std::vector<OpFact>& op_facts() const { return op_facts_; }
+  /// Reductions of the forward graph with their axes (see ReductionSite).
+  const std::vector<ReductionSite>& reductions() const { return reductions_; }
   /// Per forward argument (self excluded): the ops that read it directly,
   /// through views, casts and taps ("aten::conv1d", "aten::linear", ...),
   /// for the sequence probe's layout (a conv1d input is [batch, channel, time]).
@@ -407,6 +427,11 @@ class InstrumentedModel {
   /// et al. 2017's sinusoidal positions). On the graph with configuration
   /// branches folded.
   const std::vector<bool>& periodic_inputs() const { return periodic_inputs_; }
+  /// Per forward argument (self excluded): the model rescales it itself
+  /// before anything else reads it, by stored values (buffers, constants):
+  /// (x - self.mean) / self.std, x / 255 * self.scale + self.shift, the
+  /// in-model image normalization of torchvision's detection transform.
+  const std::vector<bool>& rescaled_inputs() const { return rescaled_inputs_; }
   /// Norm ops over parameters only (weight standardization: timm's
   /// ScaledStdConv2d), left out of norm_ops(), mode_ops() and the taps.
   int64_t weight_standardizations() const { return weight_standardizations_; }
@@ -418,11 +443,13 @@ class InstrumentedModel {
   std::vector<TapSite> taps_;
   std::vector<std::set<std::string>> input_consumers_;
   std::vector<bool> periodic_inputs_;
+  std::vector<bool> rescaled_inputs_;
   int64_t weight_standardizations_ = 0;
   std::vector<NormOpSite> norm_ops_;
   std::vector<ResidualSite> residuals_;
   std::vector<RoundSite> round_sites_;
   std::vector<OpFact> op_facts_;
+  std::vector<ReductionSite> reductions_;
   FinalNormSite final_norm_;
   std::map<std::string, std::vector<int64_t>> by_module_;
   int64_t baked_bn_ = 0, baked_dropout_ = 0, graph_nodes_ = 0, bn_nodes_ = 0, dropout_nodes_ = 0;

@@ -1087,6 +1087,46 @@ TEST(Round7, OnePassVarianceCancelsInBf16) {
   EXPECT_FALSE(mm(twin).contains("prec.first_nonfinite_layer"));
 }
 
+// open_clip-style encode_image ending in F.normalize(features,
+// dim=self.norm_dim) with norm_dim 0: the [batch, embed] features are
+// normalized over the batch in the model's own method after its last
+// module, so no module output differs but the output does (Python: example
+// 0 alone is 1.55 away). AXIS010 names the L2 norm over axis 0 and BN005 the
+// dependence, both at the root; dim=-1 is clean.
+TEST(Round7, FNormalizeOverTheBatchAxisInTheModelsOwnForward) {
+  RUN_ROUND3(rep, "r7_embed_norm_over_batch");
+  expect_findings(rep, "r7_embed_norm_over_batch", Set{{"AXIS010", ""}, {"BN005", ""}});
+  const json& m = mm(rep);
+  EXPECT_EQ(m.at("batchdep.batch_axis_module"), "");
+  EXPECT_EQ(m.at("batchdep.batch_axis_normalizes"), true);
+  EXPECT_NE(m.at("batchdep.batch_axis_op").get<std::string>().find("norm"), std::string::npos);
+  EXPECT_NE(m.at("batchdep.batch_axis_reduced").get<std::string>().find("axis 0"), std::string::npos);
+  const double py = nums("r7_embed_norm_over_batch").at("alone_vs_batch").get<double>();
+  EXPECT_NEAR(num(m.at("batchdep.max_rel_diff")), py, py * 0.01);
+  RUN_ROUND3(twin, "r7_embed_norm_over_features");
+  expect_findings(twin, "r7_embed_norm_over_features", Set{});
+}
+
+// A tabular MLP standardizing its input with the batch's own mean and std
+// ((x - x.mean(0)) / x.std(0)): the written-out norm over the batch is
+// AXIS002's, so AXIS010 stays silent (one cause, one finding) while BN005
+// names the std over axis 0 as the cause. The twin standardizes with the
+// training set's statistics in buffers: its raw features (scale 22) are
+// rescaled by the model itself, so no IN002 either.
+TEST(Round7, InputStandardizedOverTheBatchAndItsStoredStatisticsTwin) {
+  RUN_ROUND3(rep, "r7_tabular_batch_standardize");
+  expect_findings(rep, "r7_tabular_batch_standardize", Set{{"AXIS002", ""}, {"BN005", "mlp.0"}});
+  const json& m = mm(rep);
+  EXPECT_EQ(m.at("batchdep.batch_axis_normalizes"), false);
+  EXPECT_NE(m.at("batchdep.cause").get<std::string>().find("normalization over the batch axis"), std::string::npos);
+  RUN_ROUND3(twin, "r7_tabular_stored_standardize");
+  expect_findings(twin, "r7_tabular_stored_standardize", Set{});
+  ASSERT_FALSE(twin.at("inputs").empty());
+  const json& in = twin.at("inputs").at(0).at("metrics");
+  EXPECT_GT(num(in.at("input.scale")), 10);
+  EXPECT_EQ(in.at("input.rescaled_in_model"), true);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

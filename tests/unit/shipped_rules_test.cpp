@@ -94,6 +94,8 @@ const Expected kExpected[] = {
      "norm.over_time == true and norm.over_batch == false and norm.input_standardization == true"},
     {"AXIS008", "norm-over-time-axis", nd::Severity::kError, "layer", "all", false, "", "norm.channels_are_time == true"},
     {"AXIS009", "groupnorm-group-size", nd::Severity::kWarning, "layer", "all", false, "", "norm.groups_split_positions == true"},
+    {"AXIS010", "norm-over-batch-axis", nd::Severity::kWarning, "model", "all", false, "batchdep.batch_axis_module",
+     "batchdep.batch_axis_normalizes == true and batchdep.max_rel_diff > 0.001 and batchdep.over_floor > 10"},
     {"BN001", "bn-stale-running-stats", nd::Severity::kWarning, "model", "all", false, "bn.first_layer_at_init",
      "bn.layers_at_init > 0"},
     {"BN002", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",
@@ -149,7 +151,8 @@ const Expected kExpected[] = {
      "grad.no_loss_path == true and run.training_intent == false"},
     {"IN001", "nonfinite-input", nd::Severity::kError, "input", "all", false, "", "input.nonfinite_count > 0"},
     {"IN002", "input-scale", nd::Severity::kWarning, "input", "all", true, "",
-     "input.is_float == true and input.scale > 10 and input.scale_invariant == false and input.periodic_encoding != true"},
+     "input.is_float == true and input.scale > 10 and input.scale_invariant == false and input.periodic_encoding != true "
+     "and input.rescaled_in_model != true"},
     {"LR001", "update-ratio", nd::Severity::kWarning, "layer", "all", true, "", "update.ratio_max > 0.01"},
     {"MODE001", "saved-in-train-mode", nd::Severity::kWarning, "model", "all", false, "",
      "mode.saved_training == true and mode.dependent_ops > 0"},

@@ -40,7 +40,13 @@ void probe_input_scale(Session& s) {
     const auto& per = s.inst->periodic_inputs();
     const bool periodic = static_cast<size_t>(im.index) < per.size() && per[static_cast<size_t>(im.index)];
     im.metrics["input.periodic_encoding"] = periodic;
-    if (periodic) {
+    // Rescaled by the model itself with stored values before any layer reads
+    // it ((x - self.mean) / self.std): the raw scale is the model's input
+    // contract, not what its first layer sees.
+    const auto& rs = s.inst->rescaled_inputs();
+    const bool rescaled = static_cast<size_t>(im.index) < rs.size() && rs[static_cast<size_t>(im.index)];
+    im.metrics["input.rescaled_in_model"] = rescaled;
+    if (periodic || rescaled) {
       im.metrics["input.scale_invariant"] = false;
       continue;
     }
@@ -107,7 +113,7 @@ void probe_input_scale(Session& s) {
 const std::vector<std::string>& input_scale_writes() {
   static const std::vector<std::string> names = {"input.scale_invariant", "input.scale_invariance_rel_diff",
                                                  "input.scale_equivariance_rel_diff",
-                                                 "input.periodic_encoding"};
+                                                 "input.periodic_encoding", "input.rescaled_in_model"};
   return names;
 }
 

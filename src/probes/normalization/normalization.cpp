@@ -76,6 +76,54 @@ std::string first_divergence(const Session& s, const std::map<std::string, Tenso
   return "";
 }
 
+/// A reduction over the batch axis that can explain an eval-mode batch
+/// dependence first seen at module `first`.
+struct BatchAxisReduction {
+  std::string op, module;
+  std::string axes;  ///< "axis 0 (batch) of [batch, hidden]"
+  bool normalizes = false;
+  bool in_norm = false;  ///< part of a recognized normalization (judged by AXIS002)
+};
+
+/// The reduction (ReductionSite) whose reduced axes include the batch axis,
+/// run by `first`, by a module holding it, or by the root's own forward:
+/// by role when the graph shows it, else axis 0 while every batched
+/// argument's batch axis is 0 (stated as assumed). A normalization (the
+/// statistic divides its own input) is preferred over a plain reduction;
+/// empty when none.
+BatchAxisReduction batch_axis_reduction(const Session& s, const InstrumentedModel& im, const std::string& first) {
+  bool axis0 = false;
+  if (s.doc.probes.contains("batch_layout") && s.doc.probes["batch_layout"].contains("axes")) {
+    axis0 = !s.doc.probes["batch_layout"]["axes"].empty();
+    for (const auto& [name, a] : s.doc.probes["batch_layout"]["axes"].items()) axis0 = axis0 && a == 0;
+  }
+  auto holds = [&](const std::string& m) { return m.empty() || m == first || first.rfind(m + ".", 0) == 0; };
+  BatchAxisReduction best;
+  for (const auto& r : im.reductions()) {
+    if (!holds(r.module)) continue;
+    const int64_t rank = static_cast<int64_t>(r.input_roles.size());
+    std::string how;
+    if (rank > 0) {
+      for (int64_t i = 0; i < rank; ++i) {
+        const bool reduced = r.all_dims || std::any_of(r.dims.begin(), r.dims.end(), [&](int64_t d) { return (d < 0 ? d + rank : d) == i; });
+        if (reduced && r.input_roles[static_cast<size_t>(i)] == "batch")
+        {
+          std::string roles;
+          for (const auto& x : r.input_roles) roles += (roles.empty() ? "" : ", ") + x;
+          how = "axis " + std::to_string(i) + " (batch) of [" + roles + "]";
+        }
+      }
+    }
+    const bool roles_known = rank > 0 && std::any_of(r.input_roles.begin(), r.input_roles.end(), [](const std::string& x) { return x == "batch"; });
+    if (how.empty() && !roles_known && axis0 && (r.all_dims || std::find(r.dims.begin(), r.dims.end(), 0) != r.dims.end()))
+      how = r.all_dims ? std::string("every axis, the batch axis 0 included (assumed: axis 0 of every input is the batch)")
+                       : std::string("axis 0 (the batch axis, assumed: axis 0 of every input is the batch)");
+    if (how.empty()) continue;
+    if (best.op.empty() || (r.normalizes && !best.normalizes)) best = {r.op, r.module, how, r.normalizes, r.in_norm};
+  }
+  return best;
+}
+
 /// The module that ran the mode-dependent op behind a divergence first seen
 /// at module `first`'s output. A module that runs F.batch_norm in its own
 /// forward and then hands the result to children (timm's BatchNormAct2d:
@@ -627,8 +675,33 @@ void probe_normalization(Session& s) {
           cause = l->kind +
                   " has running_mean/running_var buffers but normalizes with the batch's statistics in eval mode: its "
                   "forward does not switch to them when not training";
+        } else if (const BatchAxisReduction b = batch_axis_reduction(s, im, first); !b.op.empty()) {
+          // A reduction over the batch axis in the first changed module, a
+          // module holding it, or the root's own forward (F.normalize(x,
+          // dim=0) between encoder and classifier): the op that mixes.
+          const std::string where = b.module.empty() ? std::string("the model's own forward") : b.module;
+          cause = (b.normalizes ? "a normalization over the batch axis: " : "a reduction over the batch axis: ") + b.op +
+                  " reduces " + b.axes + " in " + where +
+                  (b.normalizes ? ", and its statistic divides the same tensor, so each example is scaled by the "
+                                  "whole batch's values"
+                                : "");
+          mm["batchdep.batch_axis_op"] = b.op;
+          mm["batchdep.batch_axis_module"] = b.module;
+          // A recognized normalization's axes are judged by AXIS002.
+          mm["batchdep.batch_axis_normalizes"] = b.normalizes && !b.in_norm;
+          mm["batchdep.batch_axis_reduced"] = b.axes;
         }
         mm["batchdep.cause"] = cause;
+      } else if (const BatchAxisReduction b = batch_axis_reduction(s, im, ""); !b.op.empty()) {
+        // No module's output differs, the model's output does: the op that
+        // mixes runs in the root's own forward after its last module.
+        mm["batchdep.cause"] = std::string(b.normalizes ? "a normalization over the batch axis: " : "a reduction over the batch axis: ") +
+                               b.op + " reduces " + b.axes + " in the model's own forward after its last module";
+        mm["batchdep.batch_axis_op"] = b.op;
+        mm["batchdep.batch_axis_module"] = b.module;
+        mm["batchdep.batch_axis_normalizes"] = b.normalizes && !b.in_norm;
+        mm["batchdep.batch_axis_reduced"] = b.axes;
+        mm["batchdep.first_layer"] = "";
       }
     }
     });
