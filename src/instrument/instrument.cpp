@@ -326,6 +326,52 @@ std::optional<bool> static_condition(const Value* c, const ScopeResolver& scopes
     if (v) return !*v;
     return std::nullopt;
   }
+  if (d->kind() == c10::prim::Constant) {
+    auto v = torch::jit::toIValue(c);
+    if (v && v->isBool()) return v->toBool();
+    return std::nullopt;
+  }
+  // A comparison of integers fixed for the check: constants and int
+  // attributes (`if k == self.source_idx:` in a loop over an nn.ModuleList,
+  // which TorchScript unrolls with k a constant: SSD's L2Norm on one VGG
+  // layer's output).
+  {
+    static const std::set<std::string> cmp = {"aten::eq", "aten::ne", "aten::lt", "aten::le", "aten::gt", "aten::ge"};
+    const std::string k = d->kind().toQualString();
+    if (cmp.count(k) && d->inputs().size() == 2) {
+      auto int_of = [&](const Value* x) -> std::optional<int64_t> {
+        if (x->type()->kind() != c10::TypeKind::IntType) return std::nullopt;
+        if (x->node()->kind() == c10::prim::Constant) {
+          auto v = torch::jit::toIValue(x);
+          if (v && v->isInt()) return v->toInt();
+          return std::nullopt;
+        }
+        if (x->node()->kind() != c10::prim::GetAttr || assigned.count(x->node()->s(c10::attr::name))) return std::nullopt;
+        const auto v = scopes.attribute(x);
+        if (v && v->isInt()) return v->toInt();
+        return std::nullopt;
+      };
+      const auto a = int_of(d->input(0)), b = int_of(d->input(1));
+      if (!a || !b) return std::nullopt;
+      if (k == "aten::eq") return *a == *b;
+      if (k == "aten::ne") return *a != *b;
+      if (k == "aten::lt") return *a < *b;
+      if (k == "aten::le") return *a <= *b;
+      if (k == "aten::gt") return *a > *b;
+      return *a >= *b;
+    }
+  }
+  // `self.a and self.b` / `self.a or self.b`: TorchScript's short circuit
+  // is an if whose blocks return the other operand or a constant.
+  if (d->kind() == c10::prim::If && d->blocks().size() == 2) {
+    auto v = static_condition(d->input(0), scopes, assigned, depth + 1);
+    if (!v) return std::nullopt;
+    size_t k = 0;
+    while (k < d->outputs().size() && d->output(k) != c) ++k;
+    const Block* body = d->blocks()[*v ? 0 : 1];
+    if (k >= body->outputs().size()) return std::nullopt;
+    return static_condition(body->outputs()[k], scopes, assigned, depth + 1);
+  }
   if (d->kind() != c10::prim::GetAttr || c->type()->kind() != c10::TypeKind::BoolType) return std::nullopt;
   const std::string name = d->s(c10::attr::name);
   if (name == "training" || assigned.count(name)) return std::nullopt;
@@ -858,6 +904,21 @@ const std::vector<std::string>& ScopeResolver::chain(const Node* node) {
     auto hit = cache_.find(node);
     if (hit != cache_.end()) return hit->second;
     std::vector<std::string> result;
+    // The module instance the inliner recorded on the node (a node in an
+    // inlined function's `if training:` block, F.batch_norm's batch-size
+    // check reading x.size()): its chain is that module's.
+    if (node->hasAttribute(leaf_attr())) {
+      const std::string leaf = node->s(leaf_attr());
+      if (index_.count(leaf)) {
+        size_t pos = 0;
+        while ((pos = leaf.find('.', pos)) != std::string::npos) {
+          if (runs_forward(leaf.substr(0, pos))) result.push_back(leaf.substr(0, pos));
+          ++pos;
+        }
+        if (!leaf.empty()) result.push_back(leaf);
+        return cache_.emplace(node, std::move(result)).first->second;
+      }
+    }
     bool found = false;
     for (const Value* in : node->inputs()) {
       const Node* d = in->node();
@@ -1417,7 +1478,8 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     ReductionSite r;
     r.op = k;
     for (const auto& ns : norm_sites)
-      if (ns.input == n->input(0) || (ns.view_source && ns.view_source == n->input(0))) r.in_norm = true;
+      if (ns.op != "l2_norm_pattern" && (ns.input == n->input(0) || (ns.view_source && ns.view_source == n->input(0))))
+        r.in_norm = true;
     const auto& chain = scopes.chain(n);
     r.module = chain.empty() ? std::string() : chain.back();
     r.input_roles = roles_of(n->input(0));
@@ -1498,7 +1560,13 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     }
     reductions_.push_back(std::move(r));
   }
-  std::vector<structure::Residual> residual_sites = structure::find_residuals(nodes, norm_sites, scopes);
+  // Residual placement (pre-norm, post-norm, the final norm) is judged on
+  // LayerNorm/RMSNorm/BatchNorm-like sites: an L2 normalization (cosine
+  // attention's F.normalize(q), an embedding's unit length) is no block norm.
+  std::vector<structure::NormNode> block_norms;
+  for (const auto& ns : norm_sites)
+    if (ns.op != "l2_norm_pattern") block_norms.push_back(ns);
+  std::vector<structure::Residual> residual_sites = structure::find_residuals(nodes, block_norms, scopes);
   structure::FinalNorm final_norm;
   {
     // The main stack: the container with the most blocks (the later one on a tie).
@@ -1513,14 +1581,14 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       }
     for (auto it = residual_sites.rbegin(); it != residual_sites.rend(); ++it)
       if (it->stack == main_stack) {
-        final_norm = structure::find_final_norm(*it, norm_sites, scopes);
+        final_norm = structure::find_final_norm(*it, block_norms, scopes);
         break;
       }
     // From the output side: the head is the last parameterized op before the
     // output; what feeds it decides (a UNet's final GroupNorm before its
     // output conv is a final norm whatever the forward walk met on the way).
     if (!residual_sites.empty()) {
-      const structure::FinalNorm back = structure::find_final_norm_from_output(*graph_, residual_sites, norm_sites, scopes);
+      const structure::FinalNorm back = structure::find_final_norm_from_output(*graph_, residual_sites, block_norms, scopes);
       if (back.status != "unknown") final_norm = back;
       else if (!back.head_module.empty()) final_norm.head_module = back.head_module;
     }

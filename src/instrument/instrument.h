@@ -414,6 +414,8 @@ class InstrumentedModel {
   const std::vector<RoundSite>& round_sites() const { return round_sites_; }
   /// Reductions and convolutions of the graph (for the padding probe).
   const std::vector<OpFact>& op_facts() const { return op_facts_; }
+  /// The model this graph was built from.
+  const LoadedModel& model() const { return model_; }
   /// Reductions of the forward graph with their axes (see ReductionSite).
   const std::vector<ReductionSite>& reductions() const { return reductions_; }
   /// Per forward argument (self excluded): the ops that read it directly,

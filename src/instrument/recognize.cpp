@@ -255,7 +255,10 @@ std::optional<Stat> analyze(Value* d, const std::function<std::optional<double>(
       break;
     }
     if (k == "aten::mean" || k == "aten::sum") {
-      if (!st.sqrt_seen || (k == "aten::sum" && !st.scaled)) return std::nullopt;
+      if (!st.sqrt_seen) return std::nullopt;
+      // sqrt(sum(x^2)) unscaled: an L2 norm (ParseNet/SSD's L2Norm,
+      // x / (x.pow(2).sum(1, keepdim=True).sqrt() + eps)).
+      if (k == "aten::sum" && !st.scaled) st.l2_unscaled = true;
       Value* z = squared(n->input(0));
       if (!z) return std::nullopt;
       Node* cm = nullptr;
@@ -265,7 +268,7 @@ std::optional<Stat> analyze(Value* d, const std::function<std::optional<double>(
         st.source = c;
         st.reader = cm;
       } else {
-        st.statistic = "mean_square";
+        st.statistic = k == "aten::sum" && !st.scaled ? "sum_square" : "mean_square";
         st.source = z;
         st.reader = n->input(0)->node();
       }
@@ -462,7 +465,10 @@ std::vector<structure::NormNode> find_norm_patterns(const std::vector<Node*>& no
       Value* d = n->input(di);
       auto st = analyze(d, attr_double);
       if (!st || st->inverted == div || claimed.count(st->reduce)) continue;
-      if (st->l2_unscaled && !scaled_by_number(n->output(), 0)) continue;
+      // An L2 norm not scaled back to unit RMS by a number is an L2
+      // normalization (F.normalize, SSD's L2Norm): its own kind, recognized
+      // for its axes and eps, not a LayerNorm/RMSNorm placement.
+      const bool l2 = st->l2_unscaled && !scaled_by_number(n->output(), 0);
       Value* src = strip(st->source);
       bool num_centered = false;
       if (!numerator_of(y, src, 0, num_centered)) continue;
@@ -487,7 +493,10 @@ std::vector<structure::NormNode> find_norm_patterns(const std::vector<Node*>& no
         nn.view_source = vn->input(0);
         nn.view_node = vn;
       }
-      nn.op = !centered ? "rms_norm_pattern" : nn.view_source ? "group_norm_pattern" : "layer_norm_pattern";
+      nn.op = l2 && !centered ? "l2_norm_pattern"
+              : !centered      ? "rms_norm_pattern"
+              : nn.view_source ? "group_norm_pattern"
+                               : "layer_norm_pattern";
       // An upcast before the statistic (x.to(torch.float32), x.float()):
       // the statistic and eps are in that dtype whatever the model's.
       Node* up = st->source->node();

@@ -491,6 +491,11 @@ void probe_forward_backward(Session& s) {
       m["grad.params_without_grad"] = pg.without;
       m["grad.params_zero_grad"] = pg.zero;
       m["grad.params_no_signal"] = pg.without + pg.zero - pg.silenced - pg.cancelled - pg.other_outputs - pg.shift_invariant;
+      // Whether the module's forward produced an output in the train pass: a
+      // module that is declared but never called (or whose output nothing
+      // uses, so the graph drops it) has parameters outside what this file
+      // computes, which is not a gradient that vanished (GRAD014, info).
+      m["grad.module_ran"] = lm.exec_order >= 0;
       if (pg.shift_invariant > 0) {
         m["grad.params_loss_shift_invariant"] = pg.shift_invariant;
         shift_invariant_params += pg.shift_invariant;

@@ -315,6 +315,11 @@ void probe_normalization(Session& s) {
       at::Tensor rv = mod.attr("running_var").toTensor().detach().to(at::kDouble).cpu();
       const bool init = rm.eq(0).all().item<bool>() && rv.eq(1).all().item<bool>();
       m["bn.at_initial_values"] = init;
+      // NaN/Inf folded into the running averages (a train-mode batch that
+      // overflowed, under AMP one fp16 overflow: GradScaler skips the
+      // optimizer step, not the buffers' update) never leave them:
+      // 0.9 * NaN + 0.1 * x is NaN.
+      m["bn.running_nonfinite_count"] = (~at::isfinite(rm)).sum().item<int64_t>() + (~at::isfinite(rv)).sum().item<int64_t>();
       if (mod.type()->hasAttribute("num_batches_tracked") && mod.attr("num_batches_tracked").isTensor())
         m["bn.num_batches_tracked"] = mod.attr("num_batches_tracked").toTensor().item<int64_t>();
       // A FrozenBatchNorm at 0/1 counts too: torchvision's FrozenBatchNorm2d
@@ -367,6 +372,22 @@ void probe_normalization(Session& s) {
   // BN010 states the assumption at info).
   mm["bn.training_batch_assumed"] = s.opt.train_batch_size <= 0 && !s.model.saved_training;
   if (bn_layers > 0) {
+    // BatchNorm layers whose running statistics hold NaN/Inf (BN011), in
+    // execution order.
+    std::vector<std::pair<int64_t, std::string>> bad;
+    for (const auto& l : s.doc.layers) {
+      auto it = l.metrics.find("bn.running_nonfinite_count");
+      if (it != l.metrics.end() && it->second.is_number() && it->second.get<double>() > 0) bad.push_back({l.exec_order, l.path});
+    }
+    std::sort(bad.begin(), bad.end());
+    mm["bn.layers_running_nonfinite"] = static_cast<int64_t>(bad.size());
+    if (!bad.empty()) {
+      std::string names;
+      for (size_t i = 0; i < bad.size() && i < 8; ++i) names += (i ? ", " : "") + bad[i].second;
+      if (bad.size() > 8) names += ", ... (" + std::to_string(bad.size() - 8) + " more)";
+      mm["bn.first_layer_running_nonfinite"] = bad.front().second;
+      mm["bn.layers_running_nonfinite_names"] = names;
+    }
     mm["bn.layers_at_init"] = at_init;
     if (at_init > 0) {
       if (at_init > 8) at_init_names += ", ... (" + std::to_string(at_init - 8) + " more)";
@@ -385,6 +406,7 @@ void probe_normalization(Session& s) {
   auto is_stale_single = [&](const MetricMap& m) {  // BN001, BN002, BN003's gates
     auto it = m.find("bn.at_initial_values");
     if (it != m.end() && it->second == true) return true;
+    if (val(m, "bn.running_nonfinite_count", 0) > 0) return true;  // BN011
     return val(m, "bn.mean_z", 0) > 1 || val(m, "bn.var_ratio_off", 1) > 4;
   };
   auto is_stale = [&](const MetricMap& m) {  // ... or BN009's combined gate
@@ -444,10 +466,27 @@ void probe_normalization(Session& s) {
       const bool bn = l && (l->metrics.count("bn.channels") || l->kind.find("BatchNorm") != std::string::npos);
       mm["drift.cause"] = bn ? "BatchNorm running statistics differ from the batch statistics"
                              : "a mode-dependent op other than dropout in " + first;
-      const bool stale = bn && l->metrics.count("bn.stale") && l->metrics.at("bn.stale") == true;
+      bool stale = bn && l->metrics.count("bn.stale") && l->metrics.at("bn.stale") == true;
+      std::string stale_layer = first;
+      // The drift starts at a BatchNorm whose statistics fit within their
+      // noise but grows at later ones that are stale (a ResNet after a short
+      // training: bn1 off by 1.5x its sampling floor, layer2.0.bn2's variance
+      // 4.3x): those explain it, and they are reported (BN002/BN003).
+      if (!stale && bn) {
+        std::vector<std::pair<int64_t, std::string>> stale_bns;
+        for (const auto& ol : s.doc.layers)
+          if (ol.exec_order >= 0 && ol.metrics.count("bn.stale") && ol.metrics.at("bn.stale") == true)
+            stale_bns.push_back({ol.exec_order, ol.path});
+        std::sort(stale_bns.begin(), stale_bns.end());
+        const double own = val(l->metrics, "bn.eval_error_over_floor", std::numeric_limits<double>::infinity());
+        if (!stale_bns.empty() && own < kStaleOverFloor) {
+          stale = true;
+          stale_layer = stale_bns.front().second;
+        }
+      }
       mm["drift.explained_by_stale_stats"] = stale;
       if (stale) {
-        mm["drift.stale_layer"] = first;
+        mm["drift.stale_layer"] = stale_layer;
         // The stale-statistics finding's message names the drift it causes.
         char buf[64];
         std::snprintf(buf, sizeof buf, "%.3g", drift);
@@ -455,10 +494,71 @@ void probe_normalization(Session& s) {
                                  " of their norm, first at " + first;
       }
     }
+    // What batch statistics alone move the output by, with running
+    // statistics that are exactly right: a BatchNorm over n values per
+    // channel misplaces the mean by sigma / sqrt(n) and the standard
+    // deviation by about 1 / sqrt(2n) of itself, so its normalized output is
+    // off by about sqrt(1.5 / n) of its scale (Gaussian sampling; n = 8, a
+    // tabular BatchNorm1d over a batch of 8: 0.43). Values along time or
+    // space are not independent (a sensor window's 64 steps move together),
+    // so the BatchNorm where the drift starts gives its own measured floor
+    // (bn.eval_error_floor, from the spread of the per-example statistics)
+    // when it has one. BN004 needs the drift to stand 3x above it.
+    {
+      int64_t n_min = -1;
+      for (const auto& l : s.doc.layers) {
+        auto it = l.metrics.find("bn.values_per_channel");
+        if (it == l.metrics.end() || !it->second.is_number_integer() || it->second.get<int64_t>() <= 0) continue;
+        n_min = n_min < 0 ? it->second.get<int64_t>() : std::min(n_min, it->second.get<int64_t>());
+      }
+      if (n_min > 0) {
+        double noise = std::sqrt(1.5 / static_cast<double>(n_min));
+        if (const LayerMetrics* at = first.empty() ? nullptr : s.doc.find_layer(first)) {
+          auto f = at->metrics.find("bn.eval_error_floor");
+          if (f != at->metrics.end() && f->second.is_number() && std::isfinite(f->second.get<double>()) &&
+              f->second.get<double>() > noise) {
+            noise = f->second.get<double>();
+            mm["drift.bn_sampling_noise_from"] = at->path + "'s bn.eval_error_floor";
+          }
+        }
+        mm["drift.bn_values_per_channel_min"] = n_min;
+        mm["drift.bn_sampling_noise"] = noise;
+        mm["drift.over_bn_noise"] = std::isfinite(drift) ? metric_number(drift / noise) : MetricValue("nan");
+      } else {
+        mm["drift.over_bn_noise"] = "inf";  // no BatchNorm: nothing samples the batch
+      }
+    }
     report["drift_method"] =
         "train-mode forward with every dropout op replaced by identity in the instrumented graph, compared with the "
         "eval-mode forward on the same batch" +
         std::string(share_train ? " (the model has no dropout op: the train pass is that forward)" : "");
+  }
+
+  // ---- NaN/Inf in eval mode only ------------------------------------------
+  // The eval forward (running statistics) turns non-finite where the train
+  // forward of the same batch (batch statistics) is finite: ACT001 judges
+  // the train pass and cannot see it. Named at the first module to output
+  // NaN/Inf in the eval pass, with its running statistics when they are the
+  // cause (BN011).
+  if (eval.collector->first_nonfinite_tap() >= 0 &&
+      !(mm.count("input.any_nonfinite") && mm["input.any_nonfinite"] == true)) {
+    bool train_finite = train && !train->output.isNone();
+    if (train_finite)
+      for (const at::Tensor& t : Session::output_tensors(train->output))
+        if (t.is_floating_point() && !at::isfinite(t.detach()).all().item<bool>()) train_finite = false;
+    const std::string culprit = im.taps()[static_cast<size_t>(eval.collector->first_nonfinite_tap())].module;
+    LayerMetrics* l = s.doc.find_layer(culprit);
+    if (train_finite && l) {
+      auto st = eval_stats.find(culprit);
+      l->metrics["evalfwd.first_nonfinite"] = true;
+      l->metrics["evalfwd.nonfinite_count"] = st == eval_stats.end() ? int64_t{0} : st->second.nonfinite();
+      const double rn = val(l->metrics, "bn.running_nonfinite_count", 0);
+      l->metrics["evalfwd.cause_note"] =
+          rn > 0 ? "; its running_mean/running_var hold " + std::to_string(static_cast<int64_t>(rn)) +
+                       " NaN/Inf values, which eval mode normalizes with"
+                 : std::string();
+      mm["evalfwd.first_nonfinite_layer"] = culprit;
+    }
   }
 
   // ---- nondeterminism in eval mode ----------------------------------------

@@ -105,6 +105,10 @@ struct NormSite {
   int64_t width = 0;                    ///< 0: the input's last dim
   std::optional<double> eps;
   bool fp32_inside = false;             ///< fused kernel or upcast: eps is added in fp32
+  /// An L2 normalization x / (||x|| + eps) (SSD's L2Norm, F.normalize) over
+  /// `dims` of its input (negative: from the end; empty: the last axis).
+  bool l2 = false;
+  std::vector<int64_t> dims;
   // Measured from the layer's input (all calls).
   int64_t rows = 0, zero_rows = 0, nonfinite = 0, overflow_rows = 0;
   double sumsq_max = 0;
@@ -119,6 +123,39 @@ struct NormSite {
 /// the format, and output elements that come out NaN/Inf.
 void norm_internals(const at::Tensor& x0, const Format& f, NormSite& n) {
   if (!x0.defined() || !x0.is_floating_point() || x0.numel() == 0 || x0.dim() == 0) return;
+  if (n.l2) {
+    // The reduced axes last, one row per normalized vector; y = x / (||x|| + eps).
+    std::vector<int64_t> src, dst;
+    for (int64_t d : n.dims.empty() ? std::vector<int64_t>{-1} : n.dims) {
+      const int64_t a = d < 0 ? d + x0.dim() : d;
+      if (a < 0 || a >= x0.dim() || std::find(src.begin(), src.end(), a) != src.end()) return;
+      src.push_back(a);
+    }
+    int64_t w = 1;
+    for (size_t i = 0; i < src.size(); ++i) {
+      dst.push_back(x0.dim() - static_cast<int64_t>(src.size()) + static_cast<int64_t>(i));
+      w *= x0.size(src[i]);
+    }
+    if (w <= 0) return;
+    at::Tensor x = x0.detach().to(at::kFloat).movedim(src, dst).reshape({-1, w});
+    at::Tensor xd = x.to(at::kDouble);
+    at::Tensor sumsq = xd.pow(2).sum(1);
+    at::Tensor fin_rows = at::isfinite(xd).all(1);
+    const double eps_f = round_scalar(n.eps.value_or(0.0), f);
+    at::Tensor xr = round_to(x, f);
+    at::Tensor sq = round_to(xr * xr, f);
+    at::Tensor denom = round_to(round_to(round_to(sq.sum(1, true), f).sqrt(), f) + eps_f, f);
+    at::Tensor y = round_to(xr / denom, f);
+    at::Tensor bad = at::isfinite(y).logical_not().logical_and(fin_rows.unsqueeze(1));
+    n.rows += x.size(0);
+    n.zero_rows += (sumsq == 0).logical_and(fin_rows).sum().item<int64_t>();
+    n.nonfinite += bad.sum().item<int64_t>();
+    n.overflow_rows += at::isinf(sq).any(1).logical_and(fin_rows).sum().item<int64_t>();
+    at::Tensor s_fin = sumsq.masked_fill(fin_rows.logical_not(), 0);
+    if (s_fin.numel()) n.sumsq_max = std::max(n.sumsq_max, s_fin.max().item<double>());
+    n.measured = true;
+    return;
+  }
   const int64_t w = n.width > 0 ? n.width : x0.size(-1);
   if (w <= 0 || x0.numel() % w != 0 || (n.width > 0 && x0.size(-1) > w)) return;
   at::Tensor x = x0.detach().to(at::kFloat).reshape({-1, w});
@@ -352,13 +389,21 @@ void probe_precision(Session& s) {
     if (lm.info.contains("ops") && lm.info["ops"].size() == 1) {
       const std::string op = lm.info["ops"][0].value("op", "");
       recognized = op == "layer_norm" || op == "rms_norm" ||
-                   ((op == "layer_norm_pattern" || op == "rms_norm_pattern") && lm.leaf);
+                   ((op == "layer_norm_pattern" || op == "rms_norm_pattern" || op == "l2_norm_pattern") && lm.leaf);
     }
     if (!recognized && !is_layer_norm_like(lm.kind)) continue;
     NormSite n;
     n.path = lm.path;
     n.rms = is_rms(lm);
     n.width = normalized_width(lm);
+    if (lm.info.contains("ops") && lm.info["ops"].size() == 1 && lm.info["ops"][0].value("op", "") == "l2_norm_pattern") {
+      n.l2 = true;
+      const auto& d = lm.info["ops"][0].value("dims", nlohmann::json());
+      if (d.is_array())
+        for (const auto& e : d)
+          if (e.is_number_integer()) n.dims.push_back(e.get<int64_t>());
+      if (d.is_string()) n.l2 = false;  // over every axis: not a per-vector norm
+    }
     if (lm.info.contains("eps") && lm.info["eps"].is_number()) n.eps = lm.info["eps"].get<double>();
     // PyTorch's fused norm kernels (layer_norm, rms_norm, group_norm)
     // accumulate in fp32 and add eps in fp32 for half inputs; a written-out
@@ -496,7 +541,10 @@ void probe_precision(Session& s) {
     cmp.clear();
     output_calls = 0;
     for (auto& [p, n] : norms) {
-      const NormSite fresh{n.path, n.rms, n.width, n.eps};
+      NormSite fresh{n.path, n.rms, n.width, n.eps};
+      fresh.fp32_inside = n.fp32_inside;
+      fresh.l2 = n.l2;
+      fresh.dims = n.dims;
       n = fresh;
     }
   };

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -473,6 +474,19 @@ Deviation deviations(const InstrumentedModel& im, const Collector& ref, const Co
     d.first = "";
     d.first_rel = d.root;
   }
+  // A module that hands its input on unchanged in eval mode (Dropout,
+  // Identity) computes nothing: the change entered in the ops of the module
+  // that holds it (BERT's attention probabilities change in the scores and
+  // softmax of attention.self, first seen at its attention dropout).
+  if (!d.first.empty()) {
+    static const std::regex pass_through("^(Dropout[123]?d?|AlphaDropout|FeatureAlphaDropout|Identity|DropPath|StochasticDepth)$");
+    for (const auto& mi : im.model().modules)
+      if (mi.path == d.first && std::regex_match(mi.kind, pass_through)) {
+        const auto dot = d.first.rfind('.');
+        if (dot != std::string::npos) d.first = d.first.substr(0, dot);
+        break;
+      }
+  }
   return d;
 }
 
@@ -499,7 +513,8 @@ std::vector<int64_t> reduced_axes(const NormOpSite& n, int64_t rank, const nlohm
     if (!ns.is_array()) return {};
     for (int64_t d = rank - static_cast<int64_t>(ns.size()); d < rank; ++d)
       if (d >= 0) r.push_back(d);
-  } else if (n.op == "rms_norm_pattern" || n.op == "layer_norm_pattern" || n.op == "group_norm_pattern") {
+  } else if (n.op == "rms_norm_pattern" || n.op == "layer_norm_pattern" || n.op == "group_norm_pattern" ||
+             n.op == "l2_norm_pattern") {
     const auto& dims = n.args.value("dims", nlohmann::json());
     if (dims.is_string() && dims.get<std::string>() == "all") {
       for (int64_t d = 0; d < rank; ++d) r.push_back(d);
@@ -1033,7 +1048,9 @@ void probe_sequence(Session& s) {
       // A per-example norm whose statistics span time: over time only, or
       // over [time, hidden] together (normalized_shape including the time axis).
       m["norm.over_time"] = per_example && r_time;
-      m["norm.over_batch"] = per_example_op(n.op) && r_batch;
+      // An L2 normalization over the batch axis is judged by its measured
+      // batch dependence (AXIS010), not by its axes alone.
+      m["norm.over_batch"] = per_example_op(n.op) && r_batch && n.op != "l2_norm_pattern";
       m["norm.batchnorm_over_time"] = n.op == "batch_norm" && r_time;
       // BatchNorm1d(T) applied to [batch, time, features]: the "channels" are
       // the time steps, each normalized over batch and features with its own
