@@ -1490,8 +1490,9 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       // A constant, or a module attribute (F.normalize(x, dim=self.norm_dim)).
       auto int_of = [&](Value* x) -> std::optional<int64_t> {
         auto c = torch::jit::toIValue(x);
-        if (!c) c = scopes.attribute(x);
         if (c && c->isInt()) return c->toInt();
+        const std::optional<c10::IValue> a = scopes.attribute(x);
+        if (a && a->isInt()) return a->toInt();
         return std::nullopt;
       };
       if (dv->type()->kind() == c10::TypeKind::IntType) {

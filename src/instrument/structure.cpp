@@ -467,8 +467,16 @@ FinalNorm find_final_norm_from_output(torch::jit::Graph& graph, const std::vecto
       Value* next = nullptr;
       for (const auto& u : v->uses()) {
         const std::string k = kind_of(u.user);
-        if (k == "aten::mul" || k == "aten::add" || k == "aten::view" || k == "aten::reshape" || is_trivial(k))
-          if (is_tensor(u.user->output())) next = u.user->output();
+        // The gain or bias: the other operand is a parameter or a constant.
+        // An add of another activation is a residual add after a norm on the
+        // branch (Gemma's post_feedforward_layernorm), not the norm's output.
+        bool affine = k == "aten::view" || k == "aten::reshape" || is_trivial(k);
+        if ((k == "aten::mul" || k == "aten::add") && u.user->inputs().size() >= 2 && u.offset <= 1) {
+          Value* other = u.user->input(1 - u.offset);
+          const auto ok = strip(other)->node()->kind();
+          affine = !is_tensor(other) || ok == c10::prim::GetAttr || ok == c10::prim::Constant;
+        }
+        if (affine && is_tensor(u.user->output())) next = u.user->output();
       }
       if (!next) break;
       outputs[next] = &nn;

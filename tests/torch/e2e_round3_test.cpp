@@ -1172,6 +1172,38 @@ TEST(Round7, FNormalizeDefaultDimOverFrames) {
   expect_findings(twin, "r7_fnormalize_over_features", Set{});
 }
 
+// A VQ-VAE whose quantizer returns the argmin codebook entries without the
+// straight-through estimator: the encoder's three convs run and get no
+// gradient, reported once at _encoder (GRAD015, with Python's count of
+// parameters without a gradient), and _pre_vq_conv, alone, as GRAD004; none
+// of the encoder's layers repeats it. With the estimator, nothing.
+TEST(Round7, ACutSubNetworkIsOneFinding) {
+  RUN_ROUND3(rep, "r7_vqvae_no_straight_through");
+  expect_findings(rep, "r7_vqvae_no_straight_through", Set{{"GRAD015", "_encoder"}, {"GRAD004", "_pre_vq_conv"}});
+  const json* f = finding(rep, "GRAD015");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(num(f->at("evidence").at("grad.subtree_no_signal_modules")), 3);
+  EXPECT_EQ(num(f->at("evidence").at("grad.subtree_params_without_grad")) + 2,
+            nums("r7_vqvae_no_straight_through").at("params_without_grad").get<double>());
+  RUN_ROUND3(twin, "r7_vqvae_straight_through");
+  expect_findings(twin, "r7_vqvae_straight_through", Set{});
+}
+
+// Gemma-2/3-style layers with sandwich norms (a norm on each branch's output
+// before the residual add) and no final norm: the last branch's
+// post_feedforward_layernorm is not a final norm, the add after it is the
+// stream the head reads (ARCH002, Python's stream RMS); with the final norm,
+// nothing.
+TEST(Round7, SandwichNormsAreNoFinalNorm) {
+  RUN_ROUND3(rep, "r7_gemma_sandwich_no_final_norm");
+  expect_findings(rep, "r7_gemma_sandwich_no_final_norm", Set{{"ARCH002", "lm_head"}});
+  EXPECT_TRUE(nde2e::near_rel("arch.stream_rms_last", num(mm(rep).at("arch.stream_rms_last")),
+                              nums("r7_gemma_sandwich_no_final_norm").at("stream_rms_last").get<double>(), 1e-3));
+  RUN_ROUND3(twin, "r7_gemma_sandwich");
+  expect_findings(twin, "r7_gemma_sandwich", Set{});
+  EXPECT_EQ(mm(twin).at("arch.final_norm_layer"), "norm");
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

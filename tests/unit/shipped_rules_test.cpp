@@ -134,7 +134,7 @@ const Expected kExpected[] = {
      "grad.input_output_ratio < 0.001 and grad.rel_contradicts_vanishing == false and grad.shrink_concentrated == false and "
      "grad.small_gain_params == 0 and grad.bn_batch_noise == false"},
     {"GRAD004", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "",
-     "grad.params_no_signal > 0 and grad.module_ran != false"},
+     "grad.params_no_signal > 0 and grad.module_ran != false and grad.no_signal_under == \"\""},
     {"GRAD005", "no-gradient-path", nd::Severity::kInfo, "model", "all", false, "grad.zero_weight_layer",
      "grad.blocked_layers > 0"},
     {"GRAD006", "vanishing-gradients", nd::Severity::kInfo, "model", "all", false, "grad.max_shrink_to",
@@ -156,6 +156,7 @@ const Expected kExpected[] = {
      "grad.no_loss_path == true and run.training_intent == false"},
     {"GRAD014", "no-gradient-path", nd::Severity::kInfo, "layer", "all", false, "",
      "grad.params_no_signal > 0 and grad.module_ran == false"},
+    {"GRAD015", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "", "grad.subtree_no_signal_modules >= 2"},
     {"IN001", "nonfinite-input", nd::Severity::kError, "input", "all", false, "", "input.nonfinite_count > 0"},
     {"IN002", "input-scale", nd::Severity::kWarning, "input", "all", true, "",
      "input.is_float == true and input.scale > 10 and input.scale_invariant == false and input.periodic_encoding != true "

@@ -496,6 +496,7 @@ void probe_forward_backward(Session& s) {
       // uses, so the graph drops it) has parameters outside what this file
       // computes, which is not a gradient that vanished (GRAD014, info).
       m["grad.module_ran"] = lm.exec_order >= 0;
+      m["grad.no_signal_under"] = "";  // set below when a whole sub-network is cut (GRAD015)
       if (pg.shift_invariant > 0) {
         m["grad.params_loss_shift_invariant"] = pg.shift_invariant;
         shift_invariant_params += pg.shift_invariant;
@@ -534,6 +535,56 @@ void probe_forward_backward(Session& s) {
           m["norm.gain_p99"] = quantile_of(g, 0.99);
         }
       }
+    }
+  }
+
+  // A whole sub-network cut from the loss (a VQ-VAE encoder behind a
+  // quantizer without the straight-through estimator, a frozen-by-mistake
+  // backbone behind detach()): every module with parameters under it that ran
+  // got no gradient signal for any of them. One finding at the highest such
+  // module (not the root), with the totals, instead of one per layer; each
+  // layer it covers names it in grad.no_signal_under.
+  {
+    auto fully_silent = [&](const LayerMetrics& l) {
+      auto get = [&](const char* k) {
+        auto it = l.metrics.find(k);
+        return it != l.metrics.end() && it->second.is_number() ? it->second.get<double>() : -1.0;
+      };
+      auto ran = l.metrics.find("grad.module_ran");
+      return get("grad.params") > 0 && get("grad.params_no_signal") == get("grad.params") &&
+             get("grad.params_zero_grad") == 0 && ran != l.metrics.end() && ran->second == true;
+    };
+    std::vector<std::string> parents;
+    for (const auto& mi : s.model.modules)
+      if (!mi.path.empty() && !mi.leaf) parents.push_back(mi.path);
+    std::sort(parents.begin(), parents.end(), [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
+    std::set<std::string> covered;
+    for (const auto& p : parents) {
+      if (covered.count(p)) continue;
+      int64_t modules = 0, params = 0, without = 0;
+      bool all = true;
+      for (const auto& l : s.doc.layers) {
+        if (l.path.rfind(p + ".", 0) != 0 && l.path != p) continue;
+        auto it = l.metrics.find("grad.params");
+        if (it == l.metrics.end() || !it->second.is_number() || it->second.get<double>() <= 0) continue;
+        if (!fully_silent(l)) {
+          all = false;
+          break;
+        }
+        ++modules;
+        params += l.metrics.at("grad.params").get<int64_t>();
+        without += l.metrics.at("grad.params_without_grad").get<int64_t>();
+      }
+      if (!all || modules < 2) continue;
+      LayerMetrics& pl = s.doc.layers[idx[p]];
+      pl.metrics["grad.subtree_no_signal_modules"] = modules;
+      pl.metrics["grad.subtree_no_signal_params"] = params;
+      pl.metrics["grad.subtree_params_without_grad"] = without;
+      for (auto& l : s.doc.layers)
+        if (l.path.rfind(p + ".", 0) == 0) {
+          covered.insert(l.path);
+          if (l.metrics.count("grad.params")) l.metrics["grad.no_signal_under"] = p;
+        }
     }
   }
 

@@ -965,7 +965,10 @@ void probe_sequence(Session& s) {
       // tfa.GroupNormalization ([N, H, W, C] viewed as [N, G, H/G, W, C],
       // reduced over all but G) splits H, a spatial axis, and every group
       // holds all the channels: bands of image rows (tensorflow/addons#751).
-      if (!red.empty()) {
+      // Only a centered statistic over a view is read as a GroupNorm: an
+      // RMSNorm whose input was reshaped first (diffusers' RMSNorm on
+      // caption tokens viewed back to [batch, tokens, hidden]) has no groups.
+      if (!red.empty() && n.op == "group_norm_pattern") {
         int64_t p = 1, q = 1;
         for (int64_t d : vred) p *= vshape[static_cast<size_t>(d)];
         for (int64_t d : red) q *= shape[static_cast<size_t>(d)];
