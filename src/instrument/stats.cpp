@@ -215,14 +215,28 @@ inline bool masked_value(float v, bool value_masks) {
 }
 
 // One row of softmax statistics; `p` holds `n` logits.
+// The residue of an additive mask the graph did not show (scores + (1 -
+// mask) * -10000: -10000 plus a computed score, so -9999.7 as well as
+// -10000.3) lies at or below -1e3 and so far below the row's largest logit
+// that its probability is exactly 0 in fp32 (exp(-88) underflows): masked in
+// effect. Logits that are all that low together (computed logits of -15000)
+// stay measured.
+constexpr float kMaskResidue = -1e3f, kUnderflow = 88.0f;
+
 template <typename T>
 void softmax_row(const T* p, int64_t n, SoftmaxStats& s, bool value_masks) {
   int64_t valid = 0;
   float m = -std::numeric_limits<float>::infinity();
   bool pos_inf = false;
+  float row_max = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < n; ++i) {
     const float v = static_cast<float>(p[i]);
-    if (std::isnan(v) || masked_value(v, value_masks)) continue;
+    if (!std::isnan(v) && !masked_value(v, value_masks) && v > row_max) row_max = v;
+  }
+  auto residue = [&](float v) { return v <= kMaskResidue && v < row_max - kUnderflow; };
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = static_cast<float>(p[i]);
+    if (std::isnan(v) || masked_value(v, value_masks) || residue(v)) continue;
     ++valid;
     if (std::isinf(v)) {
       pos_inf = true;
@@ -245,7 +259,7 @@ void softmax_row(const T* p, int64_t n, SoftmaxStats& s, bool value_masks) {
   double z = 0, ez = 0;
   for (int64_t i = 0; i < n; ++i) {
     const float v = static_cast<float>(p[i]);
-    if (std::isnan(v) || masked_value(v, value_masks)) continue;
+    if (std::isnan(v) || masked_value(v, value_masks) || residue(v)) continue;
     const float d = v - m;
     const float e = std::exp(d);
     z += e;
@@ -291,6 +305,11 @@ SoftmaxStats softmax_aten(const at::Tensor& x, int64_t dim, bool value_masks) {
   else
     for (float c : {-1e4f, -1e5f, -1e6f, -1e8f, -1e9f, -65504.0f}) fill = fill.logical_or(xf == c);
   at::Tensor masked = fill.logical_or(at::isnan(xf));
+  {
+    // Additive-mask residue (see softmax_row).
+    const at::Tensor row_max = std::get<0>(xf.masked_fill(masked, -std::numeric_limits<float>::infinity()).max(dim, true));
+    masked = masked.logical_or((xf <= kMaskResidue).logical_and(xf < row_max - kUnderflow));
+  }
   at::Tensor valid = masked.logical_not().sum(dim);
   at::Tensor eligible = valid >= 2;
   at::Tensor logits = xf.masked_fill(masked, -std::numeric_limits<float>::infinity());

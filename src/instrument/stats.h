@@ -62,7 +62,7 @@ struct SoftmaxStats {
   int64_t row_len_max = 0;  ///< most unmasked logits in one row
   double max_prob_sum = 0;  ///< sum over counted rows of the largest probability
   double entropy_sum = 0;   ///< sum over counted rows of the entropy (nats)
-  double logit_absmax = 0;  ///< largest |logit| among finite, unmasked logits (all rows)
+  double logit_absmax = 0;  ///< largest |logit| among finite, unmasked logits (all rows; an additive mask's residue, <= -1e3 and 88 below its row's max, counts as masked)
   /// Rows with no unmasked entry (every logit <= -1e4 or -inf).
   int64_t masked_rows = 0;
   /// Of those, rows whose softmax is NaN (every logit -inf, none NaN before:

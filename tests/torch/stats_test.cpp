@@ -184,6 +184,25 @@ TEST(Stats, SoftmaxOneSweepMatchesReference) {
   EXPECT_EQ(a.row_len_max, 9);
 }
 
+// An additive mask the graph did not show, scores + (1 - mask) * -10000:
+// its entries (-10000 plus a score, on either side of -1e4) are far below
+// the row's largest logit and have probability 0, so they are not measured
+// as logits (diffusers' PriorTransformer and Sana reached "10000"). Computed
+// logits that are all low together (-15000 each) stay measured. Both the
+// one-sweep (last axis) and the ATen (other axis) paths.
+TEST(Stats, AdditiveMaskResidueIsNoLogit) {
+  at::Tensor x = at::tensor({2.0f, -1.0f, 0.5f, -10000.0f + 0.3f, -10000.0f - 0.4f}).reshape({1, 5});
+  for (bool known : {false, true}) {
+    const nd::SoftmaxStats a = nd::softmax_stats(x, 1, /*value_masks=*/!known);
+    EXPECT_DOUBLE_EQ(a.logit_absmax, 2.0) << known;
+    EXPECT_EQ(a.row_len_max, 3) << known;
+    const nd::SoftmaxStats b = nd::softmax_stats(x.t().contiguous(), 0, /*value_masks=*/!known);
+    EXPECT_DOUBLE_EQ(b.logit_absmax, 2.0) << known;
+  }
+  const at::Tensor low = at::tensor({-15000.0f, -15003.0f, -14998.0f}).reshape({1, 3});
+  EXPECT_DOUBLE_EQ(nd::softmax_stats(low, 1, /*value_masks=*/false).logit_absmax, 15003.0);
+}
+
 // The collector's deferred path (statistics on the tensor's device, read back
 // once per pass) gives the same records as the immediate one.
 void compare_paths(const std::string& fixture) {
