@@ -106,12 +106,10 @@ BatchAxisReduction batch_axis_reduction(const Session& s, const InstrumentedMode
     if (rank > 0) {
       for (int64_t i = 0; i < rank; ++i) {
         const bool reduced = r.all_dims || std::any_of(r.dims.begin(), r.dims.end(), [&](int64_t d) { return (d < 0 ? d + rank : d) == i; });
-        if (reduced && r.input_roles[static_cast<size_t>(i)] == "batch")
-        {
-          std::string roles;
-          for (const auto& x : r.input_roles) roles += (roles.empty() ? "" : ", ") + x;
-          how = "axis " + std::to_string(i) + " (batch) of [" + roles + "]";
-        }
+        if (!reduced || r.input_roles[static_cast<size_t>(i)] != "batch") continue;
+        std::string roles;
+        for (const auto& x : r.input_roles) roles += (roles.empty() ? "" : ", ") + x;
+        how = "axis " + std::to_string(i) + " (batch) of [" + roles + "]";
       }
     }
     const bool roles_known = rank > 0 && std::any_of(r.input_roles.begin(), r.input_roles.end(), [](const std::string& x) { return x == "batch"; });
