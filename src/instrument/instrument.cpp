@@ -31,6 +31,14 @@ namespace {
 using torch::jit::Node;
 using torch::jit::Value;
 
+/// Ops that read a tensor's metadata (shape, dtype, device), never its
+/// values: a use by them says nothing about what the values feed.
+const std::set<std::string>& metadata_ops() {
+  static const std::set<std::string> ops = {"aten::size", "aten::dim", "prim::device", "prim::dtype", "prim::layout",
+                                            "aten::len", "prim::shape", "aten::__isnot__", "aten::__is__"};
+  return ops;
+}
+
 /// True when `n` takes a square root (aten::sqrt, aten::rsqrt, aten::pow with
 /// exponent +-0.5) of a one-pass variance, E[x^2] - E[x]^2 (+ eps): a
 /// difference whose first term is a mean or sum of a square and whose second
@@ -52,12 +60,13 @@ bool root_of_one_pass_variance(const Node* n) {
     return false;
   }
   // The precision emulation wraps op outputs in normdoctor::round(id,
-  // dtype, inplace, value): look through it to the op that computed them.
-  auto producer = [](const Value* w) {
-    const Node* m = w->node();
-    while (std::string(m->kind().toQualString()) == "normdoctor::round" && m->inputs().size() == 4) m = m->input(3)->node();
-    return m;
+  // dtype, inplace, value): look through it to the value an op computed.
+  auto unrounded = [](const Value* w) {
+    while (std::string(w->node()->kind().toQualString()) == "normdoctor::round" && w->node()->inputs().size() == 4)
+      w = w->node()->input(3);
+    return w;
   };
+  auto producer = [&](const Value* w) { return unrounded(w)->node(); };
   auto is_square = [](const Node* m) {
     const std::string mk = m->kind().toQualString();
     if (mk == "aten::square") return true;
@@ -99,8 +108,7 @@ bool root_of_one_pass_variance(const Node* n) {
   };
   // A variance chosen by scripted control flow (if self.one_pass: ... else:
   // ...): the root takes a one-pass variance when a branch returns one.
-  while (std::string(v->node()->kind().toQualString()) == "normdoctor::round" && v->node()->inputs().size() == 4)
-    v = v->node()->input(3);
+  v = unrounded(v);
   const Node* d = v->node();
   if (d->kind() == c10::prim::If) {
     size_t k_out = 0;
@@ -317,6 +325,17 @@ bool is_tensor_tuple(const Value* v) {
 // see the model that runs, not the union of its configurations. The training
 // flag stays dynamic (the probes switch it), and so does any attribute the
 // graph itself assigns (prim::SetAttr).
+// An integer fixed for the whole check: a constant, or an int attribute of
+// a module (F.normalize(x, dim=self.norm_dim), `k == self.source_idx`).
+std::optional<int64_t> static_int(const Value* x, const ScopeResolver& scopes) {
+  auto c = torch::jit::toIValue(x);
+  if (c && c->isInt()) return c->toInt();
+  if (x->node()->kind() != c10::prim::GetAttr) return std::nullopt;
+  const std::optional<c10::IValue> a = scopes.attribute(x);
+  if (a && a->isInt()) return a->toInt();
+  return std::nullopt;
+}
+
 std::optional<bool> static_condition(const Value* c, const ScopeResolver& scopes, const std::set<std::string>& assigned,
                                      int depth = 0) {
   const Node* d = c->node();
@@ -339,17 +358,11 @@ std::optional<bool> static_condition(const Value* c, const ScopeResolver& scopes
     static const std::set<std::string> cmp = {"aten::eq", "aten::ne", "aten::lt", "aten::le", "aten::gt", "aten::ge"};
     const std::string k = d->kind().toQualString();
     if (cmp.count(k) && d->inputs().size() == 2) {
+      // Not an attribute the graph itself assigns (prim::SetAttr).
       auto int_of = [&](const Value* x) -> std::optional<int64_t> {
         if (x->type()->kind() != c10::TypeKind::IntType) return std::nullopt;
-        if (x->node()->kind() == c10::prim::Constant) {
-          auto v = torch::jit::toIValue(x);
-          if (v && v->isInt()) return v->toInt();
-          return std::nullopt;
-        }
-        if (x->node()->kind() != c10::prim::GetAttr || assigned.count(x->node()->s(c10::attr::name))) return std::nullopt;
-        const auto v = scopes.attribute(x);
-        if (v && v->isInt()) return v->toInt();
-        return std::nullopt;
+        if (x->node()->kind() == c10::prim::GetAttr && assigned.count(x->node()->s(c10::attr::name))) return std::nullopt;
+        return static_int(x, scopes);
       };
       const auto a = int_of(d->input(0)), b = int_of(d->input(1));
       if (!a || !b) return std::nullopt;
@@ -904,33 +917,29 @@ const std::vector<std::string>& ScopeResolver::chain(const Node* node) {
     auto hit = cache_.find(node);
     if (hit != cache_.end()) return hit->second;
     std::vector<std::string> result;
+    // The chain of a module path: its ancestors that run a forward, then itself.
+    auto chain_of = [&](const std::string& path) {
+      std::vector<std::string> c;
+      size_t pos = 0;
+      while ((pos = path.find('.', pos)) != std::string::npos) {
+        if (runs_forward(path.substr(0, pos))) c.push_back(path.substr(0, pos));
+        ++pos;
+      }
+      if (!path.empty()) c.push_back(path);
+      return c;
+    };
     // The module instance the inliner recorded on the node (a node in an
     // inlined function's `if training:` block, F.batch_norm's batch-size
     // check reading x.size()): its chain is that module's.
-    if (node->hasAttribute(leaf_attr())) {
-      const std::string leaf = node->s(leaf_attr());
-      if (index_.count(leaf)) {
-        size_t pos = 0;
-        while ((pos = leaf.find('.', pos)) != std::string::npos) {
-          if (runs_forward(leaf.substr(0, pos))) result.push_back(leaf.substr(0, pos));
-          ++pos;
-        }
-        if (!leaf.empty()) result.push_back(leaf);
-        return cache_.emplace(node, std::move(result)).first->second;
-      }
-    }
+    if (node->hasAttribute(leaf_attr()) && index_.count(node->s(leaf_attr())))
+      return cache_.emplace(node, chain_of(node->s(leaf_attr()))).first->second;
     bool found = false;
     for (const Value* in : node->inputs()) {
       const Node* d = in->node();
       if (d->kind() != c10::prim::GetAttr) continue;
       auto path = module_path_of(d->input());
       if (!path || path->empty()) continue;
-      size_t pos = 0;
-      while ((pos = path->find('.', pos)) != std::string::npos) {
-        if (runs_forward(path->substr(0, pos))) result.push_back(path->substr(0, pos));
-        ++pos;
-      }
-      result.push_back(*path);
+      result = chain_of(*path);
       found = true;
       break;
     }
@@ -1230,8 +1239,6 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         "aten::expand_as", "aten::slice", "aten::select", "aten::index", "aten::repeat", "aten::flatten",
         "aten::contiguous", "aten::clone", "aten::cat", "aten::stack", "aten::mul_", "aten::div_", "aten::add_",
         "prim::ListConstruct", "aten::detach", "aten::permute", "aten::transpose", "aten::t", "aten::exp"};
-    static const std::set<std::string> meta = {"aten::size", "aten::dim", "prim::device", "prim::dtype", "prim::layout",
-                                               "aten::len", "prim::shape", "aten::__isnot__", "aten::__is__"};
     static const std::set<std::string> periodic = {"aten::sin", "aten::cos", "aten::sin_", "aten::cos_"};
     const auto inputs = graph_->inputs();
     for (size_t i = 1; i < inputs.size(); ++i) {
@@ -1244,7 +1251,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
           const std::string k = u.user->kind().toQualString();
           if (periodic.count(k)) {
             found = true;
-          } else if (meta.count(k)) {
+          } else if (metadata_ops().count(k)) {
           } else if (pass.count(k)) {
             for (Value* o : u.user->outputs()) work.push_back(o);
           } else {
@@ -1265,8 +1272,6 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     static const std::set<std::string> views = {"aten::to", "aten::float", "aten::type_as", "aten::view", "aten::reshape",
                                                 "aten::unsqueeze", "aten::contiguous", "aten::permute", "aten::clone",
                                                 "aten::detach"};
-    static const std::set<std::string> meta = {"aten::size", "aten::dim", "prim::device", "prim::dtype", "prim::layout",
-                                               "aten::len", "prim::shape", "aten::__isnot__", "aten::__is__"};
     std::unordered_map<const Value*, bool> memo;
     const auto inputs = graph_->inputs();
     for (size_t i = 1; i < inputs.size(); ++i) {
@@ -1275,7 +1280,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       for (size_t w = 0; w < work.size() && w < 64 && !other; ++w) {
         for (const auto& u : work[w]->uses()) {
           const std::string k = u.user->kind().toQualString();
-          if (meta.count(k)) continue;
+          if (metadata_ops().count(k)) continue;
           if (u.user->outputs().size() != 1) {
             other = true;
             break;
@@ -1487,14 +1492,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       r.all_dims = true;  // x.mean(), x.norm(), x.std()
     } else {
       Value* dv = n->input(it->second);
-      // A constant, or a module attribute (F.normalize(x, dim=self.norm_dim)).
-      auto int_of = [&](Value* x) -> std::optional<int64_t> {
-        auto c = torch::jit::toIValue(x);
-        if (c && c->isInt()) return c->toInt();
-        const std::optional<c10::IValue> a = scopes.attribute(x);
-        if (a && a->isInt()) return a->toInt();
-        return std::nullopt;
-      };
+      auto int_of = [&](const Value* x) { return static_int(x, scopes); };
       if (dv->type()->kind() == c10::TypeKind::IntType) {
         auto c = int_of(dv);
         if (!c) continue;

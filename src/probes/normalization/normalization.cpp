@@ -122,6 +122,19 @@ BatchAxisReduction batch_axis_reduction(const Session& s, const InstrumentedMode
   return best;
 }
 
+/// Writes the batchdep.batch_axis_* metrics of `b` and returns the cause's
+/// opening words ("a normalization over the batch axis: aten::norm reduces
+/// axis 0 (...)"). A recognized normalization's axes are judged by AXIS002,
+/// so batch_axis_normalizes (AXIS010) is false for it.
+std::string record_batch_axis(MetricMap& mm, const BatchAxisReduction& b) {
+  mm["batchdep.batch_axis_op"] = b.op;
+  mm["batchdep.batch_axis_module"] = b.module;
+  mm["batchdep.batch_axis_normalizes"] = b.normalizes && !b.in_norm;
+  mm["batchdep.batch_axis_reduced"] = b.axes;
+  return std::string(b.normalizes ? "a normalization over the batch axis: " : "a reduction over the batch axis: ") +
+         b.op + " reduces " + b.axes;
+}
+
 /// The module that ran the mode-dependent op behind a divergence first seen
 /// at module `first`'s output. A module that runs F.batch_norm in its own
 /// forward and then hands the result to children (timm's BatchNormAct2d:
@@ -778,27 +791,16 @@ void probe_normalization(Session& s) {
           // module holding it, or the root's own forward (F.normalize(x,
           // dim=0) between encoder and classifier): the op that mixes.
           const std::string where = b.module.empty() ? std::string("the model's own forward") : b.module;
-          cause = (b.normalizes ? "a normalization over the batch axis: " : "a reduction over the batch axis: ") + b.op +
-                  " reduces " + b.axes + " in " + where +
+          cause = record_batch_axis(mm, b) + " in " + where +
                   (b.normalizes ? ", and its statistic divides the same tensor, so each example is scaled by the "
                                   "whole batch's values"
                                 : "");
-          mm["batchdep.batch_axis_op"] = b.op;
-          mm["batchdep.batch_axis_module"] = b.module;
-          // A recognized normalization's axes are judged by AXIS002.
-          mm["batchdep.batch_axis_normalizes"] = b.normalizes && !b.in_norm;
-          mm["batchdep.batch_axis_reduced"] = b.axes;
         }
         mm["batchdep.cause"] = cause;
       } else if (const BatchAxisReduction b = batch_axis_reduction(s, im, ""); !b.op.empty()) {
         // No module's output differs, the model's output does: the op that
         // mixes runs in the root's own forward after its last module.
-        mm["batchdep.cause"] = std::string(b.normalizes ? "a normalization over the batch axis: " : "a reduction over the batch axis: ") +
-                               b.op + " reduces " + b.axes + " in the model's own forward after its last module";
-        mm["batchdep.batch_axis_op"] = b.op;
-        mm["batchdep.batch_axis_module"] = b.module;
-        mm["batchdep.batch_axis_normalizes"] = b.normalizes && !b.in_norm;
-        mm["batchdep.batch_axis_reduced"] = b.axes;
+        mm["batchdep.cause"] = record_batch_axis(mm, b) + " in the model's own forward after its last module";
         mm["batchdep.first_layer"] = "";
       }
     }

@@ -118,13 +118,15 @@ struct NormSite {
 /// The normalization of one input tensor computed in the format the way a
 /// norm written out in that precision does it (round after each op, sums
 /// accumulated in fp32 as GPU reductions do): LayerNorm (x - mean) *
-/// rsqrt(var + eps), RMSNorm x * rsqrt(mean(x^2) + eps). Counts rows whose
+/// rsqrt(var + eps), RMSNorm x * rsqrt(mean(x^2) + eps), an L2 normalization x / (||x|| + eps) over its axes. Counts rows whose
 /// variance (mean square) is exactly 0 in fp32, rows whose squares overflow
 /// the format, and output elements that come out NaN/Inf.
 void norm_internals(const at::Tensor& x0, const Format& f, NormSite& n) {
   if (!x0.defined() || !x0.is_floating_point() || x0.numel() == 0 || x0.dim() == 0) return;
+  // One row per normalized vector.
+  at::Tensor x;
   if (n.l2) {
-    // The reduced axes last, one row per normalized vector; y = x / (||x|| + eps).
+    // The reduced axes moved last.
     std::vector<int64_t> src, dst;
     for (int64_t d : n.dims.empty() ? std::vector<int64_t>{-1} : n.dims) {
       const int64_t a = d < 0 ? d + x0.dim() : d;
@@ -137,36 +139,25 @@ void norm_internals(const at::Tensor& x0, const Format& f, NormSite& n) {
       w *= x0.size(src[i]);
     }
     if (w <= 0) return;
-    at::Tensor x = x0.detach().to(at::kFloat).movedim(src, dst).reshape({-1, w});
-    at::Tensor xd = x.to(at::kDouble);
-    at::Tensor sumsq = xd.pow(2).sum(1);
-    at::Tensor fin_rows = at::isfinite(xd).all(1);
-    const double eps_f = round_scalar(n.eps.value_or(0.0), f);
-    at::Tensor xr = round_to(x, f);
-    at::Tensor sq = round_to(xr * xr, f);
-    at::Tensor denom = round_to(round_to(round_to(sq.sum(1, true), f).sqrt(), f) + eps_f, f);
-    at::Tensor y = round_to(xr / denom, f);
-    at::Tensor bad = at::isfinite(y).logical_not().logical_and(fin_rows.unsqueeze(1));
-    n.rows += x.size(0);
-    n.zero_rows += (sumsq == 0).logical_and(fin_rows).sum().item<int64_t>();
-    n.nonfinite += bad.sum().item<int64_t>();
-    n.overflow_rows += at::isinf(sq).any(1).logical_and(fin_rows).sum().item<int64_t>();
-    at::Tensor s_fin = sumsq.masked_fill(fin_rows.logical_not(), 0);
-    if (s_fin.numel()) n.sumsq_max = std::max(n.sumsq_max, s_fin.max().item<double>());
-    n.measured = true;
-    return;
+    x = x0.detach().to(at::kFloat).movedim(src, dst).reshape({-1, w});
+  } else {
+    const int64_t w = n.width > 0 ? n.width : x0.size(-1);
+    if (w <= 0 || x0.numel() % w != 0 || (n.width > 0 && x0.size(-1) > w)) return;
+    x = x0.detach().to(at::kFloat).reshape({-1, w});
   }
-  const int64_t w = n.width > 0 ? n.width : x0.size(-1);
-  if (w <= 0 || x0.numel() % w != 0 || (n.width > 0 && x0.size(-1) > w)) return;
-  at::Tensor x = x0.detach().to(at::kFloat).reshape({-1, w});
   at::Tensor xd = x.to(at::kDouble);
   at::Tensor sumsq = xd.pow(2).sum(1);
   at::Tensor fin_rows = at::isfinite(xd).all(1);
-  at::Tensor zero = n.rms ? (sumsq == 0) : ((xd - xd.mean(1, true)).pow(2).mean(1) == 0);
+  at::Tensor zero = n.rms || n.l2 ? (sumsq == 0) : ((xd - xd.mean(1, true)).pow(2).mean(1) == 0);
   const double eps_f = round_scalar(n.eps.value_or(0.0), f);
   at::Tensor xr = round_to(x, f);
   at::Tensor y, sq;
-  if (n.rms) {
+  if (n.l2) {
+    // y = x / (||x|| + eps)
+    sq = round_to(xr * xr, f);
+    at::Tensor denom = round_to(round_to(round_to(sq.sum(1, true), f).sqrt(), f) + eps_f, f);
+    y = round_to(xr / denom, f);
+  } else if (n.rms) {
     sq = round_to(xr * xr, f);
     at::Tensor ms = round_to(sq.mean(1, true), f);
     at::Tensor denom = round_to(ms + eps_f, f);
