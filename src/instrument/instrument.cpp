@@ -548,14 +548,14 @@ nlohmann::json norm_op_args(Node* n, const std::string& op) {
 // the smaller of the two), finite elements only, weighted by `real` [B, T]
 // where the tensor has B on axis 0 and an axis of size T. False when the two
 // cannot be compared (not floating, different rank).
-bool compare_outputs(const at::Tensor& ref0, const at::Tensor& cur0, const at::Tensor& real, double& diff_sq,
-                     double& ref_sq) {
+bool compare_outputs(const at::Tensor& ref0, const at::Tensor& cur0, const at::Tensor& real, bool align_end,
+                     double& diff_sq, double& ref_sq) {
   if (!ref0.is_floating_point() || !cur0.is_floating_point() || ref0.dim() != cur0.dim()) return false;
   at::Tensor a = ref0, b = cur0;
   for (int64_t d = 0; d < a.dim(); ++d) {
     const int64_t m = std::min(a.size(d), b.size(d));
-    if (a.size(d) != m) a = a.narrow(d, 0, m);
-    if (b.size(d) != m) b = b.narrow(d, 0, m);
+    if (a.size(d) != m) a = a.narrow(d, align_end ? a.size(d) - m : 0, m);
+    if (b.size(d) != m) b = b.narrow(d, align_end ? b.size(d) - m : 0, m);
   }
   // float32 arithmetic, sums accumulated in float64.
   const at::ScalarType st = (a.scalar_type() == at::kDouble) ? at::kDouble : at::kFloat;
@@ -725,13 +725,53 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
     return;
   }
   const bool module_kind = site.kind == TapKind::kModuleOutput || site.kind == TapKind::kModuleInput;
-  bool sliced = false;
-  if (slice0_batch > 0 && module_kind && x.dim() >= 1) {
-    // Example 0 along the batch axis: axis 0, or the model's time-major batch axis.
-    const int64_t ax = x.size(0) == slice0_batch && (slice_axis == 0 || x.dim() <= slice_axis || x.size(slice_axis) != slice0_batch)
-                           ? 0
-                       : slice_axis > 0 && x.dim() > slice_axis && x.size(slice_axis) == slice0_batch ? slice_axis
-                                                                                                    : -1;
+  bool sliced = false, guided = false;
+  if (slice0_batch > 0 && module_kind && x.dim() >= 1 && slice_guide &&
+      static_cast<size_t>(site.id) < slice_guide->records().size()) {
+    // The shape this output had for example 0 alone: the axis where the
+    // batch has slice0_batch and the example 1 (select), or a folded axis
+    // where it has slice0_batch * k and the example k (rows [0, k) of a
+    // batch-major [B * k] fold, every B-th row of a time-major [k * B] one).
+    // Exactly one such axis, every other size equal; none: the output has
+    // the same shape alone (nothing to cut) or another one (left whole and
+    // not compared).
+    const TapRecord& g = slice_guide->records()[static_cast<size_t>(site.id)];
+    if (g.calls > 0 && static_cast<int64_t>(g.shape.size()) == x.dim() && x.sizes().vec() != g.shape) {
+      int64_t axis = -1, found = 0;
+      for (int64_t d = 0; d < x.dim(); ++d) {
+        bool others = true;
+        for (int64_t e = 0; e < x.dim() && others; ++e)
+          if (e != d && x.size(e) != g.shape[static_cast<size_t>(e)]) others = false;
+        if (others && g.shape[static_cast<size_t>(d)] >= 1 && x.size(d) == slice0_batch * g.shape[static_cast<size_t>(d)]) {
+          axis = d;
+          ++found;
+        }
+      }
+      if (found == 1) {
+        const int64_t k = g.shape[static_cast<size_t>(axis)];
+        x = k == 1 ? x.select(axis, 0).contiguous()
+            : slice_axis > 0 ? x.slice(axis, 0, x.size(axis), slice0_batch).contiguous()
+                             : x.narrow(axis, 0, k).contiguous();
+        sliced = true;
+      }
+    }
+    guided = g.calls > 0;
+  }
+  if (slice0_batch > 0 && module_kind && x.dim() >= 1 && !guided) {
+    // Example 0 along the batch axis: axis 0, or the model's time-major batch
+    // axis; else the one axis of the batch's size (a batch-first GRU's h_n is
+    // [layers, batch, hidden] beside its [batch, time, hidden] output). A
+    // tensor with no such axis, or several, stays whole.
+    int64_t ax = x.size(0) == slice0_batch && (slice_axis == 0 || x.dim() <= slice_axis || x.size(slice_axis) != slice0_batch)
+                     ? 0
+                 : slice_axis > 0 && x.dim() > slice_axis && x.size(slice_axis) == slice0_batch ? slice_axis
+                                                                                              : -1;
+    if (ax < 0) {
+      int64_t matches = 0;
+      for (int64_t d = 0; d < x.dim(); ++d)
+        if (x.size(d) == slice0_batch && matches++ == 0) ax = d;
+      if (matches != 1) ax = -1;
+    }
     if (ax >= 0) {
       x = x.select(ax, 0).contiguous();
       sliced = true;
@@ -825,7 +865,8 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
         call = records_[static_cast<size_t>(site.id)].calls;
       }
       if (call < static_cast<int64_t>(ref.captured.size()))
-        compared = compare_outputs(ref.captured[static_cast<size_t>(call)], x0.detach(), real_positions, diff_sq, ref_sq);
+        compared = compare_outputs(ref.captured[static_cast<size_t>(call)], x0.detach(), real_positions, align_end, diff_sq,
+                                   ref_sq);
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -1374,7 +1415,8 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       norm_nodes.push_back(n);
     if (kq == "aten::batch_norm" || kq == "aten::dropout" || kq == "aten::dropout_" ||
         kq == "aten::feature_dropout" || kq == "aten::feature_dropout_" || kq == "aten::alpha_dropout" ||
-        kq == "aten::alpha_dropout_" || kq == "aten::feature_alpha_dropout" || kq == "aten::feature_alpha_dropout_")
+        kq == "aten::alpha_dropout_" || kq == "aten::feature_alpha_dropout" || kq == "aten::feature_alpha_dropout_" ||
+        kq == "aten::lstm" || kq == "aten::gru" || kq == "aten::rnn_tanh" || kq == "aten::rnn_relu")
       flag_nodes.push_back(n);
     if (k == c10::prim::Constant || k == c10::prim::GetAttr) continue;
     if (!scopes.known(n)) continue;
@@ -1720,25 +1762,33 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     std::map<std::string, Value*> tapped;
     Node* after = p.def;
     Value* cur = p.v;
-    std::vector<int64_t> ids;
+    std::vector<std::vector<int64_t>> ids;  // per module (inner -> outer): its sites for this value
     for (auto it = p.modules.rbegin(); it != p.modules.rend(); ++it) {
-      TapSite& site = new_tap(TapKind::kModuleOutput, *it);
-      site.output_index = outputs_seen[*it]++;
       auto pp = primary_plan.find(*it);
-      site.primary = pp == primary_plan.end() || pp->second.count(plan_i) > 0;
-      ids.push_back(site.id);
+      const bool primary = pp == primary_plan.end() || pp->second.count(plan_i) > 0;
       if (is_tensor(cur)) {
+        TapSite& site = new_tap(TapKind::kModuleOutput, *it);
+        site.output_index = outputs_seen[*it]++;
+        site.primary = primary;
+        ids.push_back({site.id});
         cur = insert_tap_after(after, cur, site.id);
         after = cur->node();
       } else {
-        // Tuple output: unpack, tap each tensor element, pack again.
+        // Tuple output: unpack, tap each tensor element with a site of its
+        // own (an LSTM's (h_n, c_n) are two tensors, not one), pack again.
+        // The first tensor is the primary one of a primary value.
         Node* un = graph_->create(c10::prim::TupleUnpack, {cur}, 0);
         for (const auto& et : cur->type()->cast<c10::TupleType>()->elements()) un->addOutput()->setType(et);
         un->insertAfter(after);
         after = un;
         std::vector<Value*> elems;
+        ids.emplace_back();
         for (Value* e : un->outputs()) {
           if (is_tensor(e)) {
+            TapSite& site = new_tap(TapKind::kModuleOutput, *it);
+            site.output_index = outputs_seen[*it]++;
+            site.primary = primary && ids.back().empty();
+            ids.back().push_back(site.id);
             e = insert_tap_after(after, e, site.id);
             after = e->node();
           }
@@ -1759,10 +1809,11 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         if (!inside(cc, mod)) {
           u.user->replaceInput(u.offset, tapped[mod]);
           const auto& inner = cc.empty() ? std::string() : cc.back();
-          auto& site = taps_[static_cast<size_t>(ids[static_cast<size_t>(
-              std::find(p.modules.rbegin(), p.modules.rend(), mod) - p.modules.rbegin())])];
-          if (std::find(site.consumers.begin(), site.consumers.end(), inner) == site.consumers.end())
-            site.consumers.push_back(inner);
+          for (int64_t id : ids[static_cast<size_t>(std::find(p.modules.rbegin(), p.modules.rend(), mod) - p.modules.rbegin())]) {
+            auto& site = taps_[static_cast<size_t>(id)];
+            if (std::find(site.consumers.begin(), site.consumers.end(), inner) == site.consumers.end())
+              site.consumers.push_back(inner);
+          }
           break;
         }
       }
@@ -1853,6 +1904,29 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       if (kind == TapKind::kSoftmaxInput) {
         auto d = const_arg(n, 1);
         site.dim = (d && d->isInt()) ? d->toInt() : -1;
+        {
+          // Returned as the model's output: followed through views, casts,
+          // taps and containers to the graph's return.
+          static const std::set<std::string> pass_through = {
+              "aten::view", "aten::reshape", "aten::to", "aten::contiguous", "aten::squeeze", "aten::unsqueeze",
+              "aten::transpose", "aten::permute", "aten::flatten", "aten::float", "aten::type_as", "aten::detach",
+              "prim::TupleConstruct", "prim::ListConstruct", "prim::DictConstruct", "normdoctor::tap"};
+          std::vector<const Value*> todo{n->output()};
+          std::set<const Value*> seen;
+          while (!todo.empty() && !site.to_output) {
+            const Value* v = todo.back();
+            todo.pop_back();
+            if (!seen.insert(v).second) continue;
+            for (const auto& u : v->uses()) {
+              if (u.user == graph_->return_node()) {
+                site.to_output = true;
+                break;
+              }
+              if (pass_through.count(u.user->kind().toQualString()))
+                for (const Value* o : u.user->outputs()) todo.push_back(o);
+            }
+          }
+        }
         if (const Node* mm = attention_scores_product(n->input(0), 0)) {
           site.attention = true;
           // A softmax module of its own (vit-pytorch's self.attend =
@@ -2089,15 +2163,28 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   // can be switched off for a pass.
   for (Node* n : flag_nodes) {
     const bool bn = std::string(n->kind().toQualString()) == "aten::batch_norm";
+    // The dropout probability and the training flag: dropout(input, p,
+    // train); an nn.LSTM/GRU/RNN op's dropout between its stacked layers
+    // (lstm(input, hx, params, has_biases, num_layers, dropout, train, ...),
+    // its packed overload one argument later), whose `train` flag does
+    // nothing else.
+    size_t p_idx = 1, idx = bn ? 5 : 2;
+    if (!bn && n->maybeSchema()) {
+      const auto& args = n->schema().arguments();
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i].name() == "dropout" || args[i].name() == "p") p_idx = i;
+        if (args[i].name() == "train") idx = i;
+      }
+    }
     // A dropout with a constant p of 0 is the identity in both modes (HF
-    // configs' attention_dropout=0.0, diffusers' dropout=0.0): it is no
-    // mode-dependent op, and counting it would make train() look meaningful.
-    if (!bn && n->inputs().size() > 1) {
-      auto p = torch::jit::toIValue(n->input(1));
-      if (p && p->isDouble() && p->toDouble() == 0.0) continue;
+    // configs' attention_dropout=0.0, diffusers' dropout=0.0, a one-layer
+    // LSTM): it is no mode-dependent op, and counting it would make train()
+    // look meaningful.
+    if (!bn && n->inputs().size() > p_idx) {
+      auto p = torch::jit::toIValue(n->input(p_idx));
+      if (p && (p->isDouble() || p->isInt()) && p->toDouble() == 0.0) continue;
     }
     (bn ? bn_nodes_ : dropout_nodes_)++;
-    const size_t idx = bn ? 5 : 2;
     if (idx >= n->inputs().size()) continue;
     Value* orig = n->input(idx);
     auto c = torch::jit::toIValue(orig);
@@ -2224,6 +2311,7 @@ c10::IValue InstrumentedModel::run(const std::vector<c10::IValue>& args, const P
   ctx.cfg = cfg;
   collector.slice0_batch = cfg.slice0_batch;
   collector.slice_axis = cfg.slice_axis;
+  collector.slice_guide = cfg.slice_guide;
   collector.batch_norm_stats = cfg.batch_norm_stats;
   torch::jit::Stack stack;
   stack.reserve(args.size() + 1);

@@ -70,6 +70,10 @@ struct TapSite {
   /// Attention softmax sites with rank-3 scores [batch*heads, L, S]: the
   /// owning module's num_heads (0: unknown; rank-4 scores carry heads on axis 1).
   int64_t heads = 0;
+  /// kSoftmaxInput: its probabilities are what the model's forward returns
+  /// (through views, casts and tuples only): a classifier's output layer,
+  /// where confident rows are the goal of training.
+  bool to_output = false;
   /// Attention sites: masks found between the score product and the softmax
   /// (additive terms or masked_fill), measured by normdoctor::mask_tap.
   int64_t masks = 0;
@@ -168,6 +172,8 @@ struct ReductionSite {
   bool in_norm = false;
 };
 
+class Collector;
+
 /// Settings of one pass.
 struct PassConfig {
   bool training = false;     ///< mode of batch_norm/dropout flags that tracing baked in
@@ -179,6 +185,11 @@ struct PassConfig {
   /// The batch axis of module tensors whose axis 0 is not the batch (1 for
   /// a time-major [T, B, C] model): sliced there when their size is the batch.
   int64_t slice_axis = 0;
+  /// With slice0_batch: the pass of example 0 alone. Each module output is
+  /// cut to the shape it had there (the one axis of the batch's size where
+  /// the alone tensor has 1, or a folded [batch * k] axis where it has k);
+  /// the axis heuristics above apply only where its shapes say nothing.
+  const Collector* slice_guide = nullptr;
   /// true: flags that tracing baked in keep their saved value (the model as
   /// a user runs it); false: they follow `training` (the switch restored).
   bool keep_baked = false;
@@ -252,6 +263,7 @@ class Collector {
   int64_t last_tap() const { return last_tap_; }
   int64_t slice0_batch = 0;  ///< copied from PassConfig by InstrumentedModel::run
   int64_t slice_axis = 0;    ///< copied from PassConfig by InstrumentedModel::run
+  const Collector* slice_guide = nullptr;  ///< copied from PassConfig by InstrumentedModel::run
   /// Sequence probes: keep a copy of every module output (the reference pass).
   bool capture = false;
   /// While true the gradient hooks record nothing: a second backward through
@@ -266,6 +278,10 @@ class Collector {
   /// [B, T] bool at the compared length: true at real (not padded) positions.
   /// Applied to outputs with B on axis 0 and an axis of size T; undefined: all positions.
   at::Tensor real_positions;
+  /// Sequence probes on a left-padded batch (the padding extended before the
+  /// first position): sizes that differ are narrowed to their last
+  /// positions, so the reference's positions meet the same tokens.
+  bool align_end = false;
   /// Optional: called by on_forward with every tapped tensor (not detached)
   /// before its statistics are taken, outside the collector's lock. A hook
   /// may modify the tensor in place (the precision probe rounds module

@@ -439,7 +439,8 @@ std::string Session::pass_key(const PassSpec& p) const {
   }
   std::string k = std::string(m ? "train" : "eval") + " flags=" + (flags.empty() ? "-" : flags) +
                   " batch=" + (p.edit.empty() ? std::string("as given") : p.edit) +
-                  " slice0=" + std::to_string(p.slice0) + "@" + std::to_string(p.slice_axis) + " seed=" + std::to_string(opt.seed);
+                  " slice0=" + std::to_string(p.slice0) + "@" + std::to_string(p.slice_axis) +
+                  (p.slice_guide ? " guided" : "") + " seed=" + std::to_string(opt.seed);
   // In eval mode grad on or off is another forward (PyTorch's inference fast
   // paths run only without grad); in train mode backward adds to a pass.
   if (!m && p.backward) k += " grad";
@@ -575,6 +576,7 @@ PassResult Session::run_pass(PassSpec spec) {
   r.collector->capture = spec.capture;
   r.collector->reference = spec.reference;
   r.collector->real_positions = spec.real_positions;
+  r.collector->align_end = spec.align_end;
   r.collector->hook = spec.tap_hook;
   if (spec.features) {
     std::shared_ptr<FeatureStats> f = new_feature_stats();
@@ -606,6 +608,7 @@ PassResult Session::run_pass(PassSpec spec) {
   cfg.record_grad = spec.backward;
   cfg.slice0_batch = spec.slice0;
   cfg.slice_axis = spec.slice_axis;
+  cfg.slice_guide = spec.slice_guide;
   cfg.keep_baked = spec.keep_baked;
   cfg.batch_norm_stats = spec.batch_norm_stats;
   try {

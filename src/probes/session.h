@@ -130,9 +130,11 @@ struct PassSpec {
   int64_t slice0 = 0;          ///< > 0: module outputs measured on example 0 only (PassConfig::slice0_batch)
   int64_t slice_axis = 0;      ///< PassConfig::slice_axis: the batch axis of time-major module tensors
   bool keep_baked = false;     ///< PassConfig::keep_baked: run traced flags as saved
+  const Collector* slice_guide = nullptr;  ///< PassConfig::slice_guide: example 0's pass alone
   bool capture = false;        ///< Collector::capture: keep every module output (reference pass)
   const Collector* reference = nullptr;  ///< Collector::reference: compare module outputs with it
   at::Tensor real_positions;   ///< Collector::real_positions: [B, T] bool, real (not padded) positions
+  bool align_end = false;      ///< Collector::align_end: the batch was padded before its first position
   bool batch_norm_stats = false;  ///< PassConfig::batch_norm_stats (only the normalization probe's eval pass reads them)
   const InstrumentedModel* instrumented = nullptr;  ///< default: the session's
   std::vector<c10::IValue> args;  ///< default (empty): the session's arguments

@@ -1204,6 +1204,106 @@ TEST(Round7, SandwichNormsAreNoFinalNorm) {
   EXPECT_EQ(mm(twin).at("arch.final_norm_layer"), "norm");
 }
 
+// torchnlp's Luong attention (PyTorch-NLP issue 2) folding the batch into
+// the rows of its score matrix and normalizing them with softmax(dim=0):
+// example 0 alone is 0.68 away from its row in the batch (Python). The
+// encoder GRU's h_n [1, batch, hidden] is cut on its own batch axis and the
+// folded [batch * tgt_len, ...] tensors by their rows (the shapes of example
+// 0's own pass say how), so nothing before the attention differs; the
+// softmax runs in decoder.attention's own forward between linear_in and
+// linear_out, and BN005 names decoder.attention. softmax(dim=-1) is clean.
+TEST(Round8, FoldedBatchSoftmaxOverTheBatchAxis) {
+  RUN_ROUND3(rep, "r8_seq2seq_softmax_dim0");
+  expect_findings(rep, "r8_seq2seq_softmax_dim0", Set{{"BN005", "decoder.attention"}});
+  const json& m = mm(rep);
+  EXPECT_EQ(m.at("batchdep.first_seen_at"), "decoder.attention.linear_out");
+  EXPECT_EQ(m.at("batchdep.batch_axis_op"), "aten::softmax");
+  EXPECT_TRUE(nde2e::near_rel("batchdep.max_rel_diff", num(m.at("batchdep.max_rel_diff")),
+                              nums("r8_seq2seq_softmax_dim0").at("alone_vs_batch").get<double>(), 1e-3));
+  RUN_ROUND3(twin, "r8_seq2seq_softmax_last");
+  expect_findings(twin, "r8_seq2seq_softmax_last", Set{});
+  EXPECT_LT(num(mm(twin).at("batchdep.max_rel_diff")), 1e-5);
+}
+
+// bentrevett's sentiment BiLSTM on a time-major [sent len, batch] text
+// without pack_padded_sequence: the backward direction starts on the
+// padding, so (h_n, c_n) change when the batch is padded further (Python:
+// 0.181 at the output for 10 more positions, the probe's own padding). The
+// LSTM's outputs are two tensors with a tap each (act.outputs lists both),
+// so rnn is the first module that changes, not a shared one; its
+// inter-layer dropout (dropout=0.5 of a 2-layer LSTM) is switched off with
+// the other dropouts, so train/eval drift is not reported for it. Packed,
+// nothing.
+TEST(Round8, BiLstmWithoutPackingReadsThePadding) {
+  const std::vector<std::string> flags = {"--mask-input", "text_lengths", "--seq-dim", "0", "--batch-dim", "1"};
+  RUN_ROUND3(rep, "r8_bilstm_unpacked", flags);
+  expect_findings(rep, "r8_bilstm_unpacked", Set{{"SEQ004", "rnn"}});
+  const json& m = mm(rep);
+  EXPECT_EQ(m.at("pad.first_layer"), "rnn");
+  EXPECT_TRUE(nde2e::near_rel("pad.rel_diff", num(m.at("pad.rel_diff")),
+                              nums("r8_bilstm_unpacked").at("padded_change").get<double>(), 1e-3));
+  const json* rnn = nde2e::find_layer(rep, "rnn");
+  ASSERT_NE(rnn, nullptr);
+  ASSERT_EQ(rnn->at("metrics").at("act.outputs").size(), 2u);
+  EXPECT_EQ(rnn->at("metrics").at("act.outputs").at(0).at("shape"), json::array({4, 6, 16}));
+  RUN_ROUND3(twin, "r8_bilstm_packed", flags);
+  expect_findings(twin, "r8_bilstm_packed", Set{});
+  EXPECT_GE(num(mm(twin).at("mode.dependent_ops")), 2);  // the two nn.Dropout calls and the LSTM's dropout
+}
+
+// HF GPT2Model on a left-padded batch (as batched generation pads it) with
+// position_ids left to their arange default: each real token's position
+// depends on its row's padding (Python: example 1 without its padding is
+// 1.06 away at its real positions). The sample's mask pads on the left, so
+// the probe pads further on the left and compares the real positions
+// aligned at the end: SEQ004 at wpe. Positions from the mask (cumsum - 1,
+// as generate() passes them) are clean.
+TEST(Round8, LeftPaddingShiftsArangePositions) {
+  const std::vector<std::string> flags = {"--mask-input", "attention_mask", "--seq-dim", "1"};
+  RUN_ROUND3(rep, "r8_gpt2_left_padding_arange", flags);
+  expect_findings(rep, "r8_gpt2_left_padding_arange", Set{{"SEQ004", "wpe"}});
+  const json& m = mm(rep);
+  EXPECT_NE(m.at("pad.how").get<std::string>().find("on the left"), std::string::npos);
+  EXPECT_GT(num(m.at("pad.rel_diff")), 0.5);
+  EXPECT_GT(nums("r8_gpt2_left_padding_arange").at("left_pad_change").get<double>(), 0.5);
+  RUN_ROUND3(twin, "r8_gpt2_left_padding_from_mask", flags);
+  expect_findings(twin, "r8_gpt2_left_padding_from_mask", Set{});
+  EXPECT_LT(num(mm(twin).at("pad.rel_diff")), 1e-5);
+  EXPECT_LT(nums("r8_gpt2_left_padding_from_mask").at("left_pad_change").get<double>(), 1e-5);
+}
+
+// HF SwitchTransformers' top-1 router with its classifier at std 1 (as
+// _init_weights does with factor 1.0) on unit-RMS T5LayerNorm outputs:
+// Python measures logits of 26.4 and 0.90 of each token's routing weight on
+// one expert. The router's float32 softmax is no attention and not the
+// model's output: ACT010 at both routers, with Python's numbers. The
+// router returns (expert_index, router_probs, router_logits): three outputs,
+// the integer one included, each its own tap. At the paper's scale, nothing.
+TEST(Round8, SwitchRouterCollapsedAtInit) {
+  RUN_ROUND3(rep, "r8_switch_router_std1");
+  expect_findings(rep, "r8_switch_router_std1",
+                  Set{{"ACT010", "block.1.layer.1.mlp.router"}, {"ACT010", "block.3.layer.1.mlp.router"}});
+  const json* m = layer_metrics(rep, "block.1.layer.1.mlp.router");
+  ASSERT_NE(m, nullptr);
+  const json& py = nums("r8_switch_router_std1");
+  EXPECT_TRUE(nde2e::near_rel("softmax.other_max_prob_mean", num(m->at("softmax.other_max_prob_mean")),
+                              py.at("max_prob_mean").get<double>(), 1e-3));
+  EXPECT_TRUE(nde2e::near_rel("softmax.other_logit_absmax", num(m->at("softmax.other_logit_absmax")),
+                              py.at("logit_absmax").get<double>(), 1e-3));
+  EXPECT_TRUE(nde2e::near_rel("softmax.other_entropy_mean", num(m->at("softmax.other_entropy_mean")),
+                              py.at("entropy_mean").get<double>(), 1e-3));
+  EXPECT_EQ(m->at("softmax.other_to_output"), false);
+  // The collapsed router sends no token to block.1's expert 0: it runs on an
+  // empty selection, so its parameters' missing gradient is GRAD014 (info),
+  // not a cut gradient path.
+  const json* e0 = layer_metrics(rep, "block.1.layer.1.mlp.experts.0.wi");
+  ASSERT_NE(e0, nullptr);
+  EXPECT_EQ(e0->at("grad.module_ran_empty"), true);
+  EXPECT_NE(info_finding(rep, "GRAD014", "block.1.layer.1.mlp.experts.0.wi"), nullptr);
+  RUN_ROUND3(twin, "r8_switch_router_small_init");
+  expect_findings(twin, "r8_switch_router_small_init", Set{});
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

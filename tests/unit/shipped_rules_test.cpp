@@ -61,6 +61,9 @@ const Expected kExpected[] = {
     {"ACT008", "output-logit-divergence", nd::Severity::kWarning, "model", "all", true, "logits.head",
      "logits.logz_abs_mean > 30 and act.depth_growth_max < 1000"},
     {"ACT009", "nonfinite-forward", nd::Severity::kError, "layer", "all", false, "", "evalfwd.first_nonfinite == true"},
+    {"ACT010", "softmax-collapse", nd::Severity::kWarning, "layer", "all", false, "",
+     "softmax.other_rows >= 16 and softmax.other_max_prob_mean > 0.75 and softmax.other_entropy_ratio < 0.25 and "
+     "softmax.other_logit_absmax > 15 and softmax.other_onehot_fraction <= 0.9 and softmax.other_to_output == false"},
     {"ADAM001", "adam-second-moment-lag", nd::Severity::kWarning, "layer", "all", true, "",
      "adam.rms_ratio_max > 3 and adam.loss_is_training_loss == true"},
     {"ADAM002", "adam-second-moment-lag", nd::Severity::kWarning, "layer", "all", true, "", "adam.eps_fraction_max > 0.5"},

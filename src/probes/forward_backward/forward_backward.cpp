@@ -251,6 +251,9 @@ void probe_forward_backward(Session& s) {
     std::string sat_op_max_kind;
     SoftmaxStats sm;
     bool has_softmax = false;
+    SoftmaxStats other;    // softmax sites that are not attention (routers, gates, pointer distributions)
+    int64_t other_sites = 0;
+    bool other_to_output = false;  // one of them is what the model returns
     SoftmaxStats attn;     // attention sites only (softmax of matmul scores, scaled_dot_product_attention)
     int64_t attn_sites = 0;
     bool attn_sdpa = false, attn_softmax = false;
@@ -301,6 +304,11 @@ void probe_forward_backward(Session& s) {
       case TapKind::kSoftmaxInput:
         a.has_softmax = true;
         a.sm.merge(rec.softmax);
+        if (!t.attention && rec.calls > 0) {
+          a.other.merge(rec.softmax);
+          ++a.other_sites;
+          a.other_to_output = a.other_to_output || t.to_output;
+        }
         if (t.attention) {
           if (a.attn_q.empty()) a.attn_q = t.attn_q;
           if (a.attn_k.empty()) a.attn_k = t.attn_k;
@@ -384,6 +392,23 @@ void probe_forward_backward(Session& s) {
       }
       m["softmax.entropy_max"] = a.sm.row_len_max > 0 ? std::log(static_cast<double>(a.sm.row_len_max)) : 0.0;
       m["softmax.logit_absmax"] = a.sm.logit_absmax;
+      if (a.other_sites > 0) {
+        // The softmaxes that are not attention (a mixture-of-experts
+        // router, a gate, a pointer distribution): ACT010 judges them alone.
+        m["softmax.other_sites"] = a.other_sites;
+        m["softmax.other_rows"] = a.other.rows;
+        m["softmax.other_to_output"] = a.other_to_output;
+        m["softmax.other_logit_absmax"] = a.other.logit_absmax;
+        const double hmax = a.other.row_len_max > 1 ? std::log(static_cast<double>(a.other.row_len_max)) : 0.0;
+        m["softmax.other_entropy_max"] = hmax;
+        if (a.other.rows > 0) {
+          const double rows = static_cast<double>(a.other.rows);
+          m["softmax.other_max_prob_mean"] = a.other.max_prob_sum / rows;
+          m["softmax.other_entropy_mean"] = a.other.entropy_sum / rows;
+          m["softmax.other_onehot_fraction"] = static_cast<double>(a.other.onehot_rows) / rows;
+          if (hmax > 0) m["softmax.other_entropy_ratio"] = a.other.entropy_sum / rows / hmax;
+        }
+      }
     }
     if (a.attn_sites > 0) {
       m["attn.sites"] = a.attn_sites;
@@ -453,6 +478,18 @@ void probe_forward_backward(Session& s) {
   // zeros are explained (src/probes/forward_backward/zero_init.cpp), not a missing gradient
   // path; zeros that lifting them does not end are not.
   const ZeroInitFacts zi = zero_init_conventions(s);
+  // Modules whose every output in the train pass was empty.
+  std::set<std::string> ran_empty;
+  {
+    std::map<std::string, bool> empty;
+    for (const auto& t : taps) {
+      if (t.kind != TapKind::kModuleOutput || recs[static_cast<size_t>(t.id)].calls == 0) continue;
+      auto [it, fresh] = empty.emplace(t.module, true);
+      it->second = it->second && recs[static_cast<size_t>(t.id)].fwd.numel == 0;
+    }
+    for (const auto& [m, e] : empty)
+      if (e && !m.empty()) ran_empty.insert(m);
+  }
   std::vector<ParamGrad> pgs;
   const std::set<const void*> cancelled = biases_cancelled_by_batch_norm(s);
   for (const auto& mi : s.model.modules) pgs.push_back(param_grads(mi.module, *rp, zi.silenced_tensors, cancelled));
@@ -495,7 +532,11 @@ void probe_forward_backward(Session& s) {
       // module that is declared but never called (or whose output nothing
       // uses, so the graph drops it) has parameters outside what this file
       // computes, which is not a gradient that vanished (GRAD014, info).
-      m["grad.module_ran"] = lm.exec_order >= 0;
+      // A module that ran only on empty tensors (a mixture-of-experts
+      // expert the router sent no token: expert(x[empty selection])) takes
+      // no part in this batch either.
+      m["grad.module_ran"] = lm.exec_order >= 0 && !ran_empty.count(mi.path);
+      if (ran_empty.count(mi.path)) m["grad.module_ran_empty"] = true;
       m["grad.no_signal_under"] = "";  // set below when a whole sub-network is cut (GRAD015)
       if (pg.shift_invariant > 0) {
         m["grad.params_loss_shift_invariant"] = pg.shift_invariant;

@@ -37,13 +37,25 @@ namespace {
 constexpr double kStaleEvalError = 0.25, kStaleOverFloor = 5;
 
 
-/// Module-output statistics per module path for one pass.
-std::map<std::string, TensorStats> module_stats(const InstrumentedModel& im, const Collector& c) {
-  std::map<std::string, TensorStats> out;
+/// Module-output statistics of one pass: per module path, per output tap
+/// (one per output tensor of a module returning several).
+using ModuleTapStats = std::map<std::string, std::map<int64_t, TensorStats>>;
+
+ModuleTapStats module_stats(const InstrumentedModel& im, const Collector& c) {
+  ModuleTapStats out;
   for (const auto& t : im.taps())
     if (t.kind == TapKind::kModuleOutput && c.records()[static_cast<size_t>(t.id)].calls > 0)
-      out[t.module].merge(c.records()[static_cast<size_t>(t.id)].fwd);
+      out[t.module][t.id] = c.records()[static_cast<size_t>(t.id)].fwd;
   return out;
+}
+
+/// Non-finite values over a module's outputs (0 when it did not run).
+int64_t module_nonfinite(const ModuleTapStats& m, const std::string& path) {
+  auto it = m.find(path);
+  int64_t n = 0;
+  if (it != m.end())
+    for (const auto& [id, st] : it->second) n += st.nonfinite();
+  return n;
 }
 
 /// Relative difference of two tensor summaries (0 when identical).
@@ -58,8 +70,8 @@ double stats_difference(const TensorStats& a, const TensorStats& b) {
 
 /// The first module in execution order whose outputs differ between two
 /// passes by more than `tol`; "" if none.
-std::string first_divergence(const Session& s, const std::map<std::string, TensorStats>& a,
-                             const std::map<std::string, TensorStats>& b, double tol, double* diff) {
+std::string first_divergence(const Session& s, const ModuleTapStats& a, const ModuleTapStats& b, double tol,
+                             double* diff) {
   std::vector<const LayerMetrics*> order;
   for (const auto& l : s.doc.layers)
     if (l.exec_order >= 0) order.push_back(&l);
@@ -67,7 +79,16 @@ std::string first_divergence(const Session& s, const std::map<std::string, Tenso
   for (const auto* l : order) {
     auto ia = a.find(l->path), ib = b.find(l->path);
     if (ia == a.end() || ib == b.end()) continue;
-    const double d = stats_difference(ia->second, ib->second);
+    // Output by output; an output of another size in the two passes (one
+    // example sliced from a tensor without a batch axis of its own, an
+    // auxiliary output only one mode returns) is not comparable and is
+    // left out rather than read as a difference.
+    double d = 0;
+    for (const auto& [id, sa] : ia->second) {
+      auto jb = ib->second.find(id);
+      if (jb == ib->second.end() || sa.numel != jb->second.numel) continue;
+      d = std::max(d, stats_difference(sa, jb->second));
+    }
     if (d > tol) {
       if (diff) *diff = d;
       return l->path;
@@ -448,7 +469,7 @@ void probe_normalization(Session& s) {
     // (The cache serves the eval pass when the flags make them the same.)
     const std::shared_ptr<const PassResult> eval_ref_p = s.pass(normalization_nodropout_spec(false));
     const c10::IValue& eval_ref = eval_ref_p->output;
-    const std::map<std::string, TensorStats> eval_ref_stats =
+    const ModuleTapStats eval_ref_stats =
         eval_ref_p == eval_p ? eval_stats : module_stats(im, *eval_ref_p->collector);
     const double drift = Session::relative_difference(nodrop_output, eval_ref);
     mm["drift.rel_output_diff"] = metric_number(drift);
@@ -560,9 +581,8 @@ void probe_normalization(Session& s) {
     const std::string culprit = im.taps()[static_cast<size_t>(eval.collector->first_nonfinite_tap())].module;
     LayerMetrics* l = s.doc.find_layer(culprit);
     if (train_finite && l) {
-      auto st = eval_stats.find(culprit);
       l->metrics["evalfwd.first_nonfinite"] = true;
-      l->metrics["evalfwd.nonfinite_count"] = st == eval_stats.end() ? int64_t{0} : st->second.nonfinite();
+      l->metrics["evalfwd.nonfinite_count"] = module_nonfinite(eval_stats, culprit);
       const double rn = val(l->metrics, "bn.running_nonfinite_count", 0);
       l->metrics["evalfwd.cause_note"] =
           rn > 0 ? "; its running_mean/running_var hold " + std::to_string(static_cast<int64_t>(rn)) +
@@ -655,12 +675,14 @@ void probe_normalization(Session& s) {
       return p;
     };
     s.run_probe("batch_dependence", [&] {
-    PassResult ref = s.run_pass(spec("eval-batch", {}, batch));
-    PassResult first_alone, last_alone;
+    // Example 0 alone first: its module-output shapes tell the batch pass
+    // how to cut example 0 out of each output (PassConfig::slice_guide).
+    PassResult ref, first_alone, last_alone;
     try {
       first_alone = s.run_pass(spec("eval-example0", select_examples(s, layout, one(0)), 0));
       last_alone = s.run_pass(spec("eval-example-last", select_examples(s, layout, one(batch - 1)), 0));
     } catch (const PassError& e) {
+      ref = s.run_pass(spec("eval-batch", {}, batch));
       // An eval-mode forward that rejects one example alone while the batch
       // runs: BatchNorm normalizing with batch statistics in eval mode raises
       // "Expected more than 1 value per channel". That is evidence of batch
@@ -707,6 +729,9 @@ void probe_normalization(Session& s) {
       }
       throw;
     }
+    PassSpec guided = spec("eval-batch", {}, batch);
+    guided.slice_guide = first_alone.collector.get();
+    ref = s.run_pass(guided);
     // An output without a batch axis (a scalar: forward returns its own loss
     // over the batch; a batch-pooled vector) has no row for one example:
     // alone and batched differ by construction, and nothing is measured.
@@ -789,12 +814,19 @@ void probe_normalization(Session& s) {
         } else if (const BatchAxisReduction b = batch_axis_reduction(s, im, first); !b.op.empty()) {
           // A reduction over the batch axis in the first changed module, a
           // module holding it, or the root's own forward (F.normalize(x,
-          // dim=0) between encoder and classifier): the op that mixes.
+          // dim=0) between encoder and classifier): the op that mixes. A
+          // module holding the first changed one runs it in its own forward
+          // (torchnlp's Attention: F.softmax(scores, dim=0) between
+          // linear_in and linear_out): that module is where it starts.
           const std::string where = b.module.empty() ? std::string("the model's own forward") : b.module;
           cause = record_batch_axis(mm, b) + " in " + where +
                   (b.normalizes ? ", and its statistic divides the same tensor, so each example is scaled by the "
                                   "whole batch's values"
                                 : "");
+          if (!b.module.empty() && b.module != first && first.rfind(b.module + ".", 0) == 0) {
+            if (!mm.count("batchdep.first_seen_at")) mm["batchdep.first_seen_at"] = first;
+            mm["batchdep.first_layer"] = b.module;
+          }
         }
         mm["batchdep.cause"] = cause;
       } else if (const BatchAxisReduction b = batch_axis_reduction(s, im, ""); !b.op.empty()) {

@@ -532,7 +532,11 @@ void probe_precision(Session& s) {
     cmp.clear();
     output_calls = 0;
     for (auto& [p, n] : norms) {
-      NormSite fresh{n.path, n.rms, n.width, n.eps};
+      NormSite fresh;
+      fresh.path = n.path;
+      fresh.rms = n.rms;
+      fresh.width = n.width;
+      fresh.eps = n.eps;
       fresh.fp32_inside = n.fp32_inside;
       fresh.l2 = n.l2;
       fresh.dims = n.dims;

@@ -47,6 +47,10 @@ struct Layout {
   int mask = -1, lengths = -1;
   bool mask_real_nonzero = true;
   std::string mask_from;
+  /// The sample's mask pads on the left (every example's last position real,
+  /// some first one padding: GPT-style batched generation); longer batches
+  /// are padded before the first position.
+  bool left_padded = false;
   bool sequence = false;
   at::Tensor real;  // [B, T] bool
 };
@@ -289,6 +293,7 @@ Layout infer_layout(const Session& s) {
       L.mask_from = "every example's first position holds " + std::string(L.mask_real_nonzero ? "1/true" : "0/false");
     } else if ((last == last[0]).all().item<bool>()) {
       L.mask_real_nonzero = last[0].item<bool>();
+      L.left_padded = true;
       L.mask_from = "left padding: every example's last position holds " + std::string(L.mask_real_nonzero ? "1/true" : "0/false");
     } else {
       L.mask_real_nonzero = !pad_named;
@@ -307,7 +312,9 @@ Layout infer_layout(const Session& s) {
 
 /// The arguments with every time axis resized to `newT`: truncated, or
 /// extended with padding (tokens/features: --pad-value; mask: its padded
-/// value; positions continue; segments 0). Lengths are clamped to newT.
+/// value; positions continue; segments 0) after the last position, or
+/// before the first when the sample pads on the left (Layout::left_padded;
+/// positions then repeat the first one). Lengths are clamped to newT.
 std::vector<c10::IValue> resize_time(const Session& s, const Layout& L, int64_t newT) {
   std::vector<c10::IValue> out;
   for (size_t i = 0; i < s.args.size(); ++i) {
@@ -336,6 +343,10 @@ std::vector<c10::IValue> resize_time(const Session& s, const Layout& L, int64_t 
     at::Tensor extra;
     if (il.role == "mask") {
       extra = at::full(sizes, L.mask_real_nonzero ? 0 : 1, t.options());
+    } else if (il.role == "positions" && L.left_padded) {
+      // Left padding: the padded positions take the first one's value
+      // (what a mask-derived position_ids gives them); real ones keep theirs.
+      extra = t.narrow(ax, 0, 1).expand(sizes).contiguous();
     } else if (il.role == "positions") {
       std::vector<int64_t> shape(static_cast<size_t>(t.dim()), 1);
       shape[static_cast<size_t>(ax)] = newT - L.T;
@@ -345,7 +356,7 @@ std::vector<c10::IValue> resize_time(const Session& s, const Layout& L, int64_t 
     } else {
       extra = at::full(sizes, il.pad, t.options());
     }
-    out.emplace_back(at::cat({t, extra}, ax));
+    out.emplace_back(L.left_padded ? at::cat({extra, t}, ax) : at::cat({t, extra}, ax));
   }
   return out;
 }
@@ -794,6 +805,7 @@ void probe_sequence(Session& s) {
         PassSpec pe = spec("eval-seq-padded", false, resize_time(s, L, L.T + tries[k]));
         pe.reference = &*ref_eval->collector;
         pe.real_positions = L.real;
+        pe.align_end = L.left_padded;
         try {
           padded_eval = s.run_pass(std::move(pe));
           P = tries[k];
@@ -850,6 +862,7 @@ void probe_sequence(Session& s) {
         PassSpec pt = spec("train-seq-padded", true, refilled_args.empty() ? resize_time(s, L, L.T + P) : refilled_args);
         pt.reference = &*ref_train->collector;
         pt.real_positions = L.real;
+        pt.align_end = L.left_padded;
         padded_train = s.run_pass(std::move(pt));
       } catch (const Error& e) {
         if (e.kind() == error_kind::kTimeout || e.kind() == error_kind::kOutOfMemory) throw;
@@ -1227,7 +1240,8 @@ void probe_sequence(Session& s) {
     s.doc.model_metrics["pad.padded_to"] = L.T + P;
     s.doc.model_metrics["pad.how"] = !pad_how.empty() ? pad_how
                                                       : "the batch is padded from " + std::to_string(L.T) + " to " +
-                                                            std::to_string(L.T + P) + " positions";
+                                                            std::to_string(L.T + P) + " positions" +
+                                                            (L.left_padded ? " on the left, as the sample's mask pads" : "");
     s.doc.model_metrics["pad.first_layer"] = w.first;
     s.doc.model_metrics["pad.first_layer_kind"] = w.first.empty() && !(w.root > kChanged) ? "none" : kind_of_layer(w.first);
     const std::string via = norm_route(w);
