@@ -654,8 +654,11 @@ int cli_main(int argc, char** argv, const Engine& engine) {
   check->add_option("--input-shape", a.engine.input_shapes,
                     "Synthesize an argument: [NAME=]DIMS[:DTYPE][:LOW..HIGH], e.g. 8x3x32x32 or input_ids=2x16:int64:0..1000 (repeatable)");
   check->add_option("--target", a.engine.target_file, "Targets for the loss (torch.save of a tensor)");
-  check->add_option("--loss", a.engine.loss, "Loss for the backward pass")
-      ->transform(one_of({"auto", "projection", "mse", "cross_entropy", "sum"}))->capture_default_str();
+  check->add_option("--loss", a.engine.loss, "Loss for the backward pass (ce: cross_entropy)")
+      // transform() puts each validator first: the alias runs before one_of.
+      ->transform(one_of({"auto", "projection", "mse", "cross_entropy", "sum"}))
+      ->transform(CLI::Transformer(std::map<std::string, std::string>{{"ce", "cross_entropy"}}))
+      ->capture_default_str();
   check->add_option("--output-index", a.output_index, "Which tensor of a tuple/list/dict output feeds the loss");
   check->add_option("--seed", a.seed, "Seed for every random choice")->capture_default_str();
   check->add_option("--precision", a.engine.precision, "Precision the model trains or serves in")

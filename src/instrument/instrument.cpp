@@ -1281,6 +1281,10 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         "aten::contiguous", "aten::clone", "aten::cat", "aten::stack", "aten::mul_", "aten::div_", "aten::add_",
         "prim::ListConstruct", "aten::detach", "aten::permute", "aten::transpose", "aten::t", "aten::exp"};
     static const std::set<std::string> periodic = {"aten::sin", "aten::cos", "aten::sin_", "aten::cos_"};
+    // Random Fourier features: coordinates @ a stored Gaussian matrix, then
+    // sin/cos (SAM's prompt encoder, NeRF-style encodings).
+    static const std::set<std::string> projections = {"aten::matmul", "aten::mm", "aten::bmm"};
+    std::unordered_map<const Value*, bool> stored_memo;
     const auto inputs = graph_->inputs();
     for (size_t i = 1; i < inputs.size(); ++i) {
       bool found = false, other = false;
@@ -1293,7 +1297,12 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
           if (periodic.count(k)) {
             found = true;
           } else if (metadata_ops().count(k)) {
-          } else if (pass.count(k)) {
+          } else if (pass.count(k) || ((k == "aten::copy_" || k == "aten::select") && u.user->outputs().size() == 1) ||
+                     (projections.count(k) && u.user->inputs().size() == 2 &&
+                      recognize::param_only(u.user->input(1 - u.offset), stored_memo))) {
+            // copy_: a slice of a clone rescaled in place
+            // (coordinates[..., 0] = coordinates[..., 0] / width); the
+            // clone it writes into is walked from its other uses.
             for (Value* o : u.user->outputs()) work.push_back(o);
           } else {
             other = true;  // read by something else (a Linear, a conv, a block) before any sin/cos
@@ -1312,16 +1321,78 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   {
     static const std::set<std::string> views = {"aten::to", "aten::float", "aten::type_as", "aten::view", "aten::reshape",
                                                 "aten::unsqueeze", "aten::contiguous", "aten::permute", "aten::clone",
-                                                "aten::detach"};
+                                                "aten::detach", "aten::slice", "aten::select", "aten::narrow"};
     std::unordered_map<const Value*, bool> memo;
+    // A statistic of the data: a reduction (the mean scaler of Hugging
+    // Face's time-series transformers: |x * observed|.sum(dim) / n, clamped,
+    // with a batch default through torch.where), or elementwise arithmetic
+    // on statistics and stored values. Dividing an input by one rescales it
+    // by its own scale (DeepAR, RevIN-style scalers).
+    static const std::set<std::string> reductions = {"aten::sum", "aten::mean", "aten::std", "aten::var", "aten::norm",
+                                                     "aten::linalg_vector_norm", "aten::amax", "aten::amin",
+                                                     "aten::std_mean", "aten::var_mean", "aten::median",
+                                                     "aten::nanmean", "aten::nansum"};
+    static const std::set<std::string> elementwise = {
+        "aten::div", "aten::mul", "aten::add", "aten::sub", "aten::rsub", "aten::clamp", "aten::clamp_min",
+        "aten::clamp_max", "aten::where", "aten::abs", "aten::log", "aten::log1p", "aten::sqrt", "aten::rsqrt",
+        "aten::exp", "aten::zeros_like", "aten::ones_like", "aten::to", "aten::squeeze", "aten::unsqueeze",
+        "aten::view", "aten::reshape", "aten::expand", "aten::expand_as", "aten::detach", "aten::neg",
+        "aten::reciprocal", "aten::maximum", "aten::minimum", "aten::gt", "aten::ge", "aten::lt", "aten::le",
+        "aten::eq", "aten::ne", "aten::contiguous", "aten::clone", "aten::float", "aten::type_as"};
+    std::unordered_map<const Value*, bool> stat_memo;
+    std::function<bool(Value*, int)> statistic = [&](Value* v, int depth) -> bool {
+      auto it = stat_memo.find(v);
+      if (it != stat_memo.end()) return it->second;
+      Node* n = v->node();
+      const std::string k = n->kind().toQualString();
+      bool r = false;
+      if (reductions.count(k)) {
+        r = true;
+      } else if (n->kind() == c10::prim::TupleUnpack && n->input()->node()->kind() == c10::prim::TupleConstruct) {
+        // A scaler returning (scaled, loc, scale): the element itself.
+        size_t j = 0;
+        while (j < n->outputs().size() && n->outputs()[j] != v) ++j;
+        Node* tc = n->input()->node();
+        r = j < tc->inputs().size() && depth < 24 && statistic(tc->input(j), depth + 1);
+      } else if (recognize::param_only(v, memo)) {
+        r = true;
+      } else if (depth < 24 && elementwise.count(k) && n->blocks().empty()) {
+        r = true;
+        for (Value* in : n->inputs())
+          if (in->type()->kind() == c10::TypeKind::TensorType && !statistic(in, depth + 1)) r = false;
+      }
+      stat_memo[v] = r;
+      return r;
+    };
     const auto inputs = graph_->inputs();
     for (size_t i = 1; i < inputs.size(); ++i) {
       bool scaled = false, other = !is_tensor(inputs[i]);
       std::vector<Value*> work = {inputs[i]};
-      for (size_t w = 0; w < work.size() && w < 64 && !other; ++w) {
+      std::set<const Value*> seen;
+      for (size_t w = 0; w < work.size() && w < 512 && !other; ++w) {
+        if (!seen.insert(work[w]).second) continue;
         for (const auto& u : work[w]->uses()) {
           const std::string k = u.user->kind().toQualString();
           if (metadata_ops().count(k)) continue;
+          // Statistics of the input (its scale measured): this path ends in
+          // a value the rescaling below divides by, not in a layer.
+          if (reductions.count(k) && u.offset == 0) continue;
+          if (k == "prim::ListConstruct" || k == "aten::cat" || k == "aten::stack") {
+            // Concatenated with other values (past and future targets before
+            // the scaler): the result carries this input on.
+            if (k == "prim::ListConstruct" && u.user->output()->uses().size() == 1 &&
+                (u.user->output()->uses()[0].user->kind() == c10::aten::cat ||
+                 u.user->output()->uses()[0].user->kind() == c10::aten::stack)) {
+              work.push_back(u.user->output()->uses()[0].user->output());
+              continue;
+            }
+            if (k != "prim::ListConstruct") {
+              work.push_back(u.user->output());
+              continue;
+            }
+            other = true;
+            break;
+          }
           if (u.user->outputs().size() != 1) {
             other = true;
             break;
@@ -1329,12 +1400,19 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
           const bool binary = u.user->inputs().size() >= 2 && u.offset <= 1;
           Value* operand = binary ? u.user->input(1 - u.offset) : nullptr;
           const bool stored = operand && recognize::param_only(operand, memo);
+          const bool stat = operand && !stored && operand->type()->kind() == c10::TypeKind::TensorType &&
+                            statistic(operand, 0);
           if (views.count(k) && u.offset == 0) {
             work.push_back(u.user->output());
-          } else if ((k == "aten::sub" || k == "aten::add" || k == "aten::rsub") && stored) {
+          } else if ((k == "aten::sub" || k == "aten::add" || k == "aten::rsub") && (stored || stat)) {
             work.push_back(u.user->output());
-          } else if ((k == "aten::div" && u.offset == 0 && stored) || (k == "aten::mul" && stored)) {
+          } else if ((k == "aten::div" && u.offset == 0 && (stored || stat)) || (k == "aten::mul" && stored)) {
             scaled = true;  // this path is rescaled; its output is no longer the raw input
+          } else if (k == "aten::mul" || k == "aten::abs" || k == "aten::pow" || k == "aten::square" ||
+                     k == "aten::where" || k == "aten::clamp" || k == "aten::clamp_min") {
+            // Masking or measuring on the way to a statistic (x * observed,
+            // |x|): followed on; a layer that reads the result is `other`.
+            work.push_back(u.user->output());
           } else {
             other = true;  // read raw by a layer, a norm or anything else
             break;
@@ -2336,6 +2414,21 @@ c10::IValue InstrumentedModel::run(const std::vector<c10::IValue>& args, const P
   } guard(&ctx);
   fn_->run(stack);
   return stack.front();
+}
+
+int64_t raised_batch_norm_tap(const std::vector<TapSite>& taps, const Collector& failed, const Collector* reference) {
+  if (failed.last_batch_norm_tap() >= 0 && failed.last_batch_norm_tap() == failed.last_tap()) return failed.last_batch_norm_tap();
+  if (!reference) return -1;
+  int64_t first = -1, first_tap = -1;
+  for (const auto& tap : taps) {
+    const auto& rr = reference->records()[static_cast<size_t>(tap.id)];
+    const auto& fr = failed.records()[static_cast<size_t>(tap.id)];
+    if (rr.first_fire >= 0 && fr.calls == 0 && (first < 0 || rr.first_fire < first)) {
+      first = rr.first_fire;
+      first_tap = tap.id;
+    }
+  }
+  return first_tap >= 0 && taps[static_cast<size_t>(first_tap)].kind == TapKind::kBatchNormInput ? first_tap : -1;
 }
 
 }  // namespace nd

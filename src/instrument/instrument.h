@@ -448,7 +448,10 @@ class InstrumentedModel {
   /// Per forward argument (self excluded): the model rescales it itself
   /// before anything else reads it, by stored values (buffers, constants):
   /// (x - self.mean) / self.std, x / 255 * self.scale + self.shift, the
-  /// in-model image normalization of torchvision's detection transform.
+  /// in-model image normalization of torchvision's detection transform; or
+  /// by a statistic of the data (a reduction: the mean scaler of Hugging
+  /// Face's time-series transformers divides the targets by their mean
+  /// absolute value, (x - x.mean()) / x.std()).
   const std::vector<bool>& rescaled_inputs() const { return rescaled_inputs_; }
   /// Norm ops over parameters only (weight standardization: timm's
   /// ScaledStdConv2d), left out of norm_ops(), mode_ops() and the taps.
@@ -502,5 +505,14 @@ class ScopeResolver {
   std::map<const void*, std::vector<std::string>> cache_;
   std::map<std::string, size_t> index_;  // path -> modules_ index
 };
+
+/// The batch_norm input tap whose layer raised PyTorch's "Expected more than
+/// 1 value per channel" in a failed pass: the last tap that fired when it is
+/// a batch_norm input (aten::batch_norm raised on it); else, for a scripted
+/// nn.BatchNorm that raises in its own batch-size check before
+/// aten::batch_norm runs, the first tap in `reference`'s firing order (the
+/// same batch run to the end in another pass) that the failed pass never
+/// reached, when it is a batch_norm input. -1 when neither names one.
+int64_t raised_batch_norm_tap(const std::vector<TapSite>& taps, const Collector& failed, const Collector* reference);
 
 }  // namespace nd

@@ -192,10 +192,23 @@ void probe_forward_backward(Session& s) {
     // "Expected more than 1 value per channel when training". That is a
     // finding about the layer (evidence for BN006), not only a failure.
     if (what.find("Expected more than 1 value per channel") != std::string::npos && s.failed_collector) {
-      const int64_t t = s.failed_collector->last_batch_norm_tap();
-      const std::string layer = t >= 0 ? taps[static_cast<size_t>(t)].module : std::string();
       // Scripted BatchNorm raises in its own check, before aten::batch_norm
-      // (and its tap) runs: then the eval pass's shapes name the layer.
+      // (and its tap) runs: then an eval pass of the same batch, which runs
+      // to the end, says which batch_norm the failed pass did not reach.
+      std::unique_ptr<Collector> failed = std::move(s.failed_collector);
+      std::shared_ptr<const PassResult> ref;
+      if (failed->last_batch_norm_tap() < 0 || failed->last_batch_norm_tap() != failed->last_tap()) {
+        PassSpec ev;
+        ev.name = "eval";
+        ev.probe = "forward_backward";
+        try {
+          ref = s.pass(ev);
+        } catch (const Error&) {
+          ref.reset();  // the eval forward raises too: no layer is named
+        }
+      }
+      const int64_t t = raised_batch_norm_tap(taps, *failed, ref ? ref->collector.get() : nullptr);
+      const std::string layer = t >= 0 ? taps[static_cast<size_t>(t)].module : std::string();
       if (LayerMetrics* lm = t >= 0 ? s.doc.find_layer(layer) : nullptr) {
         lm->metrics["bn.batch_of_one"] = true;
         lm->metrics["bn.values_per_channel"] = 1;
@@ -203,6 +216,7 @@ void probe_forward_backward(Session& s) {
       const auto at = what.find("raised in the train pass: ");
       why = "train-mode forward raised at " + (layer.empty() ? std::string("a batch_norm") : layer) + ": " +
             (at == std::string::npos ? what : what.substr(at + 26));
+      s.failed_collector = std::move(failed);
     }
     s.doc.assumptions.push_back("the train-mode pass could not run (" + why +
                                 "); activation and gradient measurements are missing");

@@ -304,6 +304,11 @@ void probe_normalization(Session& s) {
       if (no.input_tap == t.id && no.op == "frozen_batch_norm") frozen = true;
     m["bn.channels"] = channels;
     m["bn.spatial"] = b.spatial;
+    // Examples of the sample batch this BatchNorm saw: with one, its
+    // spatial statistics hold no between-example variance, which running
+    // statistics do (one image's variance is well below running_var by
+    // design), so BN002-BN004 need two.
+    m["bn.sample_examples"] = b.examples;
     if (frozen) m["bn.frozen"] = true;
     if (!frozen) {
     m["bn.examples_per_pass"] = train_batch;
@@ -473,6 +478,10 @@ void probe_normalization(Session& s) {
         eval_ref_p == eval_p ? eval_stats : module_stats(im, *eval_ref_p->collector);
     const double drift = Session::relative_difference(nodrop_output, eval_ref);
     mm["drift.rel_output_diff"] = metric_number(drift);
+    // Batch statistics of one example leave out the between-example
+    // variance the running statistics hold: drift is expected there (BN004
+    // needs two).
+    mm["drift.sample_examples"] = batch;
     mm["drift.explained_by_stale_stats"] = false;
     mm["drift.stale_note"] = "";
     // A traced/exported graph with training flags baked in cannot enter the
@@ -696,23 +705,8 @@ void probe_normalization(Session& s) {
       // then the first tap the failed pass never reached, in the batch's
       // order, is that batch_norm's input.
       int64_t t = -1;
-      if (what.find("Expected more than 1 value per channel") != std::string::npos && s.failed_collector) {
-        const Collector& fc = *s.failed_collector;
-        if (fc.last_batch_norm_tap() >= 0 && fc.last_batch_norm_tap() == fc.last_tap()) {
-          t = fc.last_batch_norm_tap();
-        } else if (ref.collector) {
-          int64_t first = -1, first_tap = -1;
-          for (const auto& tap : im.taps()) {
-            const auto& rr = ref.collector->records()[static_cast<size_t>(tap.id)];
-            const auto& fr = fc.records()[static_cast<size_t>(tap.id)];
-            if (rr.first_fire >= 0 && fr.calls == 0 && (first < 0 || rr.first_fire < first)) {
-              first = rr.first_fire;
-              first_tap = tap.id;
-            }
-          }
-          if (first_tap >= 0 && im.taps()[static_cast<size_t>(first_tap)].kind == TapKind::kBatchNormInput) t = first_tap;
-        }
-      }
+      if (what.find("Expected more than 1 value per channel") != std::string::npos && s.failed_collector)
+        t = raised_batch_norm_tap(im.taps(), *s.failed_collector, ref.collector.get());
       if (t >= 0) {
         const std::string layer = im.taps()[static_cast<size_t>(t)].module;
         mm["batchdep.max_rel_diff"] = "inf";

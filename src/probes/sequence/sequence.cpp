@@ -37,6 +37,7 @@ struct InputLayout {
   int64_t time_axis = -1;
   std::vector<std::string> axes;  // role of each axis
   std::string from;               // why, in words
+  int64_t mask_squeeze = -1;      // mask: its singleton axis ([B, 1, T]: 1, [B, T, 1]: 2), -1 for [B, T]
   double pad = 0;                 // the value appended as padding along the time axis
   std::string pad_from;           // why that value, in words
 };
@@ -150,13 +151,26 @@ Layout infer_layout(const Session& s) {
     if (s.inst && i < s.inst->input_consumers().size())
       for (const auto& k : s.inst->input_consumers()[i])
         conv1d = conv1d || k == "aten::conv1d" || (k == "aten::_convolution" && t.dim() == 3);
-    const bool named_mask = opt.mask_input.empty() ? (has(n, "mask") && t.dim() == 2)
+    // A missing-value indicator (time-series past_observed_mask) is named a
+    // mask but marks observed values, not padding: a forecaster reading the
+    // last context_length positions cannot be padded after them.
+    const bool named_mask = opt.mask_input.empty() ? (has(n, "mask") && !has(n, "observed") && t.dim() == 2)
                                                    : (opt.mask_input == a.name || opt.mask_input == std::to_string(i));
-    if (named_mask && t.dim() == 2) {
+    // A mask of one frame axis and a singleton channel axis: Grad-TTS and
+    // VITS pass x_mask as [B, 1, T] to broadcast over [B, C, T] features.
+    int64_t squeeze = -1;
+    if (named_mask && t.dim() == 3 && !time_major && !opt.mask_input.empty()) {
+      if (t.size(1) == 1 && t.size(2) > 1) squeeze = 1;
+      else if (t.size(2) == 1 && t.size(1) > 1) squeeze = 2;
+    }
+    if (named_mask && (t.dim() == 2 || squeeze > 0)) {
       il.role = "mask";
-      il.time_axis = time_major ? 0 : 1;
+      il.time_axis = squeeze == 1 ? 2 : time_major ? 0 : 1;
+      il.mask_squeeze = squeeze;
       il.from = opt.mask_input.empty() ? "[B, T] named " + a.name : "--mask-input " + opt.mask_input;
       if (time_major) il.from += " (batch axis 1: [T, B])";
+      if (squeeze == 1) il.from += " ([B, 1, T]: one channel, broadcast over the features)";
+      if (squeeze == 2) il.from += " ([B, T, 1]: broadcast over the features)";
       if (L.mask < 0) L.mask = static_cast<int>(i);
     } else if ((has(n, "length") || n == "lens" || has(n, "_lens") || named_mask) && t.dim() == 1 && integral) {
       // --mask-input may name a lengths vector too (torchaudio's Conformer
@@ -280,6 +294,7 @@ Layout infer_layout(const Session& s) {
   // Mask polarity: with right padding every example's first position is real.
   if (L.mask >= 0) {
     at::Tensor m = s.args[static_cast<size_t>(L.mask)].value.toTensor().to(at::kDouble) != 0;
+    if (L.inputs[static_cast<size_t>(L.mask)].mask_squeeze > 0) m = m.squeeze(L.inputs[static_cast<size_t>(L.mask)].mask_squeeze);
     if (L.inputs[static_cast<size_t>(L.mask)].time_axis == 0) m = m.t();  // [T, B] -> [B, T]
     const std::string n = lower(s.args[static_cast<size_t>(L.mask)].name);
     const bool pad_named = has(n, "padding");
