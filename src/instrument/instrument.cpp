@@ -1707,7 +1707,8 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     // output; what feeds it decides (a UNet's final GroupNorm before its
     // output conv is a final norm whatever the forward walk met on the way).
     if (!residual_sites.empty()) {
-      const structure::FinalNorm back = structure::find_final_norm_from_output(*graph_, residual_sites, block_norms, scopes);
+      const structure::FinalNorm back =
+          structure::find_final_norm_from_output(*graph_, residual_sites, block_norms, scopes, main_stack);
       if (back.status != "unknown") final_norm = back;
       else if (!back.head_module.empty()) final_norm.head_module = back.head_module;
     }

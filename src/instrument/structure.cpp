@@ -453,10 +453,11 @@ FinalNorm find_final_norm(const Residual& last, const std::vector<NormNode>& nor
 }
 
 FinalNorm find_final_norm_from_output(torch::jit::Graph& graph, const std::vector<Residual>& residuals,
-                                      const std::vector<NormNode>& norms, ScopeResolver& scopes) {
+                                      const std::vector<NormNode>& norms, ScopeResolver& scopes,
+                                      const std::string& main_stack) {
   FinalNorm f;
-  std::unordered_set<const Value*> adds;
-  for (const auto& r : residuals) adds.insert(r.add->output());
+  std::unordered_map<const Value*, const Residual*> adds;
+  for (const auto& r : residuals) adds[r.add->output()] = &r;
   // A norm's output: the anchor's output, and after it the gain/bias applied
   // with parameters (x * weight + bias) in a written-out norm.
   std::unordered_map<const Value*, const NormNode*> outputs;
@@ -538,7 +539,12 @@ FinalNorm find_final_norm_from_output(torch::jit::Graph& graph, const std::vecto
       f.norm_module = hit->second->module;
       return f;
     }
-    if (adds.count(v)) {
+    if (auto a = adds.find(v); a != adds.end()) {
+      // A residual add of the main stack feeds the head: no final norm. One
+      // of a head module's own (timm's AttentionPoolLatent: x + mlp(norm(x))
+      // after the stack's final norm) says nothing about the stack: the
+      // forward walk from the stack's last block decides.
+      if (!main_stack.empty() && a->second->stack != main_stack) break;
       f.status = "absent";
       return f;
     }

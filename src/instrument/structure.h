@@ -82,10 +82,13 @@ FinalNorm find_final_norm(const Residual& last, const std::vector<NormNode>& nor
 /// output's own bias/scale; the final norm is a norm whose output reaches
 /// the head's input (or the output, without a head) through the same kind of
 /// ops. "present" when one does, "absent" when the walk back reaches a
-/// residual addition of `residuals` first, "unknown" otherwise. A final
-/// GroupNorm + SiLU before a UNet's output convolution is "present".
+/// residual addition of `residuals` first (of `main_stack` when given: a
+/// head module's own residual, as in attention pooling, leaves it
+/// "unknown"), "unknown" otherwise. A final GroupNorm + SiLU before a UNet's
+/// output convolution is "present".
 FinalNorm find_final_norm_from_output(torch::jit::Graph& graph, const std::vector<Residual>& residuals,
-                                      const std::vector<NormNode>& norms, ScopeResolver& scopes);
+                                      const std::vector<NormNode>& norms, ScopeResolver& scopes,
+                                      const std::string& main_stack = "");
 
 }  // namespace structure
 }  // namespace nd

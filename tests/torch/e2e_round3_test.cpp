@@ -1340,6 +1340,22 @@ TEST(Round8, PointCoordinatesThroughRandomFourierFeatures) {
                               nums("r8_points_raw_mlp").at("points_absmax").get<double>(), 1e-5));
 }
 
+// timm's ViT with SigLIP-style attention pooling (global_pool='map'): the
+// stack's final LayerNorm, then AttentionPoolLatent's own x + mlp(norm(x)),
+// then the head. The residual add next to the head is the pool's, not the
+// stack's stream: no ARCH002 (a false alarm on timm's vit_*_map models).
+// Without the final norm, ARCH002 with Python's stream RMS.
+TEST(Round8, AttentionPoolingHeadAfterTheFinalNorm) {
+  RUN_ROUND3(rep, "r8_vit_map_head");
+  expect_findings(rep, "r8_vit_map_head", Set{});
+  EXPECT_EQ(mm(rep).at("arch.final_norm"), "present");
+  EXPECT_EQ(mm(rep).at("arch.final_norm_layer"), "norm");
+  RUN_ROUND3(twin, "r8_vit_map_head_no_final_norm");
+  expect_findings(twin, "r8_vit_map_head_no_final_norm", Set{{"ARCH002", "head"}});
+  EXPECT_TRUE(nde2e::near_rel("arch.stream_rms_last", num(mm(twin).at("arch.stream_rms_last")),
+                              nums("r8_vit_map_head_no_final_norm").at("stream_rms_last").get<double>(), 1e-3));
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

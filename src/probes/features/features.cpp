@@ -215,14 +215,19 @@ void probe_features(Session& s) {
       const at::Tensor y = outs[0].detach();
       auto w = f.writer.find(y.storage().data());
       std::string head = w == f.writer.end() ? std::string("?") : w->second;
+      // A linear head (a 2-D weight: nn.Linear, HF's Conv1D, a tied
+      // embedding matrix): its output's last axis holds the classes or the
+      // vocabulary. A convolution is no logit head that can be told apart
+      // from a decoder: an audio or image decoder ends in one too, with
+      // samples or pixels along its axes, so it is not judged.
       bool linear_head = false;
       for (const auto& mi : s.model.modules)
         if (mi.path == head && !is_norm_kind(mi.kind))
           for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
-            if (p.value.dim() >= 2) linear_head = true;
+            if (p.value.dim() == 2) linear_head = true;
       for (const auto& no : im.norm_ops())
         if (no.module == head) linear_head = false;
-      const int64_t cdim = y.dim() == 3 ? 2 : 1;
+      const int64_t cdim = y.dim() - 1;
       const int64_t classes = y.size(cdim);
       if (linear_head && classes > 1) {
         at::Tensor yd = y.to(at::kDouble);

@@ -716,10 +716,14 @@ void probe_forward_backward(Session& s) {
     auto calls = lm->metrics.find("act.calls");
     return calls != lm->metrics.end() && calls->second.is_number() && calls->second.get<double>() > 1;
   };
+  // Embedding lookups are no reference either: their scale is an
+  // initialization convention (std 0.02 in BERT, GPT-2, FNet) that the norm
+  // after them undoes, so growth measured from them reads 50x too high.
+  auto lookup = [](const LayerMetrics* lm) { return lm->kind == "Embedding" || lm->kind == "EmbeddingBag"; };
   double ref = 0;
   int seen = 0;
   for (auto* lm : leaves) {
-    if (several_depths(lm)) continue;
+    if (several_depths(lm) || lookup(lm)) continue;
     const double rms = lm->metrics["act.rms"].get<double>();
     if (rms > 0 && std::isfinite(rms)) {
       ref = std::max(ref, rms);
