@@ -24,7 +24,11 @@ bool is_tensor(const Value* v) { return v->type()->kind() == c10::TypeKind::Tens
 bool is_trivial(const std::string& k) {
   static const std::unordered_set<std::string> kOps = {
       "aten::to", "aten::type_as", "aten::contiguous", "aten::clone", "aten::detach", "aten::dropout",
-      "aten::dropout_", "aten::float", "aten::half", "aten::bfloat16", "normdoctor::tap", "aten::identity"};
+      "aten::dropout_", "aten::float", "aten::half", "aten::bfloat16", "normdoctor::tap", "aten::identity",
+      // Broadcasting written out (attention-is-all-you-need-pytorch's
+      // LayerNormalization: (z - mu.expand_as(z)) / (sigma.expand_as(z) + eps)):
+      // the same values as the implicit broadcast.
+      "aten::expand_as", "aten::expand"};
   return kOps.count(k) > 0;
 }
 

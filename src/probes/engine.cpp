@@ -593,11 +593,17 @@ PassResult Session::run_pass(PassSpec spec) {
   std::vector<c10::IValue> a = spec.args.empty() ? arg_values() : spec.args;
   const bool saved_mode = model.module.is_training();
 
-  // Train-mode passes update BatchNorm running statistics in place: keep a
-  // copy of every buffer and put it back afterwards.
+  // Train-mode passes update BatchNorm running statistics in place, and a
+  // forward may write to its buffers in eval mode too (rsl_rl's
+  // EmpiricalNormalization updating its mean and variance on every call):
+  // keep a copy of every buffer and put it back afterwards, so that every
+  // pass starts from the state the file was saved in.
   std::vector<std::pair<at::Tensor, at::Tensor>> saved;
-  if (spec.train_mode)
-    for (const auto& b : model.module.named_buffers(/*recurse=*/true)) saved.push_back({b.value, b.value.clone()});
+  std::vector<std::string> saved_names;
+  for (const auto& b : model.module.named_buffers(/*recurse=*/true)) {
+    saved.push_back({b.value, b.value.clone()});
+    saved_names.push_back(b.name);
+  }
 
   last_pass_started = spec.name;
   const auto t0 = std::chrono::steady_clock::now();
@@ -719,6 +725,35 @@ PassResult Session::run_pass(PassSpec spec) {
   }
   ++passes_ok;
   model.module.train(saved_mode);
+  if (!spec.train_mode) {
+    // Buffers an eval-mode forward wrote to: its outputs depend on the calls
+    // before it (run.eval_buffer_writes).
+    size_t i = 0;
+    for (const auto& b : model.module.named_buffers(/*recurse=*/true)) {
+      if (i >= saved.size()) break;
+      const at::Tensor& copy = saved[i].second;
+      const at::Tensor now = b.value.detach();
+      bool changed = now.sizes() != copy.sizes() || now.scalar_type() != copy.scalar_type();
+      if (!changed && now.numel() > 0) {
+        if (now.is_floating_point()) {
+          const at::Tensor both_nan = at::isnan(now).logical_and(at::isnan(copy));
+          changed = now.ne(copy).logical_and(both_nan.logical_not()).any().item<bool>();
+        } else {
+          changed = !now.equal(copy);
+        }
+      }
+      if (changed && std::find(eval_buffer_writes.begin(), eval_buffer_writes.end(), saved_names[i]) == eval_buffer_writes.end())
+        eval_buffer_writes.push_back(saved_names[i]);
+      ++i;
+    }
+    if (!eval_buffer_writes.empty()) {
+      std::string names;
+      for (size_t k = 0; k < eval_buffer_writes.size() && k < 6; ++k) names += (k ? ", " : "") + eval_buffer_writes[k];
+      if (eval_buffer_writes.size() > 6) names += ", ... (" + std::to_string(eval_buffer_writes.size() - 6) + " more)";
+      doc.model_metrics["run.eval_buffer_writes"] = static_cast<int64_t>(eval_buffer_writes.size());
+      doc.model_metrics["run.eval_buffer_writes_names"] = names;
+    }
+  }
   for (auto& [live, copy] : saved) live.detach().copy_(copy);
   r.collector->finish();  // statistics kept on a device: one read-back per pass
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

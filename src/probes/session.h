@@ -175,6 +175,9 @@ class Session {
   MetricsDoc doc;
   std::chrono::steady_clock::time_point started;
   std::unique_ptr<Collector> failed_collector;  ///< the collector of the last pass that raised
+  /// Buffers (named_buffers paths) some eval-mode pass wrote to; every pass
+  /// restores them, so each starts from the saved state.
+  std::vector<std::string> eval_buffer_writes;
   /// The train pass (train_pass_spec()) from the cache, or nullptr when it
   /// did not run or raised.
   std::shared_ptr<const PassResult> train() const { return peek(train_pass_spec()); }

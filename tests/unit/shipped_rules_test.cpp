@@ -158,8 +158,11 @@ const Expected kExpected[] = {
     {"GRAD013", "no-gradient-path", nd::Severity::kInfo, "model", "all", false, "",
      "grad.no_loss_path == true and run.training_intent == false"},
     {"GRAD014", "no-gradient-path", nd::Severity::kInfo, "layer", "all", false, "",
-     "grad.params_no_signal > 0 and grad.module_ran == false"},
+     "grad.params_no_signal > 0 and grad.module_ran == false and grad.unused_in_training == false and "
+     "grad.unused_under == \"\""},
     {"GRAD015", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "", "grad.subtree_no_signal_modules >= 2"},
+    {"GRAD016", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "",
+     "grad.params_no_signal > 0 and grad.unused_in_training == true and grad.unused_under == \"\""},
     {"IN001", "nonfinite-input", nd::Severity::kError, "input", "all", false, "", "input.nonfinite_count > 0"},
     {"IN002", "input-scale", nd::Severity::kWarning, "input", "all", true, "",
      "input.is_float == true and input.scale > 10 and input.scale_invariant == false and input.periodic_encoding != true "

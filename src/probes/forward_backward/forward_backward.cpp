@@ -550,7 +550,13 @@ void probe_forward_backward(Session& s) {
       // expert the router sent no token: expert(x[empty selection])) takes
       // no part in this batch either.
       m["grad.module_ran"] = lm.exec_order >= 0 && !ran_empty.count(mi.path);
-      if (ran_empty.count(mi.path)) m["grad.module_ran_empty"] = true;
+      m["grad.module_ran_empty"] = ran_empty.count(mi.path) > 0;
+      // Parameters outside the forward of a model the user trains (--target,
+      // --lr, --optimizer-state): DistributedDataParallel stops on them
+      // (GRAD016, a warning); an expert that only this batch's routing
+      // skipped is not that.
+      const auto intent = s.doc.model_metrics.find("run.training_intent");
+      m["grad.unused_in_training"] = lm.exec_order < 0 && intent != s.doc.model_metrics.end() && intent->second == true;
       m["grad.no_signal_under"] = "";  // set below when a whole sub-network is cut (GRAD015)
       if (pg.shift_invariant > 0) {
         m["grad.params_loss_shift_invariant"] = pg.shift_invariant;
@@ -590,6 +596,65 @@ void probe_forward_backward(Session& s) {
           m["norm.gain_p99"] = quantile_of(g, 0.99);
         }
       }
+    }
+  }
+
+  // A whole sub-module outside the forward (a BERT pooler a token head
+  // never reads: bert.pooler.dense; a prompt encoder's unused mask_embed):
+  // one finding at the highest module whose every module with parameters
+  // produced no output, with the totals; the modules under it name it in
+  // grad.unused_under and stay silent.
+  {
+    for (auto& l : s.doc.layers)
+      if (l.metrics.count("grad.params")) l.metrics["grad.unused_under"] = "";
+    auto flag = [](const LayerMetrics& l, const char* k) {
+      auto it = l.metrics.find(k);
+      return it != l.metrics.end() && it->second == true;
+    };
+    std::vector<std::string> parents;
+    for (const auto& mi : s.model.modules)
+      if (!mi.path.empty() && !mi.leaf) parents.push_back(mi.path);
+    std::sort(parents.begin(), parents.end(), [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
+    std::set<std::string> covered;
+    for (const auto& p : parents) {
+      if (covered.count(p)) continue;
+      LayerMetrics& pl = s.doc.layers[idx[p]];
+      if (pl.exec_order >= 0 && !flag(pl, "grad.module_ran_empty") && pl.metrics.count("grad.module_ran") &&
+          pl.metrics.at("grad.module_ran") == true)
+        continue;
+      int64_t modules = 0, params = 0, without = 0, no_signal = 0;
+      bool all = true, all_empty = true, training = false;
+      for (const auto& l : s.doc.layers) {
+        if (l.path.rfind(p + ".", 0) != 0 && l.path != p) continue;
+        auto it = l.metrics.find("grad.params");
+        if (it == l.metrics.end() || !it->second.is_number() || it->second.get<double>() <= 0) continue;
+        auto ran = l.metrics.find("grad.module_ran");
+        if (ran == l.metrics.end() || ran->second != false) {
+          all = false;
+          break;
+        }
+        ++modules;
+        params += l.metrics.at("grad.params").get<int64_t>();
+        without += l.metrics.at("grad.params_without_grad").get<int64_t>();
+        no_signal += l.metrics.at("grad.params_no_signal").get<int64_t>();
+        all_empty = all_empty && flag(l, "grad.module_ran_empty");
+        training = training || flag(l, "grad.unused_in_training");
+      }
+      if (!all || modules < 1 || (modules == 1 && pl.metrics.count("grad.params"))) continue;
+      pl.metrics["grad.params"] = params;
+      pl.metrics["grad.params_without_grad"] = without;
+      pl.metrics["grad.params_zero_grad"] = params - without;
+      pl.metrics["grad.params_no_signal"] = no_signal;
+      pl.metrics["grad.module_ran"] = false;
+      pl.metrics["grad.module_ran_empty"] = all_empty;
+      pl.metrics["grad.unused_in_training"] = training;
+      pl.metrics["grad.unused_under"] = "";
+      pl.metrics["grad.unused_modules"] = modules;
+      for (auto& l : s.doc.layers)
+        if (l.path.rfind(p + ".", 0) == 0) {
+          covered.insert(l.path);
+          if (l.metrics.count("grad.params")) l.metrics["grad.unused_under"] = p;
+        }
     }
   }
 

@@ -822,6 +822,16 @@ void probe_normalization(Session& s) {
             mm["batchdep.first_layer"] = b.module;
           }
         }
+        // Its buffers written in eval mode (a running normalizer updated
+        // outside training): the statistics it normalizes with are the
+        // batch's, and its outputs depend on earlier calls.
+        std::string writes;
+        const std::string owner = mm.count("batchdep.first_layer") ? mm["batchdep.first_layer"].get<std::string>() : first;
+        for (const auto& n : s.eval_buffer_writes)
+          if (owner.empty() || n.rfind(owner + ".", 0) == 0) writes += (writes.empty() ? "" : ", ") + n;
+        if (!writes.empty())
+          cause += "; in eval mode its forward also writes to its buffers (" + writes +
+                   "), so its outputs depend on the calls before";
         mm["batchdep.cause"] = cause;
       } else if (const BatchAxisReduction b = batch_axis_reduction(s, im, ""); !b.op.empty()) {
         // No module's output differs, the model's output does: the op that
