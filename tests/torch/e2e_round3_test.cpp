@@ -1386,6 +1386,25 @@ TEST(Round8, UnusedPoolerOfAModelBeingTrained) {
   expect_findings(twin, "r8_bert_token_no_pooler", Set{});
 }
 
+// rsl_rl's EmpiricalNormalization updating its running mean and variance in
+// an eval forward (the `if self.training` forgotten): every pass restores
+// the buffers, so the alone/batch comparison starts from the saved state
+// each time and measures Python's 0.0135 (fresh copies each); BN005 at the
+// normalizer names the var over axis 0 and the four buffers it writes. The
+// twin updates only in training: clean, no buffer writes.
+TEST(Round8, NormalizerUpdatingItsStatisticsInEval) {
+  RUN_ROUND3(rep, "r8_normalizer_updates_in_eval");
+  expect_findings(rep, "r8_normalizer_updates_in_eval", Set{{"BN005", "actor_obs_normalizer"}});
+  const json& m = mm(rep);
+  EXPECT_TRUE(nde2e::near_rel("batchdep.max_rel_diff", num(m.at("batchdep.max_rel_diff")),
+                              nums("r8_normalizer_updates_in_eval").at("alone_vs_batch").get<double>(), 1e-3));
+  EXPECT_EQ(num(m.at("run.eval_buffer_writes")), 4);
+  EXPECT_NE(m.at("batchdep.cause").get<std::string>().find("actor_obs_normalizer._mean"), std::string::npos);
+  RUN_ROUND3(twin, "r8_normalizer_frozen_in_eval");
+  expect_findings(twin, "r8_normalizer_frozen_in_eval", Set{});
+  EXPECT_FALSE(mm(twin).contains("run.eval_buffer_writes"));
+}
+
 }  // namespace
 
 #undef RUN_ROUND3
