@@ -746,13 +746,6 @@ PassResult Session::run_pass(PassSpec spec) {
         eval_buffer_writes.push_back(saved_names[i]);
       ++i;
     }
-    if (!eval_buffer_writes.empty()) {
-      std::string names;
-      for (size_t k = 0; k < eval_buffer_writes.size() && k < 6; ++k) names += (k ? ", " : "") + eval_buffer_writes[k];
-      if (eval_buffer_writes.size() > 6) names += ", ... (" + std::to_string(eval_buffer_writes.size() - 6) + " more)";
-      doc.model_metrics["run.eval_buffer_writes"] = static_cast<int64_t>(eval_buffer_writes.size());
-      doc.model_metrics["run.eval_buffer_writes_names"] = names;
-    }
   }
   for (auto& [live, copy] : saved) live.detach().copy_(copy);
   r.collector->finish();  // statistics kept on a device: one read-back per pass
@@ -981,6 +974,16 @@ void run_probes(Session& s) {
   for (const ProbeEntry& p : probe_pipeline())
     if (p.applies(s)) s.run_probe(p.name, [&] { p.run(s); });
   if (s.passes_ok == 0 && s.first_error) throw *s.first_error;
+  // Buffers that eval-mode passes wrote to (Session::run_pass records them,
+  // whichever probe asked for the pass): the engine's own metrics.
+  if (!s.eval_buffer_writes.empty()) {
+    const auto& w = s.eval_buffer_writes;
+    std::string names;
+    for (size_t k = 0; k < w.size() && k < 6; ++k) names += (k ? ", " : "") + w[k];
+    if (w.size() > 6) names += ", ... (" + std::to_string(w.size() - 6) + " more)";
+    s.doc.model_metrics["run.eval_buffer_writes"] = static_cast<int64_t>(w.size());
+    s.doc.model_metrics["run.eval_buffer_writes_names"] = names;
+  }
 }
 
 }  // namespace nd
