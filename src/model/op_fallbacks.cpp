@@ -304,6 +304,16 @@ std::optional<std::string> missing_operator_in(const std::string& what) {
 
 std::string missing_operator_message(const std::string& model_path, const std::string& op) {
   std::ostringstream out;
+  const std::string ns = op.substr(0, op.find("::"));
+  if (ns != op && ns != "aten" && ns != "prim" && ns != "quantized" && ns != "_caffe2") {
+    // A library's own C++ operator (torchvision::roi_align, torchaudio::...):
+    // LibTorch never has it, whatever its version.
+    out << model_path << " calls operator " << op << " from the " << ns
+        << " library's C++ extension, which normdoctor does not load (LibTorch " << libtorch_version()
+        << " has only aten/prim operators); export the part of the model without it (a detection model's "
+           "backbone and heads without the " << op.substr(ns.size() + 2) << " step) and check that";
+    return out.str();
+  }
   out << model_path << " calls operator " << op << ", which LibTorch " << libtorch_version()
       << " (the one normdoctor was built with) does not have; rebuild normdoctor against a "
          "newer LibTorch (see README) or re-export the model with an older PyTorch";

@@ -617,6 +617,16 @@ TEST(MissingOperatorIn, MessageNamesFileOperatorAndVersion) {
                      "PyTorch");
 }
 
+// A library's own operator (torchvision's roi_align in a traced Mask R-CNN)
+// is in no LibTorch: the message says so instead of advising a rebuild.
+TEST(MissingOperatorIn, ALibraryOperatorIsNamedAsTheLibrarys) {
+  const std::string msg = nd::missing_operator_message("maskrcnn.pt", "torchvision::roi_align");
+  EXPECT_EQ(msg, "maskrcnn.pt calls operator torchvision::roi_align from the torchvision library's C++ extension, "
+                 "which normdoctor does not load (LibTorch " + nd::libtorch_version() +
+                     " has only aten/prim operators); export the part of the model without it (a detection model's "
+                     "backbone and heads without the roi_align step) and check that");
+}
+
 }  // namespace
 
 }  // namespace nd_test_model_op_fallbacks_test
