@@ -599,6 +599,13 @@ void probe_forward_backward(Session& s) {
     }
   }
 
+  // Modules that hold others (not the root), shortest path first: the
+  // highest covering module is found first by both roll-ups below.
+  std::vector<std::string> parents;
+  for (const auto& mi : s.model.modules)
+    if (!mi.path.empty() && !mi.leaf) parents.push_back(mi.path);
+  std::sort(parents.begin(), parents.end(), [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
+
   // A whole sub-module outside the forward (a BERT pooler a token head
   // never reads: bert.pooler.dense; a prompt encoder's unused mask_embed):
   // one finding at the highest module whose every module with parameters
@@ -611,10 +618,6 @@ void probe_forward_backward(Session& s) {
       auto it = l.metrics.find(k);
       return it != l.metrics.end() && it->second == true;
     };
-    std::vector<std::string> parents;
-    for (const auto& mi : s.model.modules)
-      if (!mi.path.empty() && !mi.leaf) parents.push_back(mi.path);
-    std::sort(parents.begin(), parents.end(), [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
     std::set<std::string> covered;
     for (const auto& p : parents) {
       if (covered.count(p)) continue;
@@ -674,10 +677,6 @@ void probe_forward_backward(Session& s) {
       return get("grad.params") > 0 && get("grad.params_no_signal") == get("grad.params") &&
              get("grad.params_zero_grad") == 0 && ran != l.metrics.end() && ran->second == true;
     };
-    std::vector<std::string> parents;
-    for (const auto& mi : s.model.modules)
-      if (!mi.path.empty() && !mi.leaf) parents.push_back(mi.path);
-    std::sort(parents.begin(), parents.end(), [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
     std::set<std::string> covered;
     for (const auto& p : parents) {
       if (covered.count(p)) continue;
