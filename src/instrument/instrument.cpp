@@ -1549,9 +1549,13 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   };
   for (Node* n : nodes) {
     const std::string k = n->kind().toQualString();
-    const bool red = (k == "aten::mean" || k == "aten::sum") && n->inputs().size() >= 3;
+    const bool red = (k == "aten::mean" || k == "aten::sum" || k == "aten::amax" || k == "aten::amin") &&
+                     n->inputs().size() >= 3;
+    // Max-pooling over an axis written as x.max(dim=2)[0] (AllenNLP's
+    // CnnEncoder): aten::max.dim / aten::min.dim, one int dim, two outputs.
+    const bool max_dim = (k == "aten::max" || k == "aten::min") && n->inputs().size() == 3 && n->outputs().size() == 2;
     const bool conv = k == "aten::conv1d" || k == "aten::conv2d" || k == "aten::_convolution" || k == "aten::convolution";
-    if (!red && !conv) continue;
+    if (!red && !conv && !max_dim) continue;
     OpFact f;
     f.op = k;
     const auto& chain = scopes.chain(n);
@@ -1561,11 +1565,15 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       auto d = structure::const_int_list(n->input(1));
       if (!d) continue;
       f.dims = *d;
+    } else if (max_dim) {
+      auto d = torch::jit::toIValue(n->input(1));
+      if (!d || !d->isInt()) continue;
+      f.dims = {d->toInt()};
     } else {
       const int64_t rank = k == "aten::conv1d" ? 3 : k == "aten::conv2d" ? 4 : static_cast<int64_t>(f.input_roles.size());
       for (int64_t d = 2; d < rank; ++d) f.dims.push_back(d);
     }
-    std::deque<Value*> todo{n->output()};
+    std::deque<Value*> todo{n->outputs()[0]};
     for (int steps = 0; !todo.empty() && steps < 16; ++steps) {
       Value* v = todo.front();
       todo.pop_front();

@@ -147,7 +147,7 @@ struct ModeOpSite {
 /// where padding can reach real positions (a pooling over time that no mask
 /// excludes padding from, a convolution whose window reads padded frames).
 struct OpFact {
-  std::string op;                        ///< "aten::mean", "aten::conv1d", ...
+  std::string op;                        ///< "aten::mean", "aten::sum", "aten::amax", "aten::max" (max.dim), "aten::conv1d", ...
   std::string module;                    ///< innermost module running it
   std::vector<int64_t> dims;             ///< reduced axes; convolutions: the axes the kernel slides over
   std::vector<std::string> input_roles;  ///< empty: unknown

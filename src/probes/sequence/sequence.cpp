@@ -1151,7 +1151,11 @@ void probe_sequence(Session& s) {
   };
   auto entry_at = [&](const std::string& layer) -> Entry {
     auto within = [&](const std::string& m) { return m == layer || (!layer.empty() && m.rfind(layer + ".", 0) == 0) || layer.empty(); };
-    for (int pass = 0; pass < 2; ++pass)
+    // Pass 0: an op in the layer's own forward (AllenNLP's CnnEncoder
+    // max-pools over time itself: its convolutions' real windows are
+    // unchanged, the pooling takes the padded ones in); pass 1: one in a
+    // module under it; pass 2: a pooling whose output the layer reads.
+    for (int pass = 0; pass < 3; ++pass)
       for (const auto& f : im.op_facts()) {
         const auto roles = resolve_roles(f.input_roles, L);
         bool over_time = false;
@@ -1162,8 +1166,8 @@ void probe_sequence(Session& s) {
         if (!over_time) continue;
         const bool conv = f.op.find("conv") != std::string::npos;
         const bool reads = std::find(f.consumers.begin(), f.consumers.end(), layer) != f.consumers.end();
-        // Pass 0: an op in the layer itself; pass 1: a pooling whose output the layer reads.
-        if ((pass == 0 && within(f.module) && !layer.empty()) || (pass == 1 && !conv && reads))
+        if ((pass == 0 && f.module == layer && !layer.empty()) || (pass == 1 && within(f.module) && !layer.empty()) ||
+            (pass == 2 && !conv && reads))
           return {conv ? "convolution" : "pooling", f.op + (conv ? " over time" : " over the time axis"), f.module};
       }
     // A mean/sum whose output the layer reads, over an axis whose role the
