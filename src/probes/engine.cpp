@@ -28,6 +28,14 @@ namespace nd {
 
 std::string engine_libtorch_version() { return libtorch_version(); }
 
+std::string short_list(const std::vector<std::string>& names, size_t show) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < show; ++i)
+    out += (i ? ", " : "") + (names[i].empty() ? std::string("<root>") : names[i]);
+  if (names.size() > show) out += ", ... (" + std::to_string(names.size() - show) + " more)";
+  return out;
+}
+
 std::string trim_torch_error(const std::string& what) {
   // TorchScript interpreter errors end with "RuntimeError: <message>" after a
   // traceback; C++ errors carry "Exception raised from ..." frames.
@@ -754,6 +762,22 @@ PassResult Session::run_pass(PassSpec spec) {
   return r;
 }
 
+int64_t Session::raised_batch_norm(const std::string& what, const PassSpec& reference) {
+  if (what.find("Expected more than 1 value per channel") == std::string::npos || !failed_collector) return -1;
+  std::unique_ptr<Collector> failed = std::move(failed_collector);
+  std::shared_ptr<const PassResult> ref;
+  if (failed->last_batch_norm_tap() < 0 || failed->last_batch_norm_tap() != failed->last_tap()) {
+    try {
+      ref = pass(reference);
+    } catch (const Error&) {
+      ref.reset();  // the reference raises too: no layer is named
+    }
+  }
+  const int64_t t = raised_batch_norm_tap(inst->taps(), *failed, ref ? ref->collector.get() : nullptr);
+  failed_collector = std::move(failed);
+  return t;
+}
+
 void Session::skip_probe(const std::string& name, const std::string& reason) {
   nlohmann::json& p = doc.probes[name];
   if (!p.is_object()) p = nlohmann::json::object();
@@ -977,12 +1001,8 @@ void run_probes(Session& s) {
   // Buffers that eval-mode passes wrote to (Session::run_pass records them,
   // whichever probe asked for the pass): the engine's own metrics.
   if (!s.eval_buffer_writes.empty()) {
-    const auto& w = s.eval_buffer_writes;
-    std::string names;
-    for (size_t k = 0; k < w.size() && k < 6; ++k) names += (k ? ", " : "") + w[k];
-    if (w.size() > 6) names += ", ... (" + std::to_string(w.size() - 6) + " more)";
-    s.doc.model_metrics["run.eval_buffer_writes"] = static_cast<int64_t>(w.size());
-    s.doc.model_metrics["run.eval_buffer_writes_names"] = names;
+    s.doc.model_metrics["run.eval_buffer_writes"] = static_cast<int64_t>(s.eval_buffer_writes.size());
+    s.doc.model_metrics["run.eval_buffer_writes_names"] = short_list(s.eval_buffer_writes);
   }
 }
 

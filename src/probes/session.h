@@ -260,13 +260,24 @@ class Session {
   /// is dropped.
   void invalidate_passes();
 
-  /// Runs one pass. Buffers (BatchNorm running statistics) are restored after
-  /// train-mode passes and the module's saved mode is restored. Throws
+  /// Runs one pass. Every buffer (BatchNorm running statistics, a normalizer
+  /// an eval forward updates) is restored afterwards, buffers an eval-mode
+  /// pass wrote to are recorded in eval_buffer_writes, and the module's saved
+  /// mode is restored. Throws
   /// PassError (model_run / input_mismatch / out_of_memory) with a trimmed
   /// message when forward or backward raises; FatalRunError (model_run) when
   /// forward returns no tensor at all. A backward pass whose forward returns
   /// only integer or bool tensors runs forward only (PassResult::backward_skipped).
   PassResult run_pass(PassSpec spec);
+
+  /// After a pass raised `what` (failed_collector holds what it measured):
+  /// the batch_norm input tap (InstrumentedModel::taps) whose layer raised
+  /// PyTorch's "Expected more than 1 value per channel", or -1 (another
+  /// error, or none named; see raised_batch_norm_tap). `reference` is the
+  /// same batch run to the end, asked for (Session::pass) only when the last
+  /// tap that fired is not that batch_norm's input; if it raises too, no
+  /// layer is named. failed_collector is left as it was.
+  int64_t raised_batch_norm(const std::string& what, const PassSpec& reference);
 
   /// Reads --target (one tensor). Throws nd::Error (input_load).
   c10::optional<at::Tensor> load_target();
@@ -348,5 +359,9 @@ Error out_of_memory_error(const std::string& stage, const std::string& detail, c
 /// Trims a LibTorch/TorchScript exception text to the lines a user needs
 /// (the final error line, without C++ frames).
 std::string trim_torch_error(const std::string& what);
+
+/// The first `show` module paths (or names) joined by ", " ("" reads
+/// "<root>"), then ", ... (N more)": the lists findings quote.
+std::string short_list(const std::vector<std::string>& names, size_t show = 6);
 
 }  // namespace nd

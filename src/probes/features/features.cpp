@@ -71,13 +71,6 @@ double median_of(const at::Tensor& v) {
   return n % 2 ? s[n / 2].item<double>() : 0.5 * (s[n / 2 - 1].item<double>() + s[n / 2].item<double>());
 }
 
-std::string list_of(const std::vector<std::string>& v, size_t show = 6) {
-  std::string out;
-  for (size_t i = 0; i < v.size() && i < show; ++i) out += (i ? ", " : "") + (v[i].empty() ? std::string("<root>") : v[i]);
-  if (v.size() > show) out += ", ... (" + std::to_string(v.size() - show) + " more)";
-  return out;
-}
-
 }  // namespace
 
 std::shared_ptr<FeatureStats> new_feature_stats() { return std::make_shared<FeatureStats>(); }
@@ -311,7 +304,7 @@ void probe_features(Session& s) {
       silenced.push_back(l.path);
     }
     nl->metrics["norm.silenced_layers"] = static_cast<int64_t>(silenced.size());
-    if (!silenced.empty()) nl->metrics["norm.silenced_layer_names"] = list_of(silenced);
+    if (!silenced.empty()) nl->metrics["norm.silenced_layer_names"] = short_list(silenced);
     // Its backward is zero up to rounding: the gradient profile across it
     // (GRAD002/GRAD003) measures that rounding, not the network.
     auto first = mm.find("grad.rel_first_layer");

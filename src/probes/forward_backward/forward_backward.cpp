@@ -191,23 +191,14 @@ void probe_forward_backward(Session& s) {
     // BatchNorm in train mode with one value per channel: PyTorch raises
     // "Expected more than 1 value per channel when training". That is a
     // finding about the layer (evidence for BN006), not only a failure.
+    // Scripted BatchNorm raises in its own check, before aten::batch_norm
+    // (and its tap) runs: then an eval pass of the same batch, which runs to
+    // the end, says which batch_norm the failed pass did not reach.
     if (what.find("Expected more than 1 value per channel") != std::string::npos && s.failed_collector) {
-      // Scripted BatchNorm raises in its own check, before aten::batch_norm
-      // (and its tap) runs: then an eval pass of the same batch, which runs
-      // to the end, says which batch_norm the failed pass did not reach.
-      std::unique_ptr<Collector> failed = std::move(s.failed_collector);
-      std::shared_ptr<const PassResult> ref;
-      if (failed->last_batch_norm_tap() < 0 || failed->last_batch_norm_tap() != failed->last_tap()) {
-        PassSpec ev;
-        ev.name = "eval";
-        ev.probe = "forward_backward";
-        try {
-          ref = s.pass(ev);
-        } catch (const Error&) {
-          ref.reset();  // the eval forward raises too: no layer is named
-        }
-      }
-      const int64_t t = raised_batch_norm_tap(taps, *failed, ref ? ref->collector.get() : nullptr);
+      PassSpec ev;
+      ev.name = "eval";
+      ev.probe = "forward_backward";
+      const int64_t t = s.raised_batch_norm(what, ev);
       const std::string layer = t >= 0 ? taps[static_cast<size_t>(t)].module : std::string();
       if (LayerMetrics* lm = t >= 0 ? s.doc.find_layer(layer) : nullptr) {
         lm->metrics["bn.batch_of_one"] = true;
@@ -216,7 +207,6 @@ void probe_forward_backward(Session& s) {
       const auto at = what.find("raised in the train pass: ");
       why = "train-mode forward raised at " + (layer.empty() ? std::string("a batch_norm") : layer) + ": " +
             (at == std::string::npos ? what : what.substr(at + 26));
-      s.failed_collector = std::move(failed);
     }
     s.doc.assumptions.push_back("the train-mode pass could not run (" + why +
                                 "); activation and gradient measurements are missing");
@@ -504,6 +494,8 @@ void probe_forward_backward(Session& s) {
     for (const auto& [m, e] : empty)
       if (e && !m.empty()) ran_empty.insert(m);
   }
+  const auto intent = s.doc.model_metrics.find("run.training_intent");
+  const bool training_intent = intent != s.doc.model_metrics.end() && intent->second == true;
   std::vector<ParamGrad> pgs;
   const std::set<const void*> cancelled = biases_cancelled_by_batch_norm(s);
   for (const auto& mi : s.model.modules) pgs.push_back(param_grads(mi.module, *rp, zi.silenced_tensors, cancelled));
@@ -555,8 +547,7 @@ void probe_forward_backward(Session& s) {
       // --lr, --optimizer-state): DistributedDataParallel stops on them
       // (GRAD016, a warning); an expert that only this batch's routing
       // skipped is not that.
-      const auto intent = s.doc.model_metrics.find("run.training_intent");
-      m["grad.unused_in_training"] = lm.exec_order < 0 && intent != s.doc.model_metrics.end() && intent->second == true;
+      m["grad.unused_in_training"] = lm.exec_order < 0 && training_intent;
       m["grad.no_signal_under"] = "";  // set below when a whole sub-network is cut (GRAD015)
       if (pg.shift_invariant > 0) {
         m["grad.params_loss_shift_invariant"] = pg.shift_invariant;
@@ -708,25 +699,19 @@ void probe_forward_backward(Session& s) {
   }
 
   // The first six module paths, then how many more ("a, b, ... (3 more)").
-  auto first_six = [](const std::vector<std::string>& paths) {
-    std::string names;
-    for (size_t i = 0; i < paths.size() && i < 6; ++i) names += (i ? ", " : "") + layer_label(paths[i]);
-    if (paths.size() > 6) names += ", ... (" + std::to_string(paths.size() - 6) + " more)";
-    return names;
-  };
   // Zero only because the assumed cross-entropy cancels a shift of every class alike.
   if (shift_invariant_params > 0)
     s.doc.assumptions.push_back(
         "the loss (" + rp->loss_description + ") gives " + std::to_string(shift_invariant_params) +
         " parameters an all-zero gradient that a random projection of the same output does not (" +
-        first_six(shift_invariant_layers) +
+        short_list(shift_invariant_layers) +
         "): they shift every class alike, which softmax cancels; not counted as missing gradients. If the output's axis 1 "
         "is not a class axis, --loss projection (or --target) says what the loss is");
   // Biases before a train-mode BatchNorm (GRAD007, info): zero by construction.
   if (cancelled_params > 0) {
     MetricMap& mm = s.doc.model_metrics;
     mm["grad.bn_cancelled_params"] = cancelled_params;
-    mm["grad.bn_cancelled_layers"] = first_six(cancelled_layers);
+    mm["grad.bn_cancelled_layers"] = short_list(cancelled_layers);
     mm["grad.bn_cancelled_first_layer"] = cancelled_layers.front();
   }
 
@@ -734,7 +719,7 @@ void probe_forward_backward(Session& s) {
   if (other_output_params > 0) {
     MetricMap& mm = s.doc.model_metrics;
     mm["grad.other_outputs_params"] = other_output_params;
-    mm["grad.other_outputs_layers"] = first_six(other_output_layers);
+    mm["grad.other_outputs_layers"] = short_list(other_output_layers);
     mm["grad.other_outputs_first_layer"] = other_output_layers.front();
     mm["grad.unread_outputs"] = rp->unread_outputs;
   }

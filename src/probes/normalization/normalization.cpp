@@ -686,12 +686,11 @@ void probe_normalization(Session& s) {
     s.run_probe("batch_dependence", [&] {
     // Example 0 alone first: its module-output shapes tell the batch pass
     // how to cut example 0 out of each output (PassConfig::slice_guide).
-    PassResult ref, first_alone, last_alone;
+    PassResult first_alone, last_alone;
     try {
       first_alone = s.run_pass(spec("eval-example0", select_examples(s, layout, one(0)), 0));
       last_alone = s.run_pass(spec("eval-example-last", select_examples(s, layout, one(batch - 1)), 0));
     } catch (const PassError& e) {
-      ref = s.run_pass(spec("eval-batch", {}, batch));
       // An eval-mode forward that rejects one example alone while the batch
       // runs: BatchNorm normalizing with batch statistics in eval mode raises
       // "Expected more than 1 value per channel". That is evidence of batch
@@ -703,11 +702,8 @@ void probe_normalization(Session& s) {
       // a batch_norm input (aten::batch_norm raised on it), or scripted
       // BatchNorm raised in its own batch-size check before aten::batch_norm:
       // then the first tap the failed pass never reached, in the batch's
-      // order, is that batch_norm's input.
-      int64_t t = -1;
-      if (what.find("Expected more than 1 value per channel") != std::string::npos && s.failed_collector)
-        t = raised_batch_norm_tap(im.taps(), *s.failed_collector, ref.collector.get());
-      if (t >= 0) {
+      // order (the whole batch, run only then), is that batch_norm's input.
+      if (const int64_t t = s.raised_batch_norm(what, spec("eval-batch", {}, batch)); t >= 0) {
         const std::string layer = im.taps()[static_cast<size_t>(t)].module;
         mm["batchdep.max_rel_diff"] = "inf";
         mm["batchdep.worst_example"] = e.pass() == "eval-example0" ? "0" : std::to_string(batch - 1);
@@ -725,7 +721,7 @@ void probe_normalization(Session& s) {
     }
     PassSpec guided = spec("eval-batch", {}, batch);
     guided.slice_guide = first_alone.collector.get();
-    ref = s.run_pass(guided);
+    const PassResult ref = s.run_pass(guided);
     // An output without a batch axis (a scalar: forward returns its own loss
     // over the batch; a batch-pooled vector) has no row for one example:
     // alone and batched differ by construction, and nothing is measured.
@@ -859,12 +855,6 @@ void probe_normalization(Session& s) {
   {
     std::map<std::string, const ModuleInfo*> by_path;
     for (const auto& mi : s.model.modules) by_path[mi.path] = &mi;
-    auto list = [](const std::vector<std::string>& v) {
-      std::string out;
-      for (size_t i = 0; i < v.size() && i < 6; ++i) out += (i ? ", " : "") + (v[i].empty() ? std::string("<root>") : v[i]);
-      if (v.size() > 6) out += ", ... (" + std::to_string(v.size() - 6) + " more)";
-      return out;
-    };
     std::vector<std::string> training_names, baked_names;
     std::set<std::string> seen, seen_baked;
     int64_t ops = 0, frozen = 0;
@@ -889,11 +879,11 @@ void probe_normalization(Session& s) {
     mm["mode.submodules_in_training"] = static_cast<int64_t>(training_names.size());
     mm["mode.submodule_ops_in_training"] = ops;
     if (!training_names.empty()) {
-      mm["mode.submodules_in_training_names"] = list(training_names);
+      mm["mode.submodules_in_training_names"] = short_list(training_names);
       mm["mode.first_submodule_in_training"] = training_names.front();
       mm["mode.frozen_submodules_in_training"] = frozen;
     }
-    if (!baked_names.empty()) mm["mode.baked_training_true_modules"] = list(baked_names);
+    if (!baked_names.empty()) mm["mode.baked_training_true_modules"] = short_list(baked_names);
   }
   int64_t baked_true = 0, baked_false = 0;
   for (bool v : im.baked_values()) (v ? baked_true : baked_false)++;
