@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <deque>
 #include <map>
+#include <optional>
 #include <functional>
 #include <iostream>
 #include <limits>
@@ -118,6 +119,51 @@ bool root_of_one_pass_variance(const Node* n) {
     return false;
   }
   return one_pass(v);
+}
+
+
+/// The eps of a division by a statistic plus eps: `n` is a div (divisor =
+/// input 1), an rsqrt or reciprocal (input 0); the divisor is followed back
+/// through the precision emulation's round wrappers, sqrt / pow(., 0.5),
+/// dtype casts and views to an add of a scalar constant. Returns 0 when the
+/// divisor has no such constant.
+double divisor_eps(Node* n, const std::function<std::optional<double>(Value*)>& attr_double) {
+  const std::string k = n->kind().toQualString();
+  Value* v = nullptr;
+  if ((k == "aten::div" || k == "aten::div_") && n->inputs().size() >= 2) v = n->input(1);
+  else if ((k == "aten::rsqrt" || k == "aten::rsqrt_" || k == "aten::reciprocal" || k == "aten::reciprocal_") && !n->inputs().empty())
+    v = n->input(0);
+  if (!v || v->type()->kind() != c10::TypeKind::TensorType) return 0.0;
+  auto scalar = [&](Value* w) -> std::optional<double> {
+    auto c = torch::jit::toIValue(w);
+    if (c && c->isDouble()) return c->toDouble();
+    if (!c && w->node()->kind() == c10::prim::GetAttr && w->type()->kind() != c10::TypeKind::TensorType)
+      return attr_double(w);  // x / (std + self.eps)
+    return std::nullopt;
+  };
+  for (int hops = 0; hops < 8; ++hops) {
+    while (std::string(v->node()->kind().toQualString()) == "normdoctor::round" && v->node()->inputs().size() == 4)
+      v = v->node()->input(3);
+    Node* p = v->node();
+    const std::string pk = p->kind().toQualString();
+    if ((pk == "aten::add" || pk == "aten::add_") && p->inputs().size() >= 2) {
+      if (auto e = scalar(p->input(1)); e && *e > 0) return *e;
+      if (auto e = scalar(p->input(0)); e && *e > 0) return *e;
+      return 0.0;
+    }
+    if (pk == "aten::sqrt" || pk == "aten::to" || pk == "aten::contiguous" || pk == "aten::squeeze" ||
+        pk == "aten::unsqueeze" || pk == "aten::view" || pk == "aten::reshape" || pk == "aten::expand_as" ||
+        pk == "aten::type_as") {
+      v = p->input(0);
+      continue;
+    }
+    if (pk == "aten::pow" && p->inputs().size() >= 2) {
+      auto e = scalar(p->input(1));
+      if (e && *e == 0.5) { v = p->input(0); continue; }
+    }
+    break;
+  }
+  return 0.0;
 }
 
 
@@ -2352,6 +2398,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         RoundSite rs;
         rs.op = k;
         rs.one_pass_variance_root = root_of_one_pass_variance(n);
+        rs.divisor_eps = divisor_eps(n, attr_double);
         const auto& chain = scopes.chain(n);
         rs.module = chain.empty() ? std::string() : chain.back();
         const int64_t id = static_cast<int64_t>(round_sites_.size());

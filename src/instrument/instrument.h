@@ -388,6 +388,12 @@ struct RoundSite {
   /// one-pass variance: E[x^2] - E[x]^2, optionally plus eps. In a low
   /// precision the two terms cancel and the difference can go negative.
   bool one_pass_variance_root = false;
+  /// The op divides by, or inverts, a statistic plus a constant eps
+  /// (x / sqrt(v + eps), rsqrt(v + eps), x / (std + eps)): that eps, read
+  /// from the graph; 0 when the op is no such division. A weight
+  /// standardization or a hand-written norm has this form without being an
+  /// aten norm op.
+  double divisor_eps = 0.0;
 };
 
 /// The instrumented forward of one model. Build once, run many passes.

@@ -1405,6 +1405,115 @@ TEST(Round8, NormalizerUpdatingItsStatisticsInEval) {
   EXPECT_FALSE(mm(twin).contains("run.eval_buffer_writes"));
 }
 
+// BiT's StdConv2d, (w - m) / sqrt(v + 1e-10), on a zero-initialized conv3
+// (zero_init_last) in fp16: eps is 0 there and the standardized weight is
+// 0/0 for all 1024 values Python counted. The division is recognized by its
+// divisor (a statistic plus a constant eps), not by a norm op, so PREC008
+// names conv3 with eps 1e-10 -> 0 and PREC001 does not call it an overflow.
+// The zero conv3 is the zero-init convention in both twins (the weight
+// standardization keeps zeros): GRAD005 info, no GRAD004.
+TEST(Round9, WeightStandardizationEpsVanishesInFp16) {
+  RUN_ROUND3(rep, "r9_bit_stdconv_eps_1e10", {"--precision", "fp16"});
+  expect_findings(rep, "r9_bit_stdconv_eps_1e10", Set{{"PREC005", "body.block1.conv3"}, {"PREC008", "body.block1.conv3"}});
+  const json* m = layer_metrics(rep, "body.block1.conv3");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->at("prec.divisor_eps_vanishes"), true);
+  EXPECT_DOUBLE_EQ(num(m->at("prec.divisor_eps")), 1e-10);
+  EXPECT_EQ(num(m->at("prec.divisor_eps_in_format")), 0.0);
+  EXPECT_EQ(m->at("prec.divisor_eps_op"), "aten::div");
+  EXPECT_EQ(num(m->at("prec.divisor_nonfinite_count")), nums("r9_bit_stdconv_eps_1e10").at("conv3_weight_nonfinite").get<double>());
+  EXPECT_EQ(m->at("prec.first_nonfinite_cause"), "norm-eps");
+  EXPECT_TRUE(m->contains("grad.zero_explained_by") || num(m->at("grad.params_no_signal")) == 0);
+  RUN_ROUND3(twin, "r9_bit_stdconv_eps_1e5", {"--precision", "fp16"});
+  expect_findings(twin, "r9_bit_stdconv_eps_1e5", Set{});
+  const json* t = layer_metrics(twin, "body.block1.conv3");
+  ASSERT_NE(t, nullptr);
+  EXPECT_FALSE(t->contains("prec.divisor_eps_vanishes"));
+}
+
+// ConvNeXt's channels-first LayerNorm written out, on a stream deviating by
+// about 350 from its channel mean (Python: square 1.2e5 > 65504): in fp16
+// (x - u).pow(2) overflows inside downsample_layers.1.0 while every module
+// output stays finite. PREC009 (fp16-overflow-risk) names the norm and the
+// op, PREC006 the norm's statistic; the twin upcasts (x.float()) and is clean.
+TEST(Round9, NormStatisticOverflowsInsideTheModule) {
+  RUN_ROUND3(rep, "r9_convnext_ln_fp16", {"--precision", "fp16"});
+  expect_findings(rep, "r9_convnext_ln_fp16", Set{{"PREC006", "downsample_layers.1.0"}, {"PREC009", "downsample_layers.1.0"}});
+  EXPECT_GT(nums("r9_convnext_ln_fp16").at("square_absmax").get<double>(), 65504.0);
+  const json* m = layer_metrics(rep, "downsample_layers.1.0");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->at("prec.internal_overflow"), true);
+  EXPECT_EQ(m->at("prec.internal_overflow_op"), "aten::pow");
+  EXPECT_GT(num(m->at("prec.internal_overflow_count")), 0);
+  EXPECT_EQ(num(m->at("prec.nonfinite_count")), 0);
+  EXPECT_GT(num(m->at("prec.rel_error")), 0.1);
+  EXPECT_EQ(mm(rep).at("prec.forward_finite"), true);
+  RUN_ROUND3(twin, "r9_convnext_ln_upcast", {"--precision", "fp16"});
+  expect_findings(twin, "r9_convnext_ln_upcast", Set{});
+  const json* t = layer_metrics(twin, "downsample_layers.1.0");
+  ASSERT_NE(t, nullptr);
+  EXPECT_FALSE(t->contains("prec.internal_overflow"));
+  EXPECT_LT(num(t->at("prec.rel_error")), 0.01);
+}
+
+// timm's Attention given key_padding_mask (True = pad) as SDPA's attn_mask
+// (True = attend): real positions change by 0.404 (Python) when padding is
+// appended. The first changed module is attn.proj, a Linear that projects
+// each position alone; the change enters through the SDPA call in
+// blocks.0.attn's own forward, which ran before it: SEQ004 names
+// blocks.0.attn and says so. The twin (~key_padding_mask) is clean.
+TEST(Round9, PaddingEntersThroughTheParentsAttention) {
+  RUN_ROUND3(rep, "r9_sdpa_mask_polarity", {"--mask-input", "key_padding_mask", "--seq-dim", "1"});
+  expect_findings(rep, "r9_sdpa_mask_polarity", Set{{"SEQ004", "blocks.0.attn"}});
+  const json& m = mm(rep);
+  EXPECT_EQ(m.at("pad.first_layer"), "blocks.0.attn.proj");
+  EXPECT_EQ(m.at("pad.enters_at"), "blocks.0.attn");
+  EXPECT_EQ(m.at("pad.first_layer_kind"), "attention");
+  EXPECT_NE(m.at("pad.enters_through").get<std::string>().find("attention in blocks.0.attn's own forward"), std::string::npos);
+  EXPECT_TRUE(nde2e::near_rel("pad.rel_diff", num(m.at("pad.rel_diff")), nums("r9_sdpa_mask_polarity").at("padded_change").get<double>(), 0.05));
+  RUN_ROUND3(twin, "r9_sdpa_mask_inverted", {"--mask-input", "key_padding_mask", "--seq-dim", "1"});
+  expect_findings(twin, "r9_sdpa_mask_inverted", Set{});
+}
+
+// A 24-layer plain ReLU stack with Xavier init: the ReLU outputs fall from
+// RMS 0.39 to 7e-5 (Python). The weight-relative gradients are level (the
+// output gradients grow away from the input as the activations shrink), yet
+// the collapse is real: act.depth_shrink < 0.01 lifts GRAD003's guard. The
+// Kaiming twin keeps its signal (0.97 -> 0.52) and is clean.
+TEST(Round9, VanishingSignalThroughAPlainXavierStack) {
+  RUN_ROUND3(rep, "r9_plain_relu_xavier");
+  expect_findings(rep, "r9_plain_relu_xavier", Set{{"GRAD003", "features.0"}});
+  const json& m = mm(rep);
+  EXPECT_LT(num(m.at("act.depth_shrink")), 0.01);
+  EXPECT_EQ(m.at("grad.rel_contradicts_vanishing"), false);
+  EXPECT_LT(num(m.at("grad.input_output_ratio")), 1e-3);
+  RUN_ROUND3(twin, "r9_plain_relu_kaiming");
+  expect_findings(twin, "r9_plain_relu_kaiming", Set{});
+  EXPECT_GT(num(mm(twin).at("act.depth_shrink")), 0.1);
+}
+
+// RetinaNet's -4.6 prior bias applied to every bias of timm's VGG classifier
+// branch: all 128 units of both ReLUs are dead on a batch of 2, the most two
+// examples can show (4x the 0.25 chance floor, none always active). The
+// twin, with the prior on the head only, has 53 and 66 of 128 inactive on
+// two examples (chance) and is clean.
+TEST(Round9, EveryUnitDeadOnTwoExamples) {
+  RUN_ROUND3(rep, "r9_vgg_prior_bias_everywhere");
+  expect_findings(rep, "r9_vgg_prior_bias_everywhere", manifest_findings("r9_vgg_prior_bias_everywhere"));
+  for (const std::string p : {"pre_logits.act1", "pre_logits.act2"}) {
+    const json* l = layer_metrics(rep, p);
+    ASSERT_NE(l, nullptr) << p;
+    EXPECT_EQ(num(l->at("dead.count")), nums("r9_vgg_prior_bias_everywhere").at(p == "pre_logits.act1" ? "act1_dead" : "act2_dead").get<double>());
+    EXPECT_EQ(num(l->at("dead.examples")), 2);
+    EXPECT_DOUBLE_EQ(num(l->at("dead.over_chance")), 4.0);
+  }
+  RUN_ROUND3(twin, "r9_vgg_prior_bias_head");
+  expect_findings(twin, "r9_vgg_prior_bias_head", Set{});
+  const json* t = layer_metrics(twin, "pre_logits.act1");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(num(t->at("dead.count")), nums("r9_vgg_prior_bias_head").at("act1_dead").get<double>());
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

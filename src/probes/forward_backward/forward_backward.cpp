@@ -816,6 +816,22 @@ void probe_forward_backward(Session& s) {
     // Growth through depth, leaving out such a head (ACT008's gate).
     s.doc.model_metrics["act.depth_growth_max"] =
         s.doc.model_metrics["act.growth_only_at_output"].get<bool>() ? before : gmax;
+    // Shrinkage through depth: the median act.growth of the deepest quarter
+    // of the leaves (at least 3; the head left out). A plain ReLU stack with
+    // Xavier initialization halves the signal's variance per layer (He et
+    // al. 2015): the deep layers sit orders of magnitude below the first
+    // ones. A median over many layers is not moved by one tiny branch (a
+    // LayerScale gain at 1e-6, a zero-initialized conv) in a residual model
+    // whose stream stays level.
+    std::vector<double> deep;
+    for (auto* lm : leaves)
+      if (lm != last && !several_depths(lm) && lm->metrics.count("act.growth")) deep.push_back(lm->metrics["act.growth"].get<double>());
+    const size_t q = std::max<size_t>(3, deep.size() / 4);
+    if (deep.size() >= 8) {
+      std::vector<double> tail(deep.end() - static_cast<std::ptrdiff_t>(q), deep.end());
+      std::nth_element(tail.begin(), tail.begin() + static_cast<std::ptrdiff_t>(tail.size() / 2), tail.end());
+      s.doc.model_metrics["act.depth_shrink"] = tail[tail.size() / 2];
+    }
   }
 
   // The first module (execution order) already holding values beyond the
@@ -1038,8 +1054,18 @@ void probe_forward_backward(Session& s) {
   {
     MetricMap& mm = s.doc.model_metrics;
     auto rr = mm.find("grad.rel_ratio");
-    mm["grad.rel_contradicts_vanishing"] =
-        rr != mm.end() && rr->second.is_number() && std::isfinite(rr->second.get<double>()) && rr->second.get<double>() >= 0.1;
+    // Where the activations themselves collapse through depth (the deepest
+    // quarter of the leaves 100x or more below the first layers:
+    // act.depth_shrink < 0.01), the backward mirrors the forward: the output
+    // gradients shrink toward the input as the activations grow toward it,
+    // their product (the weight gradient) stays level, and every layer's
+    // update is tiny. That is the vanishing-signal failure of a deep plain
+    // ReLU stack with Xavier initialization (He et al. 2015), whatever the
+    // weight-relative ratio.
+    auto ds = mm.find("act.depth_shrink");
+    const bool collapsing_forward = ds != mm.end() && ds->second.is_number() && ds->second.get<double>() < 0.01;
+    mm["grad.rel_contradicts_vanishing"] = !collapsing_forward && rr != mm.end() && rr->second.is_number() &&
+                                           std::isfinite(rr->second.get<double>()) && rr->second.get<double>() >= 0.1;
     // GRAD002's, the same the other way, in a model whose activations do
     // not grow with depth (act.depth_growth_max below 100): raw
     // output-gradient norms that grow toward the input while the

@@ -137,6 +137,29 @@ Reach follow(const Value* p, int depth) {
   return best;
 }
 
+/// True when `user` subtracts from `v` (input `offset` 0) a mean of `v`
+/// itself: aten::mean / aten::var_mean / aten::std_mean of the same value,
+/// read through views and tuple unpacking. The difference is zero where `v`
+/// is all zero.
+bool centres_on_own_mean(const Node* user, size_t offset, const Value* v) {
+  const std::string k = kind_of(user);
+  if ((k != "aten::sub" && k != "aten::sub_") || offset != 0 || user->inputs().size() < 2) return false;
+  const Value* m = user->input(1);
+  for (int hops = 0; hops < 4; ++hops) {
+    const Node* p = m->node();
+    const std::string pk = kind_of(p);
+    if (pk == "prim::TupleIndex" || pk == "prim::TupleUnpack" || carries_param(pk)) {
+      if (p->inputs().empty()) return false;
+      m = p->input(0);
+      continue;
+    }
+    if ((pk == "aten::mean" || pk == "aten::var_mean" || pk == "aten::std_mean") && !p->inputs().empty())
+      return p->input(0) == v;
+    return false;
+  }
+  return false;
+}
+
 /// Does the parameter value `v` (a GetAttr output) act as a factor whose
 /// product reaches a residual addition or the output?
 Reach factor_reach(const Value* v, int depth) {
@@ -146,6 +169,10 @@ Reach factor_reach(const Value* v, int depth) {
     const Node* user = u.user;
     Reach r = Reach::kNone;
     if (carries_param(kind_of(user)) && kind_of(user) != "prim::ListConstruct") {
+      r = factor_reach(user->output(), depth + 1);
+    } else if (centres_on_own_mean(user, u.offset, v)) {
+      // w - w.mean(...): a weight standardization (BiT's StdConv2d,
+      // (w - m) / sqrt(v + eps)) of a zero weight is zero.
       r = factor_reach(user->output(), depth + 1);
     } else if (kind_of(user) == "prim::ListConstruct") {
       for (const auto& lu : user->output()->uses())

@@ -607,6 +607,10 @@ void probe_precision(Session& s) {
   // domain: a root or logarithm of a value that is negative in the format
   // although fp32 keeps it non-negative. Not an overflow.
   bool producer_domain = false, producer_variance = false;
+  // The producer divides by (or inverts) a statistic plus an eps that is 0
+  // in the format: x / sqrt(v + 1e-10) of a zero-variance row is 0/0 there,
+  // whatever the values (a weight standardization, a hand-written norm).
+  double producer_eps = 0.0;
   if (pim_round) {
     const auto& rs = pim_round->round_sites();
     const Collector& c = *lp_pass.collector;
@@ -642,6 +646,7 @@ void probe_precision(Session& s) {
       const RoundSite& site = rs[static_cast<size_t>(prod)];
       producer_domain = inf < 0 && domain_ops.count(site.op) > 0;
       producer_variance = site.one_pass_variance_root;  // rsqrt(0) is Inf: a zero variance also cancels
+      if (site.divisor_eps > 0 && round_scalar(site.divisor_eps, f) == 0) producer_eps = site.divisor_eps;
     }
     if (inf >= 0 && nan >= 0 && nan != inf && nan < static_cast<int64_t>(rs.size())) {
       propagator_layer = rs[static_cast<size_t>(nan)].module;
@@ -718,6 +723,7 @@ void probe_precision(Session& s) {
         // the non-finite output: eps vanished on zero-variance rows, nothing overflowed.
         const bool norm_explains = n && !n->fp32_inside && (internal_bad > 0 || n->nonfinite > 0);
         if (norm_explains && eps_gone && n->overflow_rows == 0) cause = "norm-eps";
+        else if (producer_eps > 0 && c.ref_beyond == 0) cause = "norm-eps";
         else if (c.ref_beyond > 0 || (n && n->overflow_rows > 0)) cause = "overflow";
         else if (producer_variance) cause = "variance-cancellation";
         else if (producer_domain) cause = "domain";
@@ -768,6 +774,41 @@ void probe_precision(Session& s) {
         lm->metrics["prec.norm_internal_overflow"] = true;
         lm->metrics["prec.norm_internal_overflow_op"] = mm["prec.producer_op"];
       }
+    }
+  }
+  // A division by a statistic plus eps made the first NaN/Inf, and eps is 0
+  // in the format: the eps-precision problem of a norm the recognizer does
+  // not list as one (a weight standardization, x / (x.std() + eps)). A
+  // recognized norm whose eps vanished is PREC002's already.
+  if (producer_eps > 0 && !producer_layer.empty()) {
+    if (LayerMetrics* lm = s.doc.find_layer(producer_layer)) {
+      MetricMap& m = lm->metrics;
+      const bool norm_rule = m.count("prec.eps_vanishes") && m["prec.eps_vanishes"].is_boolean() && m["prec.eps_vanishes"].get<bool>();
+      if (!norm_rule) {
+        m["prec.divisor_eps_vanishes"] = true;
+        m["prec.divisor_eps"] = producer_eps;
+        m["prec.divisor_eps_in_format"] = round_scalar(producer_eps, f);
+        m["prec.divisor_eps_op"] = mm["prec.producer_op"];
+        m["prec.divisor_nonfinite_count"] = mm["prec.producer_count"];
+      }
+    }
+  }
+  // An op inside a module overflowed to Inf in the format while the
+  // module's own output stayed finite (the square inside a norm, a sum of
+  // squares, an exp): the module's result in the format is wrong although
+  // no output shows it. Inversions (rsqrt, reciprocal, division) are left
+  // out: their Inf is a division by a zero that rounding made, not an
+  // overflow.
+  if (!producer_layer.empty() && mm.count("prec.producer_makes") && mm["prec.producer_makes"] == "inf") {
+    const std::string pop = mm["prec.producer_op"].is_string() ? mm["prec.producer_op"].get<std::string>() : std::string();
+    const bool inversion = pop.find("rsqrt") != std::string::npos || pop.find("reciprocal") != std::string::npos ||
+                           pop.find("div") != std::string::npos;
+    auto it = cmp.find(producer_layer);
+    LayerMetrics* lm = s.doc.find_layer(producer_layer);
+    if (!inversion && lm && it != cmp.end() && it->second.compared > 0 && it->second.new_nonfinite == 0) {
+      lm->metrics["prec.internal_overflow"] = true;
+      lm->metrics["prec.internal_overflow_op"] = pop;
+      lm->metrics["prec.internal_overflow_count"] = mm["prec.producer_count"];
     }
   }
   // A one-pass variance (E[x^2] - E[x]^2) that goes negative in the format:

@@ -1299,11 +1299,44 @@ void probe_sequence(Session& s) {
         declared.empty() && (via.empty() ? !e.kind.empty() : (via_input_standardization || via_batch_norm));
     // Where the change enters, whatever the route (SEQ006 names it).
     auto layer_label = [](const std::string& p) { return p.empty() ? std::string("<root>") : p; };
-    s.doc.model_metrics["pad.enters_at"] = !via.empty() ? via : !e.kind.empty() ? e.layer : w.first;
-    s.doc.model_metrics["pad.enters_through"] =
-        !via.empty() ? "the statistics of " + layer_label(via) + ", a normalization over time"
-        : !e.kind.empty() ? e.op + " (" + e.kind + ") in " + layer_label(e.layer)
-                          : layer_label(w.first) + ", the first module whose output changes";
+    std::string enters = !via.empty() ? via : !e.kind.empty() ? e.layer : w.first;
+    std::string through = !via.empty() ? "the statistics of " + layer_label(via) + ", a normalization over time"
+                          : !e.kind.empty() ? e.op + " (" + e.kind + ") in " + layer_label(e.layer)
+                                            : layer_label(w.first) + ", the first module whose output changes";
+    // The first changed module does not mix positions itself (timm's
+    // Attention.proj, a Linear run after F.scaled_dot_product_attention in
+    // its parent's own forward): the change came in through the attention of
+    // the nearest ancestor that ran one, before this module.
+    if (via.empty() && e.kind.empty() && !w.first.empty() && (padded_eval || padded_train)) {
+      const Collector& col = train_worse ? *padded_train->collector : *padded_eval->collector;
+      auto fire = [&](const TapSite& t) { return col.records()[static_cast<size_t>(t.id)].first_fire; };
+      int64_t first_out = -1;
+      bool own_attention = false;
+      for (const auto& t : im.taps()) {
+        if (t.kind == TapKind::kModuleOutput && t.module == w.first && fire(t) >= 0 && (first_out < 0 || fire(t) < first_out))
+          first_out = fire(t);
+        if ((t.kind == TapKind::kSoftmaxInput || t.kind == TapKind::kAttentionScores) &&
+            (t.module == w.first || t.module.rfind(w.first + ".", 0) == 0))
+          own_attention = true;
+      }
+      std::string parent = w.first;
+      for (size_t dot = parent.rfind('.'); !own_attention && first_out >= 0 && dot != std::string::npos; dot = parent.rfind('.')) {
+        parent = parent.substr(0, dot);
+        bool found = false;
+        for (const auto& t : im.taps())
+          if ((t.kind == TapKind::kSoftmaxInput || t.kind == TapKind::kAttentionScores) && t.module == parent &&
+              fire(t) >= 0 && fire(t) < first_out)
+            found = true;
+        if (found) {
+          enters = parent;
+          through = "the attention in " + parent + "'s own forward, which runs before " + w.first + ", the first module whose output changes";
+          s.doc.model_metrics["pad.first_layer_kind"] = "attention";
+          break;
+        }
+      }
+    }
+    s.doc.model_metrics["pad.enters_at"] = enters;
+    s.doc.model_metrics["pad.enters_through"] = through;
   }
   jp["norms_over_time"] = norms_over_time;
   s.doc.probes["padding"] = jp;
