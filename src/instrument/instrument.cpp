@@ -167,6 +167,79 @@ double divisor_eps(Node* n, const std::function<std::optional<double>(Value*)>& 
 }
 
 
+/// The ops computing the statistic a normalization divides by: from each
+/// division or inversion whose divisor passes through a square root
+/// (x / sqrt(v + eps), x * rsqrt(v + eps), a cumulative norm's
+/// (x - mean) / (cum_var + eps).sqrt()), back through the elementwise
+/// post-processing (eps, counts, means) to the reductions (sum, mean, var,
+/// cumsum, norm) and the squares they reduce, and no further: the tensor
+/// being normalized and what produced it are not part of the statistic.
+std::set<const Node*> norm_statistic_nodes(const std::vector<Node*>& nodes) {
+  static const std::set<std::string> reductions = {
+      "aten::sum", "aten::mean", "aten::var", "aten::std", "aten::var_mean", "aten::std_mean", "aten::cumsum",
+      "aten::norm", "aten::linalg_vector_norm", "aten::frobenius_norm"};
+  static const std::set<std::string> post = {
+      "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
+      "aten::pow", "aten::square", "aten::sqrt", "aten::clamp", "aten::clamp_min", "aten::to", "aten::view",
+      "aten::reshape", "aten::unsqueeze", "aten::squeeze", "aten::expand", "aten::expand_as", "aten::contiguous"};
+  auto kind = [](const Node* n) { return std::string(n->kind().toQualString()); };
+  auto is_square = [&](const Node* m) {
+    const std::string mk = kind(m);
+    if (mk == "aten::square") return true;
+    if (mk == "aten::pow" && m->inputs().size() >= 2) {
+      auto e = torch::jit::toIValue(m->input(1));
+      return e && ((e->isInt() && e->toInt() == 2) || (e->isDouble() && e->toDouble() == 2.0));
+    }
+    return mk == "aten::mul" && m->inputs().size() >= 2 && m->input(0) == m->input(1);
+  };
+  std::set<const Node*> out;
+  for (Node* n : nodes) {
+    const std::string k = kind(n);
+    const Value* d = nullptr;
+    if ((k == "aten::div" || k == "aten::div_") && n->inputs().size() >= 2) d = n->input(1);
+    else if ((k == "aten::rsqrt" || k == "aten::reciprocal") && !n->inputs().empty()) d = n->input(0);
+    if (!d || d->type()->kind() != c10::TypeKind::TensorType) continue;
+    // The divisor must pass through a root (or be an rsqrt's argument).
+    bool root = k == "aten::rsqrt";
+    std::vector<const Node*> chain;
+    std::vector<std::pair<const Value*, int>> work = {{d, 0}};
+    std::set<const Node*> seen;
+    while (!work.empty()) {
+      auto [v, depth] = work.back();
+      work.pop_back();
+      const Node* p = v->node();
+      if (depth > 12 || !seen.insert(p).second) continue;
+      const std::string pk = kind(p);
+      if (pk == "aten::sqrt" || (pk == "aten::pow" && p->inputs().size() >= 2 && [&] {
+            auto e = torch::jit::toIValue(p->input(1));
+            return e && e->isDouble() && e->toDouble() == 0.5;
+          }()))
+        root = true;
+      if (reductions.count(pk)) {
+        chain.push_back(p);
+        // The reduced tensor: a square of it is part of the statistic.
+        if (!p->inputs().empty()) {
+          const Node* q = p->input(0)->node();
+          if (is_square(q)) chain.push_back(q);
+          else if (reductions.count(kind(q))) work.push_back({p->input(0), depth + 1});  // cumsum(x.pow(2).sum(1))
+        }
+        continue;
+      }
+      if (!post.count(pk)) continue;
+      chain.push_back(p);
+      for (const Value* in : p->inputs())
+        if (in->type()->kind() == c10::TypeKind::TensorType) work.push_back({in, depth + 1});
+    }
+    if (!root) continue;
+    bool reduced = false;
+    for (const Node* c : chain) reduced = reduced || reductions.count(kind(c)) > 0;
+    if (reduced)
+      for (const Node* c : chain) out.insert(c);
+  }
+  return out;
+}
+
+
 using torch::jit::Block;
 
 // ---------------------------------------------------------------------------
@@ -2361,6 +2434,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         "aten::clone", "aten::dropout", "aten::identity", "aten::size", "aten::dim", "aten::__getitem__"};
     std::vector<Node*> now;
     collect_nodes(graph_->block(), now);
+    const std::set<const Node*> statistic = norm_statistic_nodes(now);
     // Regions the model computes in fp32 on purpose: values after an
     // explicit upcast (x.to(torch.float32), x.float()) and everything
     // computed from them (type promotion) until a cast back. Not rounded.
@@ -2399,6 +2473,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         rs.op = k;
         rs.one_pass_variance_root = root_of_one_pass_variance(n);
         rs.divisor_eps = divisor_eps(n, attr_double);
+        rs.norm_statistic = statistic.count(n) > 0;
         const auto& chain = scopes.chain(n);
         rs.module = chain.empty() ? std::string() : chain.back();
         const int64_t id = static_cast<int64_t>(round_sites_.size());

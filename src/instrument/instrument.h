@@ -394,6 +394,10 @@ struct RoundSite {
   /// standardization or a hand-written norm has this form without being an
   /// aten norm op.
   double divisor_eps = 0.0;
+  /// The op computes part of the statistic a normalization divides by (the
+  /// square, its sum or cumulative sum, the mean, the eps addition under the
+  /// root): an Inf here is the norm's statistic overflowing in the format.
+  bool norm_statistic = false;
 };
 
 /// The instrumented forward of one model. Build once, run many passes.

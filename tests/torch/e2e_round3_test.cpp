@@ -1514,6 +1514,48 @@ TEST(Round9, EveryUnitDeadOnTwoExamples) {
   EXPECT_EQ(num(t->at("dead.count")), nums("r9_vgg_prior_bias_head").at("act1_dead").get<double>());
 }
 
+// Conv-TasNet's cumulative LayerNorm in fp16: torch.cumsum of
+// x.pow(2).sum(1) passes 65504 at frame 59 of 63 (Python) while the module
+// output stays finite. No norm pattern lists a cumulative norm; the
+// overflowing cumsum computes the statistic LN divides by (under its
+// root), so PREC006 names LN with the op, and PREC009 the overflow inside a
+// finite output. The twin computes the statistics in fp32 and is clean.
+TEST(Round9, CumulativeNormStatisticOverflows) {
+  RUN_ROUND3(rep, "r9_tasnet_cln_fp16", {"--precision", "fp16"});
+  expect_findings(rep, "r9_tasnet_cln_fp16", Set{{"PREC006", "LN"}, {"PREC009", "LN"}});
+  EXPECT_GT(nums("r9_tasnet_cln_fp16").at("cum_pow_sum_max").get<double>(), 65504.0);
+  const json* m = layer_metrics(rep, "LN");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->at("prec.norm_internal_overflow_op"), "aten::cumsum");
+  EXPECT_EQ(m->at("prec.internal_overflow_op"), "aten::cumsum");
+  EXPECT_EQ(num(m->at("prec.nonfinite_count")), 0);
+  RUN_ROUND3(twin, "r9_tasnet_cln_upcast", {"--precision", "fp16"});
+  expect_findings(twin, "r9_tasnet_cln_upcast", Set{});
+}
+
+// BatchNorm buffers converted with running_mean and running_var swapped:
+// 5, 14 and 19 negative variances (Python) in the three layers. BN012 names
+// the first, bn1, with the count of layers; eval mode is NaN from bn1
+// (ACT009, whose note names the negative variances) while train mode is
+// finite. The twin holds the statistics as estimated and is clean.
+TEST(Round9, NegativeRunningVariance) {
+  RUN_ROUND3(rep, "r9_bn_stats_swapped");
+  expect_findings(rep, "r9_bn_stats_swapped", Set{{"BN012", "bn1"}, {"ACT009", "bn1"}});
+  const json& m = mm(rep);
+  EXPECT_EQ(num(m.at("bn.layers_running_var_negative")), 3);
+  EXPECT_EQ(m.at("bn.first_layer_running_var_negative"), "bn1");
+  const json& neg = nums("r9_bn_stats_swapped").at("negative_var");
+  for (const std::string p : {"bn1", "layer1.1", "layer1.4"}) {
+    const json* l = layer_metrics(rep, p);
+    ASSERT_NE(l, nullptr) << p;
+    EXPECT_EQ(num(l->at("bn.running_var_negative_count")), neg.at(p).get<double>()) << p;
+    EXPECT_LT(num(l->at("bn.running_var_min")), 0) << p;
+  }
+  RUN_ROUND3(twin, "r9_bn_stats_ok");
+  expect_findings(twin, "r9_bn_stats_ok", Set{});
+  EXPECT_EQ(num(mm(twin).at("bn.layers_running_var_negative")), 0);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

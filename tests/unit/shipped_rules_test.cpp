@@ -123,6 +123,8 @@ const Expected kExpected[] = {
      "bn.values_per_channel <= 1 and bn.training_batch_assumed == true"},
     {"BN011", "bn-stale-running-stats", nd::Severity::kError, "model", "all", false, "bn.first_layer_running_nonfinite",
      "bn.layers_running_nonfinite > 0"},
+    {"BN012", "bn-stale-running-stats", nd::Severity::kError, "model", "all", false, "bn.first_layer_running_var_negative",
+     "bn.layers_running_var_negative > 0"},
     {"CKPT001", "norm-gain-convention", nd::Severity::kWarning, "layer", "all", false, "",
      "norm.gain_formula == \"weight\" and norm.gain_loaded_absmean < 0.5 and norm.gain_negative_fraction >= 0.25"},
     {"CKPT002", "norm-gain-convention", nd::Severity::kInfo, "layer", "all", false, "",

@@ -357,6 +357,11 @@ void probe_normalization(Session& s) {
       // optimizer step, not the buffers' update) never leave them:
       // 0.9 * NaN + 0.1 * x is NaN.
       m["bn.running_nonfinite_count"] = (~at::isfinite(rm)).sum().item<int64_t>() + (~at::isfinite(rv)).sum().item<int64_t>();
+      // A variance below zero is no statistic at all: buffers swapped or
+      // misnamed in a conversion (running_mean loaded into running_var), or
+      // written by hand. rsqrt(var + eps) of it is NaN in eval mode.
+      m["bn.running_var_negative_count"] = rv.lt(0).sum().item<int64_t>();
+      m["bn.running_var_min"] = rv.numel() ? metric_number(rv.min().item<double>()) : MetricValue(0.0);
       if (mod.type()->hasAttribute("num_batches_tracked") && mod.attr("num_batches_tracked").isTensor())
         m["bn.num_batches_tracked"] = mod.attr("num_batches_tracked").toTensor().item<int64_t>();
       // A FrozenBatchNorm at 0/1 counts too: torchvision's FrozenBatchNorm2d
@@ -425,6 +430,20 @@ void probe_normalization(Session& s) {
       mm["bn.first_layer_running_nonfinite"] = bad.front().second;
       mm["bn.layers_running_nonfinite_names"] = names;
     }
+    // ... and whose running_var holds negative values (BN012).
+    std::vector<std::pair<int64_t, std::string>> neg;
+    for (const auto& l : s.doc.layers) {
+      auto it = l.metrics.find("bn.running_var_negative_count");
+      if (it != l.metrics.end() && it->second.is_number() && it->second.get<double>() > 0) neg.push_back({l.exec_order, l.path});
+    }
+    std::sort(neg.begin(), neg.end());
+    mm["bn.layers_running_var_negative"] = static_cast<int64_t>(neg.size());
+    if (!neg.empty()) {
+      std::vector<std::string> names;
+      for (const auto& [o, p] : neg) names.push_back(p);
+      mm["bn.first_layer_running_var_negative"] = neg.front().second;
+      mm["bn.layers_running_var_negative_names"] = short_list(names, 8);
+    }
     mm["bn.layers_at_init"] = at_init;
     if (at_init > 0) {
       if (at_init > 8) at_init_names += ", ... (" + std::to_string(at_init - 8) + " more)";
@@ -444,6 +463,7 @@ void probe_normalization(Session& s) {
     auto it = m.find("bn.at_initial_values");
     if (it != m.end() && it->second == true) return true;
     if (val(m, "bn.running_nonfinite_count", 0) > 0) return true;  // BN011
+    if (val(m, "bn.running_var_negative_count", 0) > 0) return true;  // BN012
     return val(m, "bn.mean_z", 0) > 1 || val(m, "bn.var_ratio_off", 1) > 4;
   };
   auto is_stale = [&](const MetricMap& m) {  // ... or BN009's combined gate
@@ -593,10 +613,13 @@ void probe_normalization(Session& s) {
       l->metrics["evalfwd.first_nonfinite"] = true;
       l->metrics["evalfwd.nonfinite_count"] = module_nonfinite(eval_stats, culprit);
       const double rn = val(l->metrics, "bn.running_nonfinite_count", 0);
+      const double rneg = val(l->metrics, "bn.running_var_negative_count", 0);
       l->metrics["evalfwd.cause_note"] =
           rn > 0 ? "; its running_mean/running_var hold " + std::to_string(static_cast<int64_t>(rn)) +
                        " NaN/Inf values, which eval mode normalizes with"
-                 : std::string();
+          : rneg > 0 ? "; its running_var holds " + std::to_string(static_cast<int64_t>(rneg)) +
+                           " negative values, whose square root eval mode takes"
+                     : std::string();
       mm["evalfwd.first_nonfinite_layer"] = culprit;
     }
   }
@@ -926,7 +949,7 @@ void probe_normalization(Session& s) {
 const std::vector<std::string>& normalization_writes() {
   // batchdep.: its batch_dependence sub-probe runs inside it
   static const std::vector<std::string> names = {
-      "batchdep.", "bn.", "drift.", "evalrep.", "mode."};
+      "batchdep.", "bn.", "drift.", "evalfwd.", "evalrep.", "mode."};
   return names;
 }
 

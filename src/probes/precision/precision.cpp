@@ -611,6 +611,9 @@ void probe_precision(Session& s) {
   // in the format: x / sqrt(v + 1e-10) of a zero-variance row is 0/0 there,
   // whatever the values (a weight standardization, a hand-written norm).
   double producer_eps = 0.0;
+  // The producer is part of a normalization's statistic (a square, its sum
+  // or cumulative sum under the root of a divisor) and overflowed to Inf.
+  bool producer_statistic = false;
   if (pim_round) {
     const auto& rs = pim_round->round_sites();
     const Collector& c = *lp_pass.collector;
@@ -647,6 +650,7 @@ void probe_precision(Session& s) {
       producer_domain = inf < 0 && domain_ops.count(site.op) > 0;
       producer_variance = site.one_pass_variance_root;  // rsqrt(0) is Inf: a zero variance also cancels
       if (site.divisor_eps > 0 && round_scalar(site.divisor_eps, f) == 0) producer_eps = site.divisor_eps;
+      producer_statistic = site.norm_statistic && inf >= 0;
     }
     if (inf >= 0 && nan >= 0 && nan != inf && nan < static_cast<int64_t>(rs.size())) {
       propagator_layer = rs[static_cast<size_t>(nan)].module;
@@ -770,7 +774,10 @@ void probe_precision(Session& s) {
       const bool inversion = pop.find("rsqrt") != std::string::npos || pop.find("reciprocal") != std::string::npos ||
                              pop.find("div") != std::string::npos;
       const bool stat_overflowed = (nit != norms.end() && nit->second.overflow_rows > 0) || (!pop.empty() && !inversion);
-      if (norm_in_format && stat_overflowed) {
+      // ... or, for a norm the recognizer does not list (Conv-TasNet's
+      // cumulative LayerNorm: cumsum of x.pow(2).sum(1) under a root), the
+      // first Inf is made by an op of the statistic the module divides by.
+      if ((norm_in_format && stat_overflowed) || (producer_statistic && !inversion)) {
         lm->metrics["prec.norm_internal_overflow"] = true;
         lm->metrics["prec.norm_internal_overflow_op"] = mm["prec.producer_op"];
       }
