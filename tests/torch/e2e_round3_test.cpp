@@ -1507,6 +1507,15 @@ TEST(Round9, EveryUnitDeadOnTwoExamples) {
     EXPECT_EQ(num(l->at("dead.examples")), 2);
     EXPECT_DOUBLE_EQ(num(l->at("dead.over_chance")), 4.0);
   }
+  // No gradient passes back through act2: one GRAD017 there, with the five
+  // modules before it (conv and fc weights and biases), not one GRAD004 each.
+  const json* cut = layer_metrics(rep, "pre_logits.act2");
+  ASSERT_NE(cut, nullptr);
+  EXPECT_EQ(num(cut->at("grad.cut_blocked_modules")), 5);
+  EXPECT_EQ(num(cut->at("grad.cut_blocked_params")), 10);
+  EXPECT_EQ(cut->at("grad.cut_first_layer"), "features.0");
+  EXPECT_EQ(layer_metrics(rep, "pre_logits.fc1")->at("grad.blocked_by"), "pre_logits.act2");
+  EXPECT_EQ(layer_metrics(rep, "fc")->at("grad.blocked_by"), "");
   RUN_ROUND3(twin, "r9_vgg_prior_bias_head");
   expect_findings(twin, "r9_vgg_prior_bias_head", Set{});
   const json* t = layer_metrics(twin, "pre_logits.act1");

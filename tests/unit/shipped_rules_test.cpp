@@ -139,7 +139,7 @@ const Expected kExpected[] = {
      "grad.input_output_ratio < 0.001 and grad.rel_contradicts_vanishing == false and grad.shrink_concentrated == false and "
      "grad.small_gain_params == 0 and grad.bn_batch_noise == false"},
     {"GRAD004", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "",
-     "grad.params_no_signal > 0 and grad.module_ran != false and grad.no_signal_under == \"\""},
+     "grad.params_no_signal > 0 and grad.module_ran != false and grad.no_signal_under == \"\" and grad.blocked_by == \"\""},
     {"GRAD005", "no-gradient-path", nd::Severity::kInfo, "model", "all", false, "grad.zero_weight_layer",
      "grad.blocked_layers > 0"},
     {"GRAD006", "vanishing-gradients", nd::Severity::kInfo, "model", "all", false, "grad.max_shrink_to",
@@ -165,6 +165,8 @@ const Expected kExpected[] = {
     {"GRAD015", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "", "grad.subtree_no_signal_modules >= 2"},
     {"GRAD016", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "",
      "grad.params_no_signal > 0 and grad.unused_in_training == true and grad.unused_under == \"\""},
+    {"GRAD017", "no-gradient-path", nd::Severity::kWarning, "layer", "all", true, "",
+     "grad.cut_blocked_modules >= 2"},
     {"IN001", "nonfinite-input", nd::Severity::kError, "input", "all", false, "", "input.nonfinite_count > 0"},
     {"IN002", "input-scale", nd::Severity::kWarning, "input", "all", true, "",
      "input.is_float == true and input.scale > 10 and input.scale_invariant == false and input.periodic_encoding != true "

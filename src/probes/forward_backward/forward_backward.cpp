@@ -698,6 +698,64 @@ void probe_forward_backward(Session& s) {
     }
   }
 
+  // A cut made by values, not by the graph: every leaf before module C in
+  // execution order has an output gradient of exactly zero while C's own
+  // output gradient is not zero. C outputs what does not depend on its
+  // input for this batch (a ReLU inactive on every unit, a train-mode
+  // BatchNorm over one value per channel, a multiplication by zero), so no
+  // gradient passes back through it, and every parameter before it gets
+  // exact zeros. One finding at C (GRAD017) in place of one GRAD004 per
+  // module before it; those modules name C in grad.blocked_by.
+  {
+    for (auto& l : s.doc.layers)
+      if (l.metrics.count("grad.params")) l.metrics["grad.blocked_by"] = "";
+    std::vector<LayerMetrics*> ran;
+    for (auto& l : s.doc.layers)
+      if (l.leaf && l.exec_order >= 0 && l.metrics.count("grad.out_norm") && l.metrics.at("grad.out_norm").is_number())
+        ran.push_back(&l);
+    std::sort(ran.begin(), ran.end(), [](auto* a, auto* b) { return a->exec_order < b->exec_order; });
+    size_t cut = 0;
+    while (cut < ran.size() && ran[cut]->metrics.at("grad.out_norm").get<double>() == 0.0) ++cut;
+    if (cut > 0 && cut < ran.size()) {
+      LayerMetrics& c = *ran[cut];
+      int64_t modules = 0, params = 0;
+      for (size_t i = 0; i < cut; ++i) {
+        auto it = ran[i]->metrics.find("grad.params_no_signal");
+        if (it == ran[i]->metrics.end() || !it->second.is_number() || it->second.get<double>() <= 0) continue;
+        ++modules;
+        params += it->second.get<int64_t>();
+      }
+      if (modules >= 2) {
+        c.metrics["grad.cut_blocked_modules"] = modules;
+        c.metrics["grad.cut_blocked_params"] = params;
+        c.metrics["grad.cut_first_layer"] = ran.front()->path;
+        for (size_t i = 0; i < cut; ++i)
+          if (ran[i]->metrics.count("grad.params")) ran[i]->metrics["grad.blocked_by"] = c.path;
+        // C's own parameters that got zeros for the same reason (the gain of
+        // a BatchNorm whose normalized output is 0): reported with the cut.
+        auto own = c.metrics.find("grad.params_no_signal");
+        if (own != c.metrics.end() && own->second.is_number() && own->second.get<double>() > 0) {
+          c.metrics["grad.cut_blocked_params"] = params + own->second.get<int64_t>();
+          c.metrics["grad.blocked_by"] = c.path;
+        }
+        // Modules that are not leaves but hold parameters of their own
+        // (timm's StarReLU scale and bias around its nn.ReLU child), run
+        // before the cut with a zero output gradient.
+        for (auto& l : s.doc.layers) {
+          if (l.leaf || l.exec_order < 0 || l.exec_order >= c.exec_order || !l.metrics.count("grad.params")) continue;
+          auto on = l.metrics.find("grad.out_norm");
+          if (on == l.metrics.end() || !on->second.is_number() || on->second.get<double>() != 0.0) continue;
+          l.metrics["grad.blocked_by"] = c.path;
+          auto ns = l.metrics.find("grad.params_no_signal");
+          if (ns != l.metrics.end() && ns->second.is_number() && ns->second.get<double>() > 0) {
+            c.metrics["grad.cut_blocked_modules"] = c.metrics["grad.cut_blocked_modules"].get<int64_t>() + 1;
+            c.metrics["grad.cut_blocked_params"] = c.metrics["grad.cut_blocked_params"].get<int64_t>() + ns->second.get<int64_t>();
+          }
+        }
+      }
+    }
+  }
+
   // The first six module paths, then how many more ("a, b, ... (3 more)").
   // Zero only because the assumed cross-entropy cancels a shift of every class alike.
   if (shift_invariant_params > 0)

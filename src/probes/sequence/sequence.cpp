@@ -1111,10 +1111,12 @@ void probe_sequence(Session& s) {
   s.doc.probes["axes"] = axes_rows;
   s.doc.model_metrics["arch.attention_ops"] = [&] {
     int64_t k = 0;
-    // Softmax sites, and scaled_dot_product_attention calls (an
-    // nn.MultiheadAttention or TransformerEncoderLayer runs through SDPA).
+    // Attention softmax sites (the softmax of a product of two activations,
+    // q @ k^T: not a classifier's output softmax, a router's or a gate's),
+    // and scaled_dot_product_attention calls (an nn.MultiheadAttention or
+    // TransformerEncoderLayer runs through SDPA).
     for (const auto& t : im.taps())
-      if (t.kind == TapKind::kSoftmaxInput || t.kind == TapKind::kAttentionScores) ++k;
+      if ((t.kind == TapKind::kSoftmaxInput && t.attention) || t.kind == TapKind::kAttentionScores) ++k;
     return k;
   }();
   (void)any_attention;
