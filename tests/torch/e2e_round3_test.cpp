@@ -1507,13 +1507,18 @@ TEST(Round9, EveryUnitDeadOnTwoExamples) {
     EXPECT_EQ(num(l->at("dead.examples")), 2);
     EXPECT_DOUBLE_EQ(num(l->at("dead.over_chance")), 4.0);
   }
-  // No gradient passes back through act2: one GRAD017 there, with the five
-  // modules before it (conv and fc weights and biases), not one GRAD004 each.
+  // The gradient stops between fc2 and act2, in act2: one GRAD017 there,
+  // with the five modules before it (conv and fc weights and biases), not
+  // one GRAD004 each, and no GRAD003 for the first layer's zeros.
   const json* cut = layer_metrics(rep, "pre_logits.act2");
   ASSERT_NE(cut, nullptr);
   EXPECT_EQ(num(cut->at("grad.cut_blocked_modules")), 5);
   EXPECT_EQ(num(cut->at("grad.cut_blocked_params")), 10);
   EXPECT_EQ(cut->at("grad.cut_first_layer"), "features.0");
+  EXPECT_EQ(cut->at("grad.cut_after"), "pre_logits.fc2");
+  EXPECT_EQ(cut->at("grad.cut_before"), "pre_logits.act2");
+  EXPECT_GT(num(cut->at("grad.cut_before_out_norm")), 0);
+  EXPECT_EQ(mm(rep).at("grad.cut_layer"), "pre_logits.act2");
   EXPECT_EQ(layer_metrics(rep, "pre_logits.fc1")->at("grad.blocked_by"), "pre_logits.act2");
   EXPECT_EQ(layer_metrics(rep, "fc")->at("grad.blocked_by"), "");
   RUN_ROUND3(twin, "r9_vgg_prior_bias_head");
@@ -1563,6 +1568,28 @@ TEST(Round9, NegativeRunningVariance) {
   RUN_ROUND3(twin, "r9_bn_stats_ok");
   expect_findings(twin, "r9_bn_stats_ok", Set{});
   EXPECT_EQ(num(mm(twin).at("bn.layers_running_var_negative")), 0);
+}
+
+// CompressAI-style codec rounding its latents without a straight-through
+// estimator: g_a's parameters get exact zeros (Python: |grad| sum 0), g_s's
+// do not. The gradient stops between g_a (the whole analysis transform,
+// every leaf at zero) and g_s.0: one GRAD017 at g_a, no GRAD004 per conv,
+// no GRAD003 for the same zeros. The STE twin is clean.
+TEST(Round9, RoundingQuantizerStopsTheGradient) {
+  const std::vector<std::string> flags = {"--target", round3("r9_codec.target.pt"), "--loss", "mse"};
+  RUN_ROUND3(rep, "r9_codec_round", flags);
+  expect_findings(rep, "r9_codec_round", Set{{"GRAD017", "g_a"}});
+  EXPECT_EQ(nums("r9_codec_round").at("g_a_grad_abs_sum").get<double>(), 0.0);
+  const json* g = layer_metrics(rep, "g_a");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->at("grad.cut_after"), "g_a");
+  EXPECT_EQ(g->at("grad.cut_before"), "g_s.0");
+  EXPECT_EQ(num(g->at("grad.cut_blocked_modules")), 3);
+  EXPECT_EQ(num(g->at("grad.cut_blocked_params")), 6);
+  EXPECT_EQ(layer_metrics(rep, "g_a.0")->at("grad.blocked_by"), "g_a");
+  RUN_ROUND3(twin, "r9_codec_ste", flags);
+  expect_findings(twin, "r9_codec_ste", Set{});
+  EXPECT_EQ(mm(twin).at("grad.cut_layer"), "");
 }
 
 }  // namespace

@@ -700,15 +700,18 @@ void probe_forward_backward(Session& s) {
 
   // A cut made by values, not by the graph: every leaf before module C in
   // execution order has an output gradient of exactly zero while C's own
-  // output gradient is not zero. C outputs what does not depend on its
-  // input for this batch (a ReLU inactive on every unit, a train-mode
-  // BatchNorm over one value per channel, a multiplication by zero), so no
-  // gradient passes back through it, and every parameter before it gets
-  // exact zeros. One finding at C (GRAD017) in place of one GRAD004 per
-  // module before it; those modules name C in grad.blocked_by.
+  // output gradient is not zero. The path closes in C (a ReLU with every
+  // unit inactive, a train-mode BatchNorm over one value per channel) or in
+  // the ops between the last zero module and C (torch.round of a learned
+  // compression's latents without a straight-through estimator), and every
+  // parameter before it gets exact zeros. One finding (GRAD017) in place of
+  // one GRAD004 per module before it; those modules name its layer in
+  // grad.blocked_by. The layer: the highest module made only of zero
+  // modules that ends where C starts (a whole encoder, g_a), else C.
   {
     for (auto& l : s.doc.layers)
       if (l.metrics.count("grad.params")) l.metrics["grad.blocked_by"] = "";
+    s.doc.model_metrics["grad.cut_layer"] = "";
     std::vector<LayerMetrics*> ran;
     for (auto& l : s.doc.layers)
       if (l.leaf && l.exec_order >= 0 && l.metrics.count("grad.out_norm") && l.metrics.at("grad.out_norm").is_number())
@@ -718,40 +721,60 @@ void probe_forward_backward(Session& s) {
     while (cut < ran.size() && ran[cut]->metrics.at("grad.out_norm").get<double>() == 0.0) ++cut;
     if (cut > 0 && cut < ran.size()) {
       LayerMetrics& c = *ran[cut];
+      std::set<std::string> zero_leaves;
+      for (size_t i = 0; i < cut; ++i) zero_leaves.insert(ran[i]->path);
+      // The modules before the cut with parameters of their own: the zero
+      // leaves, and modules that are not leaves but hold parameters (timm's
+      // StarReLU scale and bias around its nn.ReLU child) with a zero output
+      // gradient.
+      std::vector<LayerMetrics*> before_cut;
+      for (auto& l : s.doc.layers) {
+        if (!l.metrics.count("grad.params") || l.exec_order < 0) continue;
+        auto on = l.metrics.find("grad.out_norm");
+        const bool zero_out = on != l.metrics.end() && on->second.is_number() && on->second.get<double>() == 0.0;
+        if (l.leaf ? zero_leaves.count(l.path) > 0 : (zero_out && l.exec_order < c.exec_order)) before_cut.push_back(&l);
+      }
       int64_t modules = 0, params = 0;
-      for (size_t i = 0; i < cut; ++i) {
-        auto it = ran[i]->metrics.find("grad.params_no_signal");
-        if (it == ran[i]->metrics.end() || !it->second.is_number() || it->second.get<double>() <= 0) continue;
+      for (const LayerMetrics* l : before_cut) {
+        auto it = l->metrics.find("grad.params_no_signal");
+        if (it == l->metrics.end() || !it->second.is_number() || it->second.get<double>() <= 0) continue;
         ++modules;
         params += it->second.get<int64_t>();
       }
       if (modules >= 2) {
-        c.metrics["grad.cut_blocked_modules"] = modules;
-        c.metrics["grad.cut_blocked_params"] = params;
-        c.metrics["grad.cut_first_layer"] = ran.front()->path;
-        for (size_t i = 0; i < cut; ++i)
-          if (ran[i]->metrics.count("grad.params")) ran[i]->metrics["grad.blocked_by"] = c.path;
-        // C's own parameters that got zeros for the same reason (the gain of
-        // a BatchNorm whose normalized output is 0): reported with the cut.
+        // The highest module holding the last zero leaf whose every leaf
+        // that ran is a zero leaf (not the root).
+        std::string after = ran[cut - 1]->path;
+        for (std::string p = after; p.find('.') != std::string::npos;) {
+          p = p.substr(0, p.rfind('.'));
+          bool all = true, any = false;
+          for (const auto& l : s.doc.layers)
+            if (l.leaf && l.exec_order >= 0 && l.path.rfind(p + ".", 0) == 0) {
+              any = true;
+              all = all && zero_leaves.count(l.path) > 0;
+            }
+          if (!any || !all) break;
+          after = p;
+        }
+        const bool sub_network = after != ran[cut - 1]->path;
+        LayerMetrics* at = sub_network ? s.doc.find_layer(after) : &c;
+        if (!at) at = &c;
+        // C's own parameters that got zeros for the same reason (the gain
+        // of a BatchNorm whose normalized output is 0).
         auto own = c.metrics.find("grad.params_no_signal");
-        if (own != c.metrics.end() && own->second.is_number() && own->second.get<double>() > 0) {
-          c.metrics["grad.cut_blocked_params"] = params + own->second.get<int64_t>();
+        if (!sub_network && own != c.metrics.end() && own->second.is_number() && own->second.get<double>() > 0) {
+          params += own->second.get<int64_t>();
           c.metrics["grad.blocked_by"] = c.path;
         }
-        // Modules that are not leaves but hold parameters of their own
-        // (timm's StarReLU scale and bias around its nn.ReLU child), run
-        // before the cut with a zero output gradient.
-        for (auto& l : s.doc.layers) {
-          if (l.leaf || l.exec_order < 0 || l.exec_order >= c.exec_order || !l.metrics.count("grad.params")) continue;
-          auto on = l.metrics.find("grad.out_norm");
-          if (on == l.metrics.end() || !on->second.is_number() || on->second.get<double>() != 0.0) continue;
-          l.metrics["grad.blocked_by"] = c.path;
-          auto ns = l.metrics.find("grad.params_no_signal");
-          if (ns != l.metrics.end() && ns->second.is_number() && ns->second.get<double>() > 0) {
-            c.metrics["grad.cut_blocked_modules"] = c.metrics["grad.cut_blocked_modules"].get<int64_t>() + 1;
-            c.metrics["grad.cut_blocked_params"] = c.metrics["grad.cut_blocked_params"].get<int64_t>() + ns->second.get<int64_t>();
-          }
-        }
+        at->metrics["grad.cut_blocked_modules"] = modules;
+        at->metrics["grad.cut_blocked_params"] = params;
+        at->metrics["grad.cut_first_layer"] = ran.front()->path;
+        at->metrics["grad.cut_after"] = after;
+        at->metrics["grad.cut_before"] = c.path;
+        at->metrics["grad.cut_before_out_norm"] = c.metrics.at("grad.out_norm");
+        for (LayerMetrics* l : before_cut) l->metrics["grad.blocked_by"] = at->path;
+        // GRAD003's guard: a first layer at exactly zero is this cut's.
+        s.doc.model_metrics["grad.cut_layer"] = at->path;
       }
     }
   }
@@ -881,11 +904,17 @@ void probe_forward_backward(Session& s) {
     // ones. A median over many layers is not moved by one tiny branch (a
     // LayerScale gain at 1e-6, a zero-initialized conv) in a residual model
     // whose stream stays level.
+    // Only in a model without normalization layers: a norm resets the
+    // scale, so activations below the first layers' there are a raw input
+    // normalized (sensor counts through a BatchNorm), not a collapse.
     std::vector<double> deep;
-    for (auto* lm : leaves)
+    bool normalized = false;
+    for (auto* lm : leaves) {
+      normalized = normalized || is_norm_kind(lm->kind);
       if (lm != last && !several_depths(lm) && lm->metrics.count("act.growth")) deep.push_back(lm->metrics["act.growth"].get<double>());
+    }
     const size_t q = std::max<size_t>(3, deep.size() / 4);
-    if (deep.size() >= 8) {
+    if (deep.size() >= 8 && !normalized) {
       std::vector<double> tail(deep.end() - static_cast<std::ptrdiff_t>(q), deep.end());
       std::nth_element(tail.begin(), tail.begin() + static_cast<std::ptrdiff_t>(tail.size() / 2), tail.end());
       s.doc.model_metrics["act.depth_shrink"] = tail[tail.size() / 2];
