@@ -376,6 +376,7 @@ int run_check_command(CheckArgs& a, const Engine& engine) {
     if (o.steps > 0) opts["steps"] = o.steps;
     if (!o.weights.empty()) opts["weights"] = o.weights;
     if (o.weights_partial) opts["weights_partial"] = true;
+    if (o.causal) opts["causal"] = true;
     if (!o.optimizer_state.empty()) opts["optimizer_state"] = o.optimizer_state;
     if (many) opts["models"] = models;
     return opts;
@@ -672,6 +673,8 @@ int cli_main(int argc, char** argv, const Engine& engine) {
                     "Batch axis of the inputs, e.g. 1 for [time, batch, feature] (default: inferred, axis 0)")
       ->check(CLI::NonNegativeNumber);
   check->add_option("--mask-input", a.engine.mask_input, "The padding-mask argument, by name or index (default: inferred)");
+  check->add_flag("--causal", a.engine.causal,
+                  "The model is autoregressive (a decoder LM, a causal TCN): an output may not depend on later positions");
   check->add_option("--pad-value", a.engine.pad_value,
                     "Token id or feature value used for padding (default: the value the sample's padded positions hold, "
                     "else an Embedding's padding_idx, else 0)");

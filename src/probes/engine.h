@@ -29,6 +29,9 @@ struct CheckOptions {
   std::optional<int64_t> seq_dim;         ///< --seq-dim: the time axis of sequence inputs (overrides inference)
   std::optional<int64_t> batch_dim;       ///< --batch-dim: the batch axis of the inputs (overrides inference, batch_layout)
   std::string mask_input;                 ///< --mask-input NAME|INDEX: the padding-mask argument
+  /// --causal: the model is autoregressive (a decoder LM, a causal TCN): an
+  /// output may not depend on later positions (rule SEQ007).
+  bool causal = false;
   /// --pad-value: token id / feature value used for padding; unset: the
   /// sample's padded positions' value, an Embedding's padding_idx, else 0.
   std::optional<double> pad_value;

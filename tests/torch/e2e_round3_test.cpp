@@ -1592,6 +1592,46 @@ TEST(Round9, RoundingQuantizerStopsTheGradient) {
   EXPECT_EQ(mm(twin).at("grad.cut_layer"), "");
 }
 
+// The word-language-model tutorial's TransformerModel called without
+// src_mask, declared causal with --causal: the first 18 positions change by
+// 0.259 (Python) when the last 6 tokens are cut. SEQ007 names the first
+// attention, whose fast path runs before anything else changes; the twin
+// builds its square subsequent mask and is clean.
+TEST(Round9, DeclaredCausalModelWithoutItsMask) {
+  const std::vector<std::string> flags = {"--causal", "--seq-dim", "0", "--batch-dim", "1"};
+  RUN_ROUND3(rep, "r9_tutorial_lm_no_mask", flags);
+  expect_findings(rep, "r9_tutorial_lm_no_mask", manifest_findings("r9_tutorial_lm_no_mask"));
+  const json& m = mm(rep);
+  EXPECT_EQ(m.at("seqlen.causal_intent"), true);
+  EXPECT_EQ(m.at("seqlen.causal_intent_from"), "--causal");
+  EXPECT_EQ(m.at("seqlen.causal_attention"), false);
+  EXPECT_GT(num(m.at("seqlen.rel_diff")), 0.01);
+  RUN_ROUND3(twin, "r9_tutorial_lm_builds_mask", flags);
+  expect_findings(twin, "r9_tutorial_lm_builds_mask", Set{});
+  // Without --causal nothing says the model must be causal: attending both
+  // ways is an encoder's design, no finding.
+  RUN_ROUND3(plain, "r9_tutorial_lm_no_mask", {"--seq-dim", "0", "--batch-dim", "1"});
+  EXPECT_EQ(serious(plain), Set{});
+  EXPECT_EQ(mm(plain).at("seqlen.causal_intent"), false);
+}
+
+// A nanoGPT decoder in a class named GPTForCausalLM (Hugging Face's
+// contract) whose SDPA lost is_causal: no flag needed, the class says the
+// model is causal. The first changed module is h.0.attn.c_proj; the SDPA in
+// h.0.attn's own forward ran before it, so SEQ007 names h.0.attn. With
+// is_causal=True the prefix is unchanged (0.0 in Python) and the twin clean.
+TEST(Round9, CausalLmByItsClassWithoutIsCausal) {
+  RUN_ROUND3(rep, "r9_gpt_sdpa_not_causal");
+  expect_findings(rep, "r9_gpt_sdpa_not_causal", Set{{"SEQ007", "h.0.attn"}});
+  const json& m = mm(rep);
+  EXPECT_NE(m.at("seqlen.causal_intent_from").get<std::string>().find("class GPTForCausalLM"), std::string::npos);
+  EXPECT_EQ(m.at("seqlen.first_layer"), "h.0.attn.c_proj");
+  EXPECT_EQ(m.at("seqlen.enters_at"), "h.0.attn");
+  RUN_ROUND3(twin, "r9_gpt_sdpa_causal");
+  expect_findings(twin, "r9_gpt_sdpa_causal", Set{});
+  EXPECT_EQ(mm(twin).at("seqlen.causal_attention"), true);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -223,6 +223,9 @@ const Expected kExpected[] = {
      "seqlen.causal_attention == true and seqlen.via_norm == false and seqlen.rel_diff > 0.001 and seqlen.over_floor > 10"},
     {"SEQ006", "padding-contamination", nd::Severity::kInfo, "model", "all", false, "pad.enters_at",
      "pad.hypothetical == true and pad.rel_diff > 0.001 and pad.over_floor > 10"},
+    {"SEQ007", "sequence-length-dependence", nd::Severity::kWarning, "model", "all", false, "seqlen.enters_at",
+     "seqlen.causal_intent == true and seqlen.causal_attention == false and seqlen.via_norm == false and "
+     "seqlen.rel_diff > 0.001 and seqlen.over_floor > 10"},
     {"TL001", "nonfinite-forward", nd::Severity::kError, "layer", "all", false, "",
      "timeline.first_nonfinite_forward == true"},
     {"TL002", "nonfinite-gradient", nd::Severity::kError, "layer", "all", false, "",

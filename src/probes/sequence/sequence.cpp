@@ -1242,6 +1242,32 @@ void probe_sequence(Session& s) {
     jp["error"] = {{"kind", pad_kind}, {"message", pad_error}};
     s.doc.model_metrics["pad.error"] = pad_error;
   }
+  // The nearest ancestor of `first` that ran an attention (softmax of q @
+  // k^T, or SDPA) in its own forward before `first` did, when `first` runs
+  // none itself: "" otherwise. A projection after the attention (timm's
+  // Attention.proj, HF MPT's attn.out_proj) is the first module whose output
+  // changes, the attention in its parent is where the positions mixed.
+  auto attention_entry = [&](const std::string& first, const Collector& col) -> std::string {
+    if (first.empty()) return "";
+    auto fire = [&](const TapSite& t) { return col.records()[static_cast<size_t>(t.id)].first_fire; };
+    auto attention_tap = [](const TapSite& t) {
+      return (t.kind == TapKind::kSoftmaxInput && t.attention) || t.kind == TapKind::kAttentionScores;
+    };
+    int64_t first_out = -1;
+    for (const auto& t : im.taps()) {
+      if (t.kind == TapKind::kModuleOutput && t.module == first && fire(t) >= 0 && (first_out < 0 || fire(t) < first_out))
+        first_out = fire(t);
+      if (attention_tap(t) && (t.module == first || t.module.rfind(first + ".", 0) == 0)) return "";
+    }
+    if (first_out < 0) return "";
+    std::string parent = first;
+    for (size_t dot = parent.rfind('.'); dot != std::string::npos; dot = parent.rfind('.')) {
+      parent = parent.substr(0, dot);
+      for (const auto& t : im.taps())
+        if (attention_tap(t) && t.module == parent && fire(t) >= 0 && fire(t) < first_out) return parent;
+    }
+    return "";
+  };
   Deviation dt, de;
   if (padded_eval) {
     de = deviations(im, *ref_eval->collector, *padded_eval->collector);
@@ -1309,32 +1335,12 @@ void probe_sequence(Session& s) {
     // Attention.proj, a Linear run after F.scaled_dot_product_attention in
     // its parent's own forward): the change came in through the attention of
     // the nearest ancestor that ran one, before this module.
-    if (via.empty() && e.kind.empty() && !w.first.empty() && (padded_eval || padded_train)) {
-      const Collector& col = train_worse ? *padded_train->collector : *padded_eval->collector;
-      auto fire = [&](const TapSite& t) { return col.records()[static_cast<size_t>(t.id)].first_fire; };
-      int64_t first_out = -1;
-      bool own_attention = false;
-      for (const auto& t : im.taps()) {
-        if (t.kind == TapKind::kModuleOutput && t.module == w.first && fire(t) >= 0 && (first_out < 0 || fire(t) < first_out))
-          first_out = fire(t);
-        if ((t.kind == TapKind::kSoftmaxInput || t.kind == TapKind::kAttentionScores) &&
-            (t.module == w.first || t.module.rfind(w.first + ".", 0) == 0))
-          own_attention = true;
-      }
-      std::string parent = w.first;
-      for (size_t dot = parent.rfind('.'); !own_attention && first_out >= 0 && dot != std::string::npos; dot = parent.rfind('.')) {
-        parent = parent.substr(0, dot);
-        bool found = false;
-        for (const auto& t : im.taps())
-          if ((t.kind == TapKind::kSoftmaxInput || t.kind == TapKind::kAttentionScores) && t.module == parent &&
-              fire(t) >= 0 && fire(t) < first_out)
-            found = true;
-        if (found) {
-          enters = parent;
-          through = "the attention in " + parent + "'s own forward, which runs before " + w.first + ", the first module whose output changes";
-          s.doc.model_metrics["pad.first_layer_kind"] = "attention";
-          break;
-        }
+    if (via.empty() && e.kind.empty() && (padded_eval || padded_train)) {
+      const std::string parent = attention_entry(w.first, train_worse ? *padded_train->collector : *padded_eval->collector);
+      if (!parent.empty()) {
+        enters = parent;
+        through = "the attention in " + parent + "'s own forward, which runs before " + w.first + ", the first module whose output changes";
+        s.doc.model_metrics["pad.first_layer_kind"] = "attention";
       }
     }
     s.doc.model_metrics["pad.enters_at"] = enters;
@@ -1383,6 +1389,26 @@ void probe_sequence(Session& s) {
     }
     s.doc.model_metrics["seqlen.attention_sites"] = sites;
     s.doc.model_metrics["seqlen.causal_attention"] = sites > 0 && causal == sites;
+    // Where later positions first reach earlier ones: the first changed
+    // module, or the attention in its parent's own forward before it.
+    const std::string parent = via.empty() ? attention_entry(d.first, *shorter->collector) : std::string();
+    s.doc.model_metrics["seqlen.enters_at"] = !via.empty() ? via : !parent.empty() ? parent : d.first;
+    // Whether the model is meant to be causal: --causal, or a module whose
+    // library declares it a causal LM by its class (Hugging Face's
+    // *ForCausalLM). Nothing in the computation says so; the name is the
+    // library's contract, and the report states which was used.
+    std::string intent_from = s.opt.causal ? "--causal" : "";
+    if (intent_from.empty())
+      for (const auto& mi : s.model.modules) {
+        const std::string& k = mi.kind;
+        if (k.size() > 11 && k.compare(k.size() - 11, 11, "ForCausalLM") == 0) {
+          intent_from = "class " + k + " of " + (mi.path.empty() ? std::string("the model") : mi.path) +
+                        " (a causal language model by its library's name)";
+          break;
+        }
+      }
+    s.doc.model_metrics["seqlen.causal_intent"] = !intent_from.empty();
+    s.doc.model_metrics["seqlen.causal_intent_from"] = intent_from;
   }
   s.doc.probes["sequence_length"] = js;
 }
@@ -1399,7 +1425,7 @@ const std::vector<std::string>& sequence_writes() {
       "pad.first_layer_kind", "pad.how", "pad.hypothetical", "pad.mode", "pad.padding_declared", "pad.padding_declared_from",
       "pad.norm_layer", "pad.norms_over_time", "pad.padded_to",
       "pad.rel_diff", "pad.rel_diff_eval", "pad.rel_diff_train", "pad.via_norm", "pad.via_pooling_or_conv",
-      "seqlen.error", "seqlen.failed_layer", "seqlen.attention_sites", "seqlen.causal_attention", "seqlen.first_layer", "seqlen.first_layer_kind", "seqlen.lengths",
+      "seqlen.error", "seqlen.failed_layer", "seqlen.attention_sites", "seqlen.causal_attention", "seqlen.causal_intent", "seqlen.causal_intent_from", "seqlen.enters_at", "seqlen.first_layer", "seqlen.first_layer_kind", "seqlen.lengths",
       "seqlen.norm_layer", "seqlen.rel_diff", "seqlen.via_input_standardization", "seqlen.via_norm"};
   return names;
 }
