@@ -2319,6 +2319,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     site.block = r.block;
     site.stack = r.stack;
     site.placement = r.placement;
+    site.branch_normalized = r.branch_normalized;
     site.norm_module = r.norm_module;
     Node* add = r.add;
     {

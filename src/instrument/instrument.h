@@ -115,6 +115,7 @@ struct ResidualSite {
   std::string stack;         ///< the container of the blocks ("model.layers"); "" = none
   std::string placement;     ///< "pre-norm" | "post-norm" | "in-branch" | "none"
   std::string norm_module;   ///< the norm that gives the placement ("" for none)
+  bool branch_normalized = false;  ///< the added branch ends in a norm (structure::Residual)
   int64_t in_tap = -1;       ///< kResidualStream tap on the stream entering the addition
   int64_t out_tap = -1;      ///< kResidualStream tap on the sum
 };

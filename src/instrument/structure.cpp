@@ -370,6 +370,28 @@ std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std:
           }
       }
       if (r.placement.empty()) r.placement = "none";
+      // Whether the added branch comes straight out of a norm module.
+      {
+        std::set<std::string> norm_modules;
+        for (const auto& nn : norms)
+          if (!nn.module.empty()) norm_modules.insert(nn.module);
+        std::vector<Value*> work = {n->input(1 - si)};
+        std::unordered_set<const Value*> vs;
+        for (size_t w = 0; w < work.size() && w < 16 && !r.branch_normalized; ++w) {
+          Value* v = work[w];
+          if (!vs.insert(v).second) continue;
+          Node* p = v->node();
+          const auto& pc = scopes.chain(p);
+          if (!pc.empty() && norm_modules.count(pc.back())) {
+            r.branch_normalized = true;
+            break;
+          }
+          const std::string pk = kind_of(p);
+          if ((is_trivial(pk) && !p->inputs().empty()) || pk == "aten::mul" || pk == "aten::mul_")
+            for (Value* in : p->inputs())
+              if (is_tensor(in)) work.push_back(in);
+        }
+      }
       out.push_back(std::move(r));
       break;
     }

@@ -61,6 +61,11 @@ struct Residual {
   std::string stack;          ///< the container of the blocks ("model.layers")
   std::string placement;      ///< "pre-norm" | "post-norm" | "in-branch" | "none"
   std::string norm_module;    ///< the norm that decides the placement ("" for none)
+  /// The branch ends in a normalization (a "sandwich" or post-branch norm:
+  /// GLM-4's post_self_attn_layernorm, Gemma 2's post_attention_layernorm,
+  /// OLMo 2's reordered norm), read back from the added branch through
+  /// views, casts and gate multiplications: it adds a bounded amount.
+  bool branch_normalized = false;
 };
 
 /// Finds residual additions (aten::add / add_ of two tensors) and classifies

@@ -1632,6 +1632,22 @@ TEST(Round9, CausalLmByItsClassWithoutIsCausal) {
   EXPECT_EQ(mm(twin).at("seqlen.causal_attention"), true);
 }
 
+// GLM-4's sandwich norms: every branch ends in an RMSNorm, so from the
+// embedding's 0.019 the stream reaches 1.99 after four blocks (104x, Python)
+// by design: arch.branches_normalized, no ARCH004. Without the post-branch
+// norms and with the output projections x300 the stream grows 348x and
+// ARCH004 names the last block.
+TEST(Round9, SandwichNormsBoundTheStream) {
+  RUN_ROUND3(rep, "r9_glm4_sandwich_norms");
+  expect_findings(rep, "r9_glm4_sandwich_norms", Set{});
+  EXPECT_EQ(mm(rep).at("arch.branches_normalized"), true);
+  EXPECT_TRUE(nde2e::near_rel("arch.stream_growth", num(mm(rep).at("arch.stream_growth")),
+                              nums("r9_glm4_sandwich_norms").at("growth").get<double>(), 0.05));
+  RUN_ROUND3(fault, "r9_glm4_no_branch_norms_x300");
+  expect_findings(fault, "r9_glm4_no_branch_norms_x300", Set{{"ARCH004", "layers.3"}});
+  EXPECT_EQ(mm(fault).at("arch.branches_normalized"), false);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -73,12 +73,13 @@ const Expected kExpected[] = {
     {"ARCH003", "no-normalization", nd::Severity::kWarning, "model", "all", false, "",
      "arch.blocks >= 8 and arch.norm_layers == 0"},
     {"ARCH004", "residual-stream-growth", nd::Severity::kWarning, "model", "all", true, "arch.stream_growth_layer",
-     "arch.pre_norm_blocks >= 2 and arch.stream_growth > 100"},
+     "arch.branches_normalized == false and arch.pre_norm_blocks >= 2 and arch.stream_growth > 100"},
     {"ARCH005", "residual-stream-growth", nd::Severity::kInfo, "model", "all", true, "arch.branch_rms_max_block",
      "arch.pre_norm_blocks >= 3 and arch.branch_rms_ratio >= 10 and arch.stream_growth_max_factor >= 2 and "
      "arch.stream_growth <= 100"},
     {"ARCH006", "residual-stream-growth", nd::Severity::kWarning, "model", "all", true, "arch.last_block",
-     "arch.pre_norm_blocks >= 4 and arch.stream_late_ratio >= 1.3 and arch.stream_growth > 10 and arch.stream_growth <= 100"},
+     "arch.branches_normalized == false and arch.pre_norm_blocks >= 4 and arch.stream_late_ratio >= 1.3 and "
+     "arch.stream_growth > 10 and arch.stream_growth <= 100"},
     {"ATTN001", "attention-logit-growth", nd::Severity::kWarning, "layer", "all", false, "", "attn.logit_absmax > 30"},
     {"ATTN002", "nonfinite-forward", nd::Severity::kError, "layer", "all", true, "", "attn.masked_nan_rows > 0"},
     {"ATTN003", "softmax-collapse", nd::Severity::kWarning, "layer", "all", false, "",

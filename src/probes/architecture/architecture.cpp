@@ -67,7 +67,7 @@ void probe_architecture(Session& s) {
     const auto& rec = col->records()[static_cast<size_t>(tap)];
     return rec.fwd.numel > 0 ? rec.fwd.rms() : std::nan("");
   };
-  int64_t pre = 0, post = 0, main_blocks = 0;
+  int64_t pre = 0, post = 0, main_blocks = 0, normalized_branches = 0, main_adds = 0;
   double first_in = std::nan(""), last_out = std::nan("");
   std::string last_block;
   // What each block of the main stack adds to the stream: its branch's RMS,
@@ -87,6 +87,10 @@ void probe_architecture(Session& s) {
     const bool main = b.stack == main_stack;
     if (main) {
       ++main_blocks;
+      for (const auto* a : b.adds) {
+        ++main_adds;
+        if (a->branch_normalized) ++normalized_branches;
+      }
       if (placement == "pre-norm") ++pre;
       if (placement == "post-norm") ++post;
       if (!std::isfinite(first_in)) first_in = in;
@@ -146,6 +150,10 @@ void probe_architecture(Session& s) {
   mm["arch.final_norm_layer"] = fin.norm_module;
   mm["arch.head_layer"] = fin.head_module;
   mm["arch.last_block"] = last_block;
+  // Every branch of the main stack ends in a norm (sandwich norms): each
+  // block adds a bounded, normalized amount, so the stream grows by design
+  // like sqrt(blocks) times the norms' gains, which norm-gain rules judge.
+  mm["arch.branches_normalized"] = main_adds > 0 && normalized_branches == main_adds;
   mm["arch.stream_rms_first"] = finite_or_null(first_in);
   mm["arch.stream_rms_last"] = finite_or_null(last_out);
   mm["arch.stream_growth"] = (std::isfinite(first_in) && std::isfinite(last_out) && first_in > 0) ? finite_or_null(last_out / first_in)
@@ -210,7 +218,7 @@ const std::vector<std::string>& architecture_writes() {
       "arch.residual_additions", "arch.stack", "arch.stream_growth", "arch.stream_growth_layer", "arch.stream_growth_note",
       "arch.stream_growth_max_block", "arch.stream_growth_max_factor", "arch.stream_growth_max_share",
       "arch.branch_rms_max", "arch.branch_rms_max_block", "arch.branch_rms_median_others", "arch.branch_rms_ratio",
-      "arch.stream_rms_first", "arch.stream_late_ratio",
+      "arch.stream_rms_first", "arch.branches_normalized", "arch.stream_late_ratio",
       "arch.stream_rms_last"};
   return names;
 }
