@@ -84,6 +84,8 @@ struct NormOpSite {
   std::string module;        ///< innermost module path running the op
   /// "batch_norm" | "layer_norm" | "group_norm" | "instance_norm" | "rms_norm", or
   /// "rms_norm_pattern": x * rsqrt(mean(x^2, dims) + eps) written out (Llama, T5, Gemma).
+  /// "batch_norm_pattern": a centred normalization in a module holding running_mean /
+  /// running_var (a BatchNorm written out; statistics may be over masked rows).
   std::string op;
   /// eps, momentum, normalized_shape, num_groups, training (constant or
   /// "dynamic"); rms_norm_pattern: dims (list or "all"), keepdim, eps.

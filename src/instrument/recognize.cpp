@@ -89,13 +89,109 @@ Value* squared(Value* v) {
   return nullptr;
 }
 
-// sub(x, mean(x, dims, keepdim)): the x; nullptr otherwise.
+// The rows of x a boolean mask keeps (x[keep], keep = ~pad_mask.view(-1)):
+// the x, whose statistic over those rows is a masked statistic of x along
+// axis 0 (fairseq/PowerNorm's MaskBatchNorm over the non-pad tokens of a
+// [T*B, C] view). v itself otherwise.
+Value* rows_of(Value* v, int depth = 0) {
+  Value* s = strip(v);
+  Node* n = s->node();
+  // `xs = x[keep] if pad_mask is not None else x`: both branches rows of x.
+  if (n->kind() == c10::prim::If && n->blocks().size() == 2 && depth < 3) {
+    Value* same = nullptr;
+    for (auto* blk : n->blocks()) {
+      if (s->offset() >= blk->return_node()->inputs().size()) return s;
+      Value* r = rows_of(blk->return_node()->input(s->offset()), depth + 1);
+      if (same && r != same) return s;
+      same = r;
+    }
+    return same ? same : s;
+  }
+  // x.reshape(-1, C) / x.view(-1, x.size(-1)) / x.flatten(0, -2): every
+  // row of x, its leading axes merged.
+  const std::string nk = kind_of(n);
+  if ((nk == "aten::reshape" || nk == "aten::view") && n->inputs().size() >= 2 && is_tensor(n->input(0))) {
+    Node* l = n->input(1)->node();
+    if (l->kind() == c10::prim::ListConstruct && l->inputs().size() == 2 && number(l->input(0)) == -1.0)
+      return strip(n->input(0));
+    if (auto c = structure::const_int_list(n->input(1)))
+      if (c->size() == 2 && (*c)[0] == -1) return strip(n->input(0));
+    return s;
+  }
+  if (nk == "aten::flatten" && n->inputs().size() >= 3 && number(n->input(1)) == 0.0 && number(n->input(2)) == -2.0)
+    return strip(n->input(0));
+  if (nk != "aten::index" || n->inputs().size() < 2 || !is_tensor(n->input(0))) return s;
+  Node* l = n->input(1)->node();
+  if (l->kind() != c10::prim::ListConstruct || l->inputs().size() != 1) return s;
+  Value* m = l->input(0);
+  bool boolean = false;
+  if (auto tt = m->type()->cast<c10::TensorType>())
+    if (tt->scalarType() && *tt->scalarType() == at::kBool) boolean = true;
+  static const std::unordered_set<std::string> kBoolOps = {
+      "aten::bitwise_not", "aten::logical_not", "aten::eq", "aten::ne", "aten::lt", "aten::le", "aten::gt", "aten::ge",
+      "aten::logical_and", "aten::logical_or", "aten::__invert__", "aten::bool"};
+  Node* mn = m->node();
+  for (int i = 0; i < 4 && !boolean; ++i) {
+    const std::string mk = kind_of(mn);
+    if (kBoolOps.count(mk)) boolean = true;
+    else if ((mk == "aten::reshape" || mk == "aten::view" || mk == "aten::flatten" || mk == "aten::contiguous") &&
+             !mn->inputs().empty())
+      mn = mn->input(0)->node();
+    else
+      break;
+  }
+  return boolean ? strip(n->input(0)) : s;
+}
+
+// aten::slice(x, dim, None|0, None|INT64_MAX, 1): every element of x along
+// dim, the `:` of `mean[None, :, None, None]`.
+bool full_slice(const Node* n) {
+  if (kind_of(n) != "aten::slice" || n->inputs().size() < 5) return false;
+  auto start = torch::jit::toIValue(n->input(2));
+  auto end = torch::jit::toIValue(n->input(3));
+  const bool start_ok = start && (start->isNone() || (start->isInt() && start->toInt() == 0));
+  const bool end_ok = end && (end->isNone() || (end->isInt() && end->toInt() >= (int64_t{1} << 62)));
+  return start_ok && end_ok && number(n->input(4)) == 1.0;
+}
+
+// A per-channel statistic given the axes it broadcasts over
+// (mean[None, :, None, None], mean.view(1, -1, 1, 1), mean.unsqueeze(-1)):
+// the statistic, the same values in another shape.
+Value* broadcast_source(Value* v) {
+  v = strip(v);
+  for (int i = 0; i < 8; ++i) {
+    Node* n = v->node();
+    const std::string k = kind_of(n);
+    if (n->inputs().empty() || !is_tensor(n->input(0))) break;
+    if (k == "aten::unsqueeze" || k == "aten::view" || k == "aten::reshape" || full_slice(n))
+      v = strip(n->input(0));
+    else
+      break;
+  }
+  return v;
+}
+
+// The aten::mean producing v, also from a branch of an if (a written-out
+// BatchNorm's `mean = x.mean(0) if self.training else self.running_mean`)
+// and through the shape a per-channel mean is given to broadcast.
+Node* mean_node(Value* v, int depth = 0) {
+  Node* m = broadcast_source(v)->node();
+  if (kind_of(m) == "aten::mean") return m;
+  if (m->kind() == c10::prim::If && depth < 3)
+    for (auto* blk : m->blocks())
+      if (strip(v)->offset() < blk->return_node()->inputs().size())
+        if (Node* r = mean_node(blk->return_node()->input(broadcast_source(v)->offset()), depth + 1)) return r;
+  return nullptr;
+}
+
+// sub(x, mean(x, dims, keepdim)): the x; nullptr otherwise. The mean may be
+// over the rows of x a mask keeps (rows_of).
 Value* centered_source(Value* v, Node** mean_out = nullptr) {
   Node* s = strip(v)->node();
   if (kind_of(s) != "aten::sub" || s->inputs().size() < 2 || !is_tensor(s->input(1))) return nullptr;
-  Node* m = strip(s->input(1))->node();
-  if (kind_of(m) != "aten::mean") return nullptr;
-  if (strip(m->input(0)) != strip(s->input(0))) return nullptr;
+  Node* m = mean_node(s->input(1));
+  if (!m) return nullptr;
+  if (rows_of(m->input(0)) != strip(s->input(0))) return nullptr;
   if (mean_out) *mean_out = m;
   return s->input(0);
 }
@@ -166,12 +262,20 @@ struct Stat {
   bool l2_unscaled = false;  // an L2 norm not divided by sqrt(n): F.normalize's denominator
 };
 
-std::optional<Stat> analyze(Value* d, const std::function<std::optional<double>(Value*)>& attr_double) {
-  Stat st;
+std::optional<Stat> analyze(Value* d, const std::function<std::optional<double>(Value*)>& attr_double,
+                            Stat st = Stat{}, int depth = 0) {
   Value* v = d;
   for (int step = 0; step < 16; ++step) {
     Node* n = v->node();
     const std::string k = kind_of(n);
+    // A statistic chosen by a branch (`var = x.var(0) if self.training else
+    // self.running_var`): the branch that computes one.
+    if (n->kind() == c10::prim::If && depth < 3) {
+      for (auto* blk : n->blocks())
+        if (v->offset() < blk->return_node()->inputs().size())
+          if (auto r = analyze(blk->return_node()->input(v->offset()), attr_double, st, depth + 1)) return r;
+      return std::nullopt;
+    }
     if (is_trivial(k) && !n->inputs().empty() && is_tensor(n->input(0))) {
       v = n->input(0);
       continue;
@@ -179,7 +283,7 @@ std::optional<Stat> analyze(Value* d, const std::function<std::optional<double>(
     // A statistic reduced without keepdim and given its dims back for the
     // division (norm(x, dim=(1, 2)).unsqueeze(-1).unsqueeze(-1), .view(-1, 1, 1)).
     if ((k == "aten::unsqueeze" || k == "aten::view" || k == "aten::reshape" || k == "aten::expand" ||
-         k == "aten::expand_as") &&
+         k == "aten::expand_as" || full_slice(n)) &&
         !n->inputs().empty() && is_tensor(n->input(0))) {
       v = n->input(0);
       continue;
@@ -420,6 +524,16 @@ std::vector<structure::NormNode> find_norm_patterns(const std::vector<Node*>& no
     const auto& chain = scopes.chain(n);
     return chain.empty() ? std::string() : chain.back();
   };
+  // Modules holding running statistics (a BatchNorm's buffers, by name).
+  std::unordered_set<std::string> running_stat_modules;
+  for (Node* n : nodes) {
+    if (n->kind() != c10::prim::GetAttr || !is_tensor(n->output())) continue;
+    const std::string& name = n->s(c10::attr::name);
+    if (name.find("running_var") == std::string::npos && name.find("running_mean") == std::string::npos &&
+        name.find("moving_var") == std::string::npos && name.find("moving_mean") == std::string::npos)
+      continue;
+    if (auto path = scopes.module_path_of(n->input())) running_stat_modules.insert(*path);
+  }
   for (Node* n : nodes) {
     const std::string k = kind_of(n);
     if ((k != "aten::div" && k != "aten::mul" && k != "aten::div_" && k != "aten::mul_") || n->inputs().size() < 2) continue;
@@ -475,14 +589,28 @@ std::vector<structure::NormNode> find_norm_patterns(const std::vector<Node*>& no
       const bool l2 = st->l2_unscaled && !scaled_by_number(n->output(), 0);
       Value* src = strip(st->source);
       bool num_centered = false;
-      if (!numerator_of(y, src, 0, num_centered)) continue;
+      // The statistic of the rows a mask keeps, applied to all rows
+      // (MaskBatchNorm: mean and var of x[~pad_mask], then (x - mean) / std).
+      Value* rows = rows_of(src);
+      bool masked = false;
+      if (!numerator_of(y, src, 0, num_centered)) {
+        if (rows == src || !numerator_of(y, rows, 0, num_centered)) continue;
+        masked = true;
+      }
       // A statistic of parameters (weight standardization) is not an activation norm.
       if (param_only(src, memo)) continue;
       claimed.insert(st->reduce);
       structure::NormNode nn;
       nn.node = st->reader;
+      if (masked) {
+        // Tap x where the numerator reads it (x - mean, outside any
+        // training-only branch), else where the mask selects its rows.
+        Node* sub = strip(y)->node();
+        nn.node = kind_of(sub) == "aten::sub" && strip(sub->input(0)) == rows ? sub : src->node();
+      }
       nn.anchor = n;
-      nn.input = st->source;
+      nn.input = masked ? rows : st->source;
+      if (masked) nn.args["masked_rows"] = true;
       const bool centered = st->centered || num_centered;
       nn.args["dims"] = st->red.dims;
       nn.args["keepdim"] = st->red.keepdim;
@@ -497,9 +625,17 @@ std::vector<structure::NormNode> find_norm_patterns(const std::vector<Node*>& no
         nn.view_source = vn->input(0);
         nn.view_node = vn;
       }
+      nn.module = module_of(n);
+      // A centered statistic in a module that keeps running statistics
+      // (buffers named running_mean/running_var, moving_mean/moving_var) is a
+      // BatchNorm written out: its training branch normalizes with batch
+      // statistics, its eval branch with the running ones (PowerNorm's
+      // MaskBatchNorm, hand-written BatchNorms in research code).
+      const bool batch_stats = centered && !nn.view_source && running_stat_modules.count(nn.module) > 0;
       nn.op = l2 && !centered ? "l2_norm_pattern"
               : !centered      ? "rms_norm_pattern"
               : nn.view_source ? "group_norm_pattern"
+              : batch_stats    ? "batch_norm_pattern"
                                : "layer_norm_pattern";
       // An upcast before the statistic (x.to(torch.float32), x.float()):
       // the statistic and eps are in that dtype whatever the model's.
@@ -522,7 +658,6 @@ std::vector<structure::NormNode> find_norm_patterns(const std::vector<Node*>& no
         if (!is_trivial(uk) || up->inputs().empty()) break;
         up = up->input(0)->node();
       }
-      nn.module = module_of(n);
       out.push_back(std::move(nn));
       break;
     }

@@ -39,8 +39,12 @@ bool param_only(torch::jit::Value* v, std::unordered_map<const torch::jit::Value
 ///   * whole-tensor standardization (x - x.mean()) / x.std() (dims "all")
 ///   * torchvision's FrozenBatchNorm2d: x * (w * (running_var + eps).rsqrt())
 ///     + (b - running_mean * scale), the scale computed from buffers only.
+///   * a statistic over the rows a boolean mask keeps (x[~pad_mask]) applied
+///     to all of x: args.masked_rows, input = x (PowerNorm's MaskBatchNorm).
 /// ops: "layer_norm_pattern" (centered), "rms_norm_pattern" (not centered),
-/// "group_norm_pattern" (centered over a reshaped view), "frozen_batch_norm".
+/// "group_norm_pattern" (centered over a reshaped view), "batch_norm_pattern"
+/// (centered, in a module holding running_mean/running_var buffers: a
+/// BatchNorm written out), "frozen_batch_norm".
 /// args: dims (list on the normalized tensor, or "all"), eps (number,
 /// "dynamic", or 0 when none is added), centered, statistic ("std" | "var" |
 /// "mean_square" | "norm"), upcast, keepdim; frozen_batch_norm: eps,

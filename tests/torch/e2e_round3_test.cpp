@@ -1648,6 +1648,40 @@ TEST(Round9, SandwichNormsBoundTheStream) {
   EXPECT_EQ(mm(fault).at("arch.branches_normalized"), false);
 }
 
+// PowerNorm's MaskBatchNorm written out (statistics of x[~padding_mask] in
+// training, running_mean/running_var in eval) in place of a post-norm
+// encoder's LayerNorms: every norm is a BatchNorm over batch and time in a
+// model with attention (AXIS003), recognized by what it computes (the mean
+// over the rows a mask keeps, inside `if self.training`) and by the running
+// statistics it holds. The same encoder with the LayerNorm written out is
+// clean, and a ResNet stem with BatchNorm2d written out (batch and spatial
+// statistics, its purpose) is clean: settled running statistics, no drift.
+TEST(Round10, WrittenMaskedBatchNormInAnEncoder) {
+  const std::vector<std::string> flags = {"--seq-dim", "1"};
+  RUN_ROUND3(rep, "r10_masked_batchnorm_encoder", flags);
+  expect_findings(rep, "r10_masked_batchnorm_encoder", manifest_findings("r10_masked_batchnorm_encoder"));
+  for (const std::string layer : {"layers.0.norm1", "layers.0.norm2", "layers.1.norm1", "layers.1.norm2"}) {
+    const json* m = layer_metrics(rep, layer);
+    ASSERT_NE(m, nullptr) << layer;
+    EXPECT_EQ(m->at("norm.op"), "batch_norm_pattern") << layer;
+    EXPECT_EQ(m->at("norm.reduced_axes"), "batch, time") << layer;
+    EXPECT_EQ(m->at("norm.batchnorm_over_time"), true) << layer;
+    EXPECT_EQ(m->at("norm.eps"), 1e-5) << layer;
+  }
+  RUN_ROUND3(twin, "r10_written_layernorm_encoder", flags);
+  expect_findings(twin, "r10_written_layernorm_encoder", Set{});
+  const json* t = layer_metrics(twin, "layers.0.norm1");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->at("norm.op"), "layer_norm_pattern");
+  EXPECT_EQ(t->at("norm.reduced_axes"), "hidden");
+  RUN_ROUND3(cnn, "r10_written_batchnorm2d_cnn");
+  expect_findings(cnn, "r10_written_batchnorm2d_cnn", Set{});
+  const json* b = layer_metrics(cnn, "bn1");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->at("norm.op"), "batch_norm_pattern");
+  EXPECT_EQ(b->at("norm.reduces_batch"), true);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

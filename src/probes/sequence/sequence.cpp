@@ -540,8 +540,15 @@ std::vector<int64_t> reduced_axes(const NormOpSite& n, int64_t rank, const nlohm
     for (int64_t d = rank - static_cast<int64_t>(ns.size()); d < rank; ++d)
       if (d >= 0) r.push_back(d);
   } else if (n.op == "rms_norm_pattern" || n.op == "layer_norm_pattern" || n.op == "group_norm_pattern" ||
-             n.op == "l2_norm_pattern") {
+             n.op == "l2_norm_pattern" || n.op == "batch_norm_pattern") {
     const auto& dims = n.args.value("dims", nlohmann::json());
+    // A statistic over the rows a boolean mask keeps (x[~padding_mask]: the
+    // mask covers every axis but the features, the selection is [N, C]):
+    // its axis 0 stands for all of x's leading axes.
+    if (n.args.value("masked_rows", false) && dims == nlohmann::json::array({0})) {
+      for (int64_t d = 0; d + 1 < rank; ++d) r.push_back(d);
+      return r;
+    }
     if (dims.is_string() && dims.get<std::string>() == "all") {
       for (int64_t d = 0; d < rank; ++d) r.push_back(d);
     } else if (dims.is_array()) {
@@ -556,7 +563,7 @@ std::vector<int64_t> reduced_axes(const NormOpSite& n, int64_t rank, const nlohm
   return r;
 }
 
-bool per_example_op(const std::string& op) { return op != "batch_norm"; }
+bool per_example_op(const std::string& op) { return op != "batch_norm" && op != "batch_norm_pattern"; }
 
 /// A norm written out over a view (GroupNorm as x.view(B, G, -1)): the axes
 /// of the tensor before the view that the reduced view axes cover. `source`
@@ -900,18 +907,26 @@ void probe_sequence(Session& s) {
   std::set<std::string> done;
   for (const auto& n : im.norm_ops()) {
     if (n.input_tap < 0 || !base) continue;
-    const auto& rec = base->records()[static_cast<size_t>(n.input_tap)];
+    // A norm in a training-only branch (a written-out BatchNorm's
+    // `if self.training:` statistics) runs only in the train pass: its
+    // input's shape from there, and no second length to compare.
+    const Collector* here = base;
+    if (base->records()[static_cast<size_t>(n.input_tap)].shape.empty() && train && train->collector &&
+        base != train->collector.get() && !train->collector->records()[static_cast<size_t>(n.input_tap)].shape.empty())
+      here = train->collector.get();
+    const auto& rec = here->records()[static_cast<size_t>(n.input_tap)];
     if (rec.shape.empty()) continue;
     const bool written_out = n.op.size() > 8 && n.op.compare(n.op.size() - 8, 8, "_pattern") == 0;
     const bool frozen = n.op == "frozen_batch_norm";
     // The tensor whose axes are named: the normalized one, or for a norm
     // over a view (GroupNorm as x.view(B, G, -1)) the tensor before the view.
-    const bool over_view = n.source_tap >= 0 && !base->records()[static_cast<size_t>(n.source_tap)].shape.empty();
+    const bool over_view = n.source_tap >= 0 && !here->records()[static_cast<size_t>(n.source_tap)].shape.empty();
     const int64_t subject_tap = over_view ? n.source_tap : n.input_tap;
-    const auto& shape = base->records()[static_cast<size_t>(subject_tap)].shape;
+    const auto& shape = here->records()[static_cast<size_t>(subject_tap)].shape;
     const int64_t rank = static_cast<int64_t>(shape.size());
     std::vector<int64_t> shape2;
-    if (shorter && shorter->collector) shape2 = shorter->collector->records()[static_cast<size_t>(subject_tap)].shape;
+    if (shorter && shorter->collector && here == base)
+      shape2 = shorter->collector->records()[static_cast<size_t>(subject_tap)].shape;
     // Roles of the input's axes: from what produced the tensor where the
     // graph tells (recognize::infer_roles), else from the sizes.
     std::vector<std::string> roles(static_cast<size_t>(rank));
@@ -1082,7 +1097,7 @@ void probe_sequence(Session& s) {
       // An L2 normalization over the batch axis is judged by its measured
       // batch dependence (AXIS010), not by its axes alone.
       m["norm.over_batch"] = per_example_op(n.op) && r_batch && n.op != "l2_norm_pattern";
-      m["norm.batchnorm_over_time"] = n.op == "batch_norm" && r_time;
+      m["norm.batchnorm_over_time"] = (n.op == "batch_norm" || n.op == "batch_norm_pattern") && r_time;
       // BatchNorm1d(T) applied to [batch, time, features]: the "channels" are
       // the time steps, each normalized over batch and features with its own
       // running statistics (a HAR LSTM's nn.BatchNorm1d(n_steps) before the
