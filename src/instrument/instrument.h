@@ -285,6 +285,11 @@ class Collector {
   /// first position): sizes that differ are narrowed to their last
   /// positions, so the reference's positions meet the same tokens.
   bool align_end = false;
+  /// The compared pass cut the time axis (the sequence-length probe): an
+  /// output with no axis that changed length (a last-token readout, a pooled
+  /// [B, C]) is a function of the whole sequence, so a causal model changes
+  /// it by design; it is not compared.
+  bool time_cut = false;
   /// Optional: called by on_forward with every tapped tensor (not detached)
   /// before its statistics are taken, outside the collector's lock. A hook
   /// may modify the tensor in place (the precision probe rounds module

@@ -448,7 +448,7 @@ std::string Session::pass_key(const PassSpec& p) const {
   std::string k = std::string(m ? "train" : "eval") + " flags=" + (flags.empty() ? "-" : flags) +
                   " batch=" + (p.edit.empty() ? std::string("as given") : p.edit) +
                   " slice0=" + std::to_string(p.slice0) + "@" + std::to_string(p.slice_axis) +
-                  (p.slice_guide ? " guided" : "") + " seed=" + std::to_string(opt.seed);
+                  (p.slice_guide ? " guided" : "") + " seed=" + std::to_string(opt.seed + p.seed_offset);
   // In eval mode grad on or off is another forward (PyTorch's inference fast
   // paths run only without grad); in train mode backward adds to a pass.
   if (!m && p.backward) k += " grad";
@@ -585,6 +585,7 @@ PassResult Session::run_pass(PassSpec spec) {
   r.collector->reference = spec.reference;
   r.collector->real_positions = spec.real_positions;
   r.collector->align_end = spec.align_end;
+  r.collector->time_cut = spec.time_cut;
   r.collector->hook = spec.tap_hook;
   if (spec.features) {
     std::shared_ptr<FeatureStats> f = new_feature_stats();
@@ -615,7 +616,7 @@ PassResult Session::run_pass(PassSpec spec) {
 
   last_pass_started = spec.name;
   const auto t0 = std::chrono::steady_clock::now();
-  at::manual_seed(opt.seed);
+  at::manual_seed(opt.seed + spec.seed_offset);
   PassConfig cfg;
   cfg.training = spec.train_mode;
   cfg.dropout = spec.dropout;

@@ -135,6 +135,7 @@ struct PassSpec {
   const Collector* reference = nullptr;  ///< Collector::reference: compare module outputs with it
   at::Tensor real_positions;   ///< Collector::real_positions: [B, T] bool, real (not padded) positions
   bool align_end = false;      ///< Collector::align_end: the batch was padded before its first position
+  bool time_cut = false;       ///< Collector::time_cut: the pass cut the time axis (outputs without it not compared)
   bool batch_norm_stats = false;  ///< PassConfig::batch_norm_stats (only the normalization probe's eval pass reads them)
   const InstrumentedModel* instrumented = nullptr;  ///< default: the session's
   std::vector<c10::IValue> args;  ///< default (empty): the session's arguments
@@ -147,6 +148,9 @@ struct PassSpec {
   /// Optional Collector::hook for this pass (sees every tapped tensor first).
   /// A pass with a hook is never shared.
   std::function<void(const TapSite&, const at::Tensor&)> tap_hook;
+  /// Added to --seed for this pass's random ops (0: the session's seed); a
+  /// second draw of a train-mode pass measures what its random ops move.
+  uint64_t seed_offset = 0;
 };
 
 /// The train pass of the forward_backward probe (train mode, dropout on,

@@ -1682,6 +1682,105 @@ TEST(Round10, WrittenMaskedBatchNormInAnEncoder) {
   EXPECT_EQ(b->at("norm.reduces_batch"), true);
 }
 
+// A keyword spotter with NeMo-style SpecAugment and timm's drop_path, both
+// only in training: the train-mode output moves by 0.53 of the eval output,
+// but a second draw of its random ops moves it by more (drift.train_noise),
+// so the drift is the augmentation's design, not BN004. With the masks
+// applied in eval too, two eval calls differ (MODE004 at spec_augment).
+TEST(Round10, TrainOnlyAugmentationIsNotTrainEvalDrift) {
+  RUN_ROUND3(rep, "r10_kws_train_only_augment");
+  expect_findings(rep, "r10_kws_train_only_augment", Set{});
+  const json& m = mm(rep);
+  EXPECT_GT(num(m.at("drift.rel_output_diff")), 0.5);
+  EXPECT_EQ(m.at("drift.first_layer"), "spec_augment");
+  EXPECT_EQ(m.at("drift.train_noise_from"), "random ops of the train-mode forward, drawn with another seed");
+  EXPECT_LT(num(m.at("drift.over_train_noise")), 3.0);
+  EXPECT_GT(num(m.at("drift.over_bn_noise")), 3.0);  // BatchNorm sampling alone would not explain it
+  RUN_ROUND3(fault, "r10_kws_augment_in_eval");
+  expect_findings(fault, "r10_kws_augment_in_eval", manifest_findings("r10_kws_augment_in_eval"));
+}
+
+// A dueling DQN trained on a Huber TD loss: normdoctor's default softmax
+// loss gives the value stream no gradient (1e-8: Q = V + A - mean(A) moves
+// every action alike), 2e6x below the trunk. That step lies between the
+// advantage and value heads, which do not read each other: no GRAD002. The
+// twin subtracts advantage.mean() over the whole batch: BN005 at the model.
+TEST(Round10, DuelingHeadsAreNotAGradientPath) {
+  RUN_ROUND3(rep, "r10_dueling_dqn_row_mean");
+  expect_findings(rep, "r10_dueling_dqn_row_mean", Set{});
+  const json& m = mm(rep);
+  EXPECT_GT(num(m.at("grad.input_output_ratio")), 1000.0);
+  EXPECT_EQ(m.at("grad.last_layer"), "value_stream.2");
+  EXPECT_EQ(m.at("grad.max_step_layer"), "advantage_stream.2");
+  EXPECT_EQ(m.at("grad.growth_between_branches"), true);
+  RUN_ROUND3(fault, "r10_dueling_dqn_batch_mean");
+  expect_findings(fault, "r10_dueling_dqn_batch_mean", Set{{"BN005", ""}});
+  EXPECT_NEAR(num(mm(fault).at("batchdep.max_rel_diff")), 0.0155, 0.003);
+}
+
+// A next-item model scored at the last real item (no time axis in its
+// output: a function of the whole history by design). Declared causal, the
+// cut history is judged at the last module output with a time axis
+// (final_norm): unchanged, no SEQ005/SEQ007. Without the causal mask the
+// prefix changes from blocks.0.attn on (SEQ007).
+TEST(Round10, LastItemReadoutIsNotComparedAcrossLengths) {
+  const std::vector<std::string> flags = {"--causal", "--seq-dim", "1"};
+  RUN_ROUND3(rep, "r10_next_item_causal", flags);
+  expect_findings(rep, "r10_next_item_causal", Set{});
+  EXPECT_EQ(mm(rep).at("seqlen.rel_diff_at"), "final_norm");
+  EXPECT_LT(num(mm(rep).at("seqlen.rel_diff")), 1e-5);
+  RUN_ROUND3(fault, "r10_next_item_no_causal_mask", flags);
+  expect_findings(fault, "r10_next_item_no_causal_mask", Set{{"SEQ007", "blocks.0.attn"}});
+  EXPECT_EQ(mm(fault).at("seqlen.rel_diff_at"), "final_norm");
+  EXPECT_GT(num(mm(fault).at("seqlen.rel_diff")), 0.01);
+}
+
+// A forecaster that standardizes each input series over the window inline
+// in forward (x_enc - x_enc.mean(1), divided by the std over time; the root
+// module holds the parameters) and restores it at the output: deliberate,
+// AXIS007 info. LayerNorm(seq_len) over the hidden features' time axis is
+// AXIS001. Both take a fixed window (Linear(seq_len, pred_len)), so the
+// padding and sequence-length probes fail, recorded, and the rest stands.
+TEST(Round10, InlineInputStandardizationIsDeliberate) {
+  const std::vector<std::string> flags = {"--seq-dim", "1"};
+  RUN_ROUND3(rep, "r10_forecaster_revin_inline", flags);
+  expect_findings(rep, "r10_forecaster_revin_inline", Set{});
+  const json* root = layer_metrics(rep, "");
+  ASSERT_NE(root, nullptr);
+  EXPECT_EQ(root->at("norm.input_standardization"), true);
+  EXPECT_EQ(root->at("norm.reduced_axes"), "time");
+  bool info = false;
+  for (const auto& f : rep.at("findings"))
+    if (f.at("rule_id") == "AXIS007" && f.at("severity") == "info") info = true;
+  EXPECT_TRUE(info);
+  EXPECT_EQ(rep.at("probes").at("sequence_length").at("status"), "error");
+  RUN_ROUND3(fault, "r10_forecaster_layernorm_over_time", flags);
+  expect_findings(fault, "r10_forecaster_layernorm_over_time", Set{{"AXIS001", "norm"}});
+}
+
+// A WeNet-style streaming encoder (declared causal) whose convolution
+// module normalizes with GroupNorm(8, C) on the depthwise conv's [B, C, T]
+// output: statistics over every frame (AXIS011 at both layers), which also
+// makes the prefix depend on later frames (SEQ002) and padding enter the
+// statistics (SEQ001). The twin normalizes each frame (LayerNorm on
+// [B, T, C]) and is clean.
+TEST(Round10, GroupNormOverTimeInAStreamingEncoder) {
+  const std::vector<std::string> flags = {"--causal", "--seq-dim", "1"};
+  RUN_ROUND3(rep, "r10_streaming_conv_groupnorm_over_time", flags);
+  expect_findings(rep, "r10_streaming_conv_groupnorm_over_time",
+                  manifest_findings("r10_streaming_conv_groupnorm_over_time"));
+  const json* n = layer_metrics(rep, "encoders.0.conv_module.norm");
+  ASSERT_NE(n, nullptr);
+  EXPECT_EQ(n->at("norm.time_stats_in_causal_model"), true);
+  EXPECT_EQ(n->at("norm.causal_from"), "--causal");
+  EXPECT_EQ(n->at("norm.reduced_axes"), "channel (within a group), time");
+  RUN_ROUND3(twin, "r10_streaming_conv_layernorm", flags);
+  expect_findings(twin, "r10_streaming_conv_layernorm", Set{});
+  const json* t = layer_metrics(twin, "encoders.0.conv_module.norm");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->at("norm.time_stats_in_causal_model"), false);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

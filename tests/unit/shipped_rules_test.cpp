@@ -101,6 +101,8 @@ const Expected kExpected[] = {
     {"AXIS009", "groupnorm-group-size", nd::Severity::kWarning, "layer", "all", false, "", "norm.groups_split_positions == true"},
     {"AXIS010", "norm-over-batch-axis", nd::Severity::kWarning, "model", "all", false, "batchdep.batch_axis_module",
      "batchdep.batch_axis_normalizes == true and batchdep.max_rel_diff > 0.001 and batchdep.over_floor > 10"},
+    {"AXIS011", "norm-over-time-axis", nd::Severity::kWarning, "layer", "all", false, "",
+     "norm.time_stats_in_causal_model == true"},
     {"BN001", "bn-stale-running-stats", nd::Severity::kWarning, "model", "all", false, "bn.first_layer_at_init",
      "bn.layers_at_init > 0"},
     {"BN002", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",
@@ -109,7 +111,7 @@ const Expected kExpected[] = {
      "bn.at_initial_values == false and bn.var_ratio_off > 4 and bn.mean_z <= 1 and bn.sample_examples >= 2"},
     {"BN004", "train-eval-drift", nd::Severity::kWarning, "model", "all", true, "drift.first_layer",
      "drift.rel_output_diff > 0.5 and drift.over_floor > 10 and drift.explained_by_stale_stats == false and "
-     "drift.over_bn_noise > 3 and drift.sample_examples >= 2"},
+     "drift.over_bn_noise > 3 and drift.over_train_noise > 3 and drift.sample_examples >= 2"},
     {"BN005", "eval-batch-dependence", nd::Severity::kError, "model", "all", false, "batchdep.first_layer",
      "batchdep.max_rel_diff > 0.001 and batchdep.over_floor > 10"},
     {"BN006", "bn-batch-of-one", nd::Severity::kError, "layer", "all", false, "",
@@ -135,7 +137,7 @@ const Expected kExpected[] = {
      "grad.first_nonfinite == true and grad.nonfinite_reaches_parameters == true"},
     {"GRAD002", "exploding-gradients", nd::Severity::kWarning, "model", "all", false, "grad.first_layer",
      "grad.input_output_ratio > 1000 and grad.ratio_from_one_norm == false and grad.rel_contradicts_exploding == false and "
-     "grad.bn_batch_noise == false"},
+     "grad.bn_batch_noise == false and grad.growth_between_branches == false"},
     {"GRAD003", "vanishing-gradients", nd::Severity::kWarning, "model", "all", false, "grad.first_layer",
      "grad.input_output_ratio < 0.001 and grad.rel_contradicts_vanishing == false and grad.shrink_concentrated == false and "
      "grad.small_gain_params == 0 and grad.bn_batch_noise == false and grad.cut_layer == \"\""},

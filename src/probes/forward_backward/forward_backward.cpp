@@ -962,6 +962,7 @@ void probe_forward_backward(Session& s) {
     const bool blocked_first = first == 0 && pleaves.front()->metrics.count("grad.zero_explained_by");
     if (last > 0 && std::isfinite(first) && !blocked_first) {
       s.doc.model_metrics["grad.input_output_ratio"] = first / last;
+      s.doc.model_metrics["grad.growth_between_branches"] = false;
       // LayerScale-style gains (GRAD008 info when gradients vanish with them).
       {
         const auto gains = first / last < 1e-3 ? small_branch_gains(s) : std::vector<std::pair<std::string, double>>{};
@@ -1027,9 +1028,41 @@ void probe_forward_backward(Session& s) {
         }
         return out;
       };
+      // Whether leaf i + 1 reads leaf i's output (directly or through
+      // modules without parameters: dropout, activations): only then is the
+      // step between them one backward edge. Leaves next to each other in
+      // execution order may lie on parallel branches (a UNet's timestep MLP,
+      // then its conv_in; a dueling DQN's advantage and value heads): a
+      // ratio "between" them says nothing about one module's scaling.
+      auto chained_step = [&](size_t i) {
+        bool chained = false;
+        std::vector<std::string> work = {pleaves[i]->path};
+        std::set<std::string> seen;
+        for (size_t w = 0; w < work.size() && w < 64 && !chained; ++w) {
+          for (const auto& t : taps) {
+            // Its own output taps, and those of the modules around it: a
+            // value leaving several modules at once (attn.proj's output is
+            // attn's) records its outside consumers on the outermost one.
+            const bool around = t.module.empty() || work[w].rfind(t.module + ".", 0) == 0;
+            if (t.kind != TapKind::kModuleOutput || (t.module != work[w] && !around)) continue;
+            for (const auto& c : t.consumers) {
+              if (c == pleaves[i + 1]->path) chained = true;
+              auto ci = idx.find(c);
+              if (ci != idx.end() && s.doc.layers[ci->second].parameters == 0 && seen.insert(c).second)
+                work.push_back(c);
+            }
+          }
+        }
+        return chained;
+      };
       if (grow > 0) {
         s.doc.model_metrics["grad.max_step_share"] = top / grow;
         s.doc.model_metrics["grad.max_step_layer"] = pleaves[top_i]->path;
+        // Half or more of the growth "between" two leaves on parallel
+        // branches: the ratio compares heads, not a backward path (a dueling
+        // DQN's value head, whose gradient a softmax loss cancels: Q = V + A
+        // shifts every action's logit alike).
+        s.doc.model_metrics["grad.growth_between_branches"] = top / grow >= 0.5 && !chained_step(top_i);
         // Whether that step crosses a normalization.
         const auto crossed = norms_in_step(top_i);
         s.doc.model_metrics["grad.max_step_norm"] = crossed.empty() ? std::string() : crossed.front()->module;
@@ -1053,32 +1086,8 @@ void probe_forward_backward(Session& s) {
             degenerate = true;
         }
         mm["grad.max_shrink_degenerate_norm"] = degenerate;
-        // The step is one backward edge only when the output-side leaf reads
-        // the input-side leaf's output (directly or through modules without
-        // parameters: dropout, activations). Leaves next to each other in
-        // execution order may lie on parallel branches (a UNet's timestep
-        // MLP, then its conv_in): a drop "between" them says nothing about
-        // one module's scaling.
-        bool chained = false;
-        {
-          std::vector<std::string> work = {pleaves[top_si]->path};
-          std::set<std::string> seen;
-          for (size_t w = 0; w < work.size() && w < 64 && !chained; ++w) {
-            for (const auto& t : taps) {
-              // Its own output taps, and those of the modules around it: a
-              // value leaving several modules at once (attn.proj's output is
-              // attn's) records its outside consumers on the outermost one.
-              const bool around = t.module.empty() || work[w].rfind(t.module + ".", 0) == 0;
-              if (t.kind != TapKind::kModuleOutput || (t.module != work[w] && !around)) continue;
-              for (const auto& c : t.consumers) {
-                if (c == pleaves[top_si + 1]->path) chained = true;
-                auto ci = idx.find(c);
-                if (ci != idx.end() && s.doc.layers[ci->second].parameters == 0 && seen.insert(c).second)
-                  work.push_back(c);
-              }
-            }
-          }
-        }
+        // A drop between leaves on parallel branches is no module's scaling.
+        const bool chained = chained_step(top_si);
         mm["grad.max_shrink_chained"] = chained;
         mm["grad.max_shrink_share"] = std::min(1.0, top_s / net);
         mm["grad.max_shrink_from"] = pleaves[top_si]->path;

@@ -800,6 +800,7 @@ void probe_sequence(Session& s) {
       PassSpec sp = spec(short_name, false, resize_time(s, L, T2));
       sp.reference = &*ref_eval->collector;
       sp.real_positions = L.real.narrow(1, 0, T2);
+      sp.time_cut = true;
       try {
         shorter = s.run_pass(std::move(sp));
       } catch (const Error& e) {
@@ -1071,11 +1072,15 @@ void probe_sequence(Session& s) {
     m["norm.input_layout"] = "[" + join(roles) + "]";
     m["norm.layout_from"] = layout_from;
     m["norm.reduced_axes"] = frozen ? std::string("none (running statistics)") : red.empty() ? std::string("unknown") : join(red_roles);
-    // A written-out standardization without parameters of a forward
-    // argument itself (per-utterance CMVN, (x - x.mean(t)) / x.std(t) on the
-    // input features): normalizing over time is its purpose, like
-    // InstanceNorm1d's on the input of a speaker model (AXIS007, info).
-    m["norm.input_standardization"] = written_out && n.of_model_input && lm->parameters == 0;
+    // A written-out standardization of a forward argument itself, in a
+    // module without parameters (per-utterance CMVN, (x - x.mean(t)) /
+    // x.std(t) on the input features) or inline in the forward of a module
+    // with children (Time-Series-Library's forecasters, RevIN: means =
+    // x_enc.mean(1), stdev over time, de-normalized at the output):
+    // normalizing over time is its purpose, like InstanceNorm1d's on the
+    // input of a speaker model (AXIS007, info). A leaf norm module with
+    // parameters of its own applied to the input over time is not this.
+    m["norm.input_standardization"] = written_out && n.of_model_input && (lm->parameters == 0 || !lm->leaf);
     m["norm.after_convolution"] = n.after_convolution;
     if (written_out || frozen) {
       m["norm.written_out"] = true;
@@ -1374,7 +1379,16 @@ void probe_sequence(Session& s) {
     s.doc.model_metrics["seqlen.error"] = short_error;
     s.doc.model_metrics["seqlen.failed_layer"] = short_failed_layer;
   } else if (shorter) {
-    const Deviation d = deviations(im, *ref_eval->collector, *shorter->collector);
+    Deviation d = deviations(im, *ref_eval->collector, *shorter->collector);
+    // An output without a time axis (SASRec's last-position readout, a
+    // pooled [B, classes]) is not compared (Collector::time_cut): the last
+    // module output that has one stands for it.
+    std::string rel_at;
+    if (std::isnan(d.root) && !d.modules.empty()) {
+      rel_at = d.modules.back().first;
+      d.root = d.modules.back().second;
+    }
+    s.doc.model_metrics["seqlen.rel_diff_at"] = rel_at.empty() ? std::string("output") : rel_at;
     js["rel_diff"] = finite_or_null(d.root);
     js["first_layer"] = d.first;
     js["changed"] = dev_json(d);
@@ -1424,6 +1438,31 @@ void probe_sequence(Session& s) {
       }
     s.doc.model_metrics["seqlen.causal_intent"] = !intent_from.empty();
     s.doc.model_metrics["seqlen.causal_intent_from"] = intent_from;
+    // A norm with per-example statistics over time (GroupNorm or
+    // InstanceNorm over [B, C, T], their written-out forms) in a causal
+    // model: every position is normalized with statistics of later ones
+    // (neural_sp's streaming Conformer, GroupNorm on the depthwise conv's
+    // [B, C, T] output; fixed by normalizing each frame). A LayerNorm over
+    // time is AXIS001's (norm.over_time); a BatchNorm uses running
+    // statistics at inference.
+    const bool causal_model = !intent_from.empty() || (sites > 0 && causal == sites);
+    const std::string causal_from =
+        !intent_from.empty() ? intent_from : "every one of its " + std::to_string(sites) + " attention site(s) masks the future";
+    for (auto& l : s.doc.layers) {
+      auto rt = l.metrics.find("norm.reduces_time");
+      auto op = l.metrics.find("norm.op");
+      if (rt == l.metrics.end() || op == l.metrics.end() || !op->second.is_string()) continue;
+      const std::string o = op->second.get<std::string>();
+      const bool batch_stats = o == "batch_norm" || o == "batch_norm_pattern" || o == "frozen_batch_norm";
+      auto flag = [&](const char* k) {
+        auto it = l.metrics.find(k);
+        return it != l.metrics.end() && it->second == true;
+      };
+      const bool leak = causal_model && rt->second == true && !batch_stats && !flag("norm.over_time") &&
+                        !flag("norm.reduces_batch") && !flag("norm.reduces_time_unconfirmed");
+      l.metrics["norm.time_stats_in_causal_model"] = leak;
+      if (leak) l.metrics["norm.causal_from"] = causal_from;
+    }
   }
   s.doc.probes["sequence_length"] = js;
 }
@@ -1433,7 +1472,7 @@ const std::vector<std::string>& sequence_writes() {
       "arch.attention_ops", "layout.", "norm.batchnorm_over_time", "norm.centered", "norm.channels_are_time", "norm.channels_per_group", "norm.groups_along",
       "norm.groups_split_positions",
       "norm.computing_dtype", "norm.eps", "norm.fails_at_other_length", "norm.input_layout",
-      "norm.after_convolution", "norm.input_shape", "norm.input_standardization", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.op",
+      "norm.after_convolution", "norm.time_stats_in_causal_model", "norm.causal_from", "norm.input_shape", "norm.input_standardization", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.op",
       "norm.over_batch", "norm.over_time", "norm.reduced_axes", "norm.reduces_batch", "norm.reduces_time",
       "norm.spatial_size", "norm.statistic", "norm.time_axis_from", "norm.written_out", "pad.entry_kind",
       "pad.enters_at", "pad.enters_through", "pad.entry_layer", "pad.entry_op", "pad.error", "pad.first_layer",
@@ -1441,7 +1480,7 @@ const std::vector<std::string>& sequence_writes() {
       "pad.norm_layer", "pad.norms_over_time", "pad.padded_to",
       "pad.rel_diff", "pad.rel_diff_eval", "pad.rel_diff_train", "pad.via_norm", "pad.via_pooling_or_conv",
       "seqlen.error", "seqlen.failed_layer", "seqlen.attention_sites", "seqlen.causal_attention", "seqlen.causal_intent", "seqlen.causal_intent_from", "seqlen.enters_at", "seqlen.first_layer", "seqlen.first_layer_kind", "seqlen.lengths",
-      "seqlen.norm_layer", "seqlen.rel_diff", "seqlen.via_input_standardization", "seqlen.via_norm"};
+      "seqlen.norm_layer", "seqlen.rel_diff", "seqlen.rel_diff_at", "seqlen.via_input_standardization", "seqlen.via_norm"};
   return names;
 }
 
