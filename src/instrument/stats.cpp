@@ -345,7 +345,10 @@ int64_t count_above_cpu(const at::Tensor& x, float thr) {
   at::parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
       int64_t k = 0;
-      for (int64_t i = c * kGrain, e = std::min(n, i + kGrain); i < e; ++i) k += std::fabs(static_cast<float>(data[i])) > thr;
+      for (int64_t i = c * kGrain, e = std::min(n, i + kGrain); i < e; ++i) {
+        const float v = std::fabs(static_cast<float>(data[i]));
+        k += v > thr && std::isfinite(v);
+      }
       parts[static_cast<size_t>(c)] = k;
     }
   });
@@ -404,7 +407,7 @@ int64_t count_abs_above(const at::Tensor& x, double threshold) {
       default: break;
     }
   }
-  return (x.abs() > threshold).sum().item<int64_t>();
+  return (x.abs() > threshold).logical_and(at::isfinite(x)).sum().item<int64_t>();
 }
 
 std::pair<at::Tensor, at::Tensor> channel_moments(const at::Tensor& x) {

@@ -93,8 +93,10 @@ struct SoftmaxStats {
 /// drifted below its -1e4 mask) are measured, not excluded.
 SoftmaxStats softmax_stats(const at::Tensor& x, int64_t dim, bool value_masks = true);
 
-/// Number of elements of `x` with |x| > threshold (NaN never counts): the
-/// saturated inputs of sigmoid (threshold 6) and tanh (threshold 3).
+/// Number of finite elements of `x` with |x| > threshold (NaN and +-inf never
+/// count: an infinite input is a mask, as in sigmoid(-inf) = 0 for the experts
+/// a router did not choose): the saturated inputs of sigmoid (threshold 6)
+/// and tanh (threshold 3).
 int64_t count_abs_above(const at::Tensor& x, double threshold);
 
 /// Per-example, per-channel mean and biased variance of `x` [N, C, *] over its

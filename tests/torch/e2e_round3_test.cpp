@@ -1781,6 +1781,78 @@ TEST(Round10, GroupNormOverTimeInAStreamingEncoder) {
   EXPECT_EQ(t->at("norm.time_stats_in_causal_model"), false);
 }
 
+// Whisper's log-mel floor over a batch: log_spec.max() - 8 of the whole
+// batch. Example 0 is the loudest clip, so alone it keeps its floor (7.6e-8
+// in Python); the quietest, last clip moves by 0.088. The last example is
+// traced (batchdep.traced_example) and BN005 names the frontend. The twin
+// floors each clip at its own max.
+TEST(Round10, BatchWideFloorTracedOnTheExampleItMoves) {
+  RUN_ROUND3(rep, "r10_audio_tagger_batch_floor");
+  expect_findings(rep, "r10_audio_tagger_batch_floor", Set{{"BN005", "frontend"}});
+  const json& m = mm(rep);
+  EXPECT_EQ(m.at("batchdep.worst_example"), "3");
+  EXPECT_EQ(m.at("batchdep.traced_example"), "3");
+  EXPECT_TRUE(nde2e::near_rel("batchdep.max_rel_diff", num(m.at("batchdep.max_rel_diff")),
+                              nums("r10_audio_tagger_batch_floor").at("alone_vs_batched_rel")[3].get<double>(), 0.05));
+  RUN_ROUND3(twin, "r10_audio_tagger_clip_floor");
+  expect_findings(twin, "r10_audio_tagger_clip_floor", Set{});
+}
+
+// Llama 4's router: sigmoid of the chosen logit scattered into -inf. The
+// -inf entries (3 of 4 experts per token) are masks: sat.numel counts the
+// 32 finite inputs only, and at std 0.02 none is saturated. With the
+// router at std 1, 0.69 of the chosen logits (Python) sit beyond 6: ACT004.
+TEST(Round10, RouterMasksAreNotSaturation) {
+  RUN_ROUND3(rep, "r10_moe_sigmoid_router");
+  expect_findings(rep, "r10_moe_sigmoid_router", Set{});
+  const json* r = layer_metrics(rep, "layers.0.feed_forward");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(num(r->at("sat.numel")), 32.0);
+  EXPECT_EQ(num(r->at("sat.fraction")), 0.0);
+  RUN_ROUND3(fault, "r10_moe_sigmoid_router_std1");
+  expect_findings(fault, "r10_moe_sigmoid_router_std1", manifest_findings("r10_moe_sigmoid_router_std1"));
+  const json* f = layer_metrics(fault, "layers.0.feed_forward");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(num(f->at("sat.fraction")),
+              nums("r10_moe_sigmoid_router_std1").at("layer0_chosen_logit_abs_gt6_fraction").get<double>(), 1e-6);
+}
+
+// DeepSpeed-MoE's capacity over the flattened batch, first tokens win: the
+// batch reordered changes the outputs too, far beyond fp32's resolution in
+// a deterministic eval forward. That is no noise floor but the same fault
+// (batchdep.order_dependent): BN005 at the MoE layer. The dropless twin is
+// clean.
+TEST(Round10, OrderDependentRoutingIsNoNoiseFloor) {
+  RUN_ROUND3(rep, "r10_moe_capacity_drops_tokens");
+  expect_findings(rep, "r10_moe_capacity_drops_tokens", Set{{"BN005", "layers.0.mlp"}});
+  const json& m = mm(rep);
+  EXPECT_EQ(m.at("batchdep.order_dependent"), true);
+  EXPECT_GT(num(m.at("batchdep.reorder_rel_diff")), 1e-3);
+  EXPECT_EQ(num(m.at("batchdep.noise_floor")), num(m.at("batchdep.precision_floor")));
+  RUN_ROUND3(twin, "r10_moe_dropless");
+  expect_findings(twin, "r10_moe_dropless", Set{});
+  EXPECT_EQ(mm(twin).at("batchdep.order_dependent"), false);
+}
+
+// Cosine attention with a softmax written as exp / sum: scores up to 30
+// overflow fp16 in the attention's own forward and turn NaN there; its
+// proj is the first module whose output shows it. The findings name the
+// attention, which made the values (prec.first_seen_at = its proj), and no
+// norm-statistic finding follows from the L2 normalization of q and k. The
+// twin's F.softmax is finite in fp16.
+TEST(Round10, NonFiniteMadeInTheParentsOwnForward) {
+  const std::vector<std::string> flags = {"--precision", "fp16"};
+  RUN_ROUND3(rep, "r10_cosine_vit_exp_over_sum", flags);
+  expect_findings(rep, "r10_cosine_vit_exp_over_sum", manifest_findings("r10_cosine_vit_exp_over_sum"));
+  const json* a = layer_metrics(rep, "blocks.0.attn");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->at("prec.first_nonfinite"), true);
+  EXPECT_EQ(a->at("prec.first_seen_at"), "blocks.0.attn.proj");
+  EXPECT_EQ(layer_metrics(rep, "blocks.0.attn.proj")->count("prec.first_nonfinite"), 0u);
+  RUN_ROUND3(twin, "r10_cosine_vit_softmax", flags);
+  expect_findings(twin, "r10_cosine_vit_softmax", Set{});
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

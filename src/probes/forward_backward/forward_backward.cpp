@@ -295,9 +295,14 @@ void probe_forward_backward(Session& s) {
       case TapKind::kTanhInput: {
         const bool sig = t.kind == TapKind::kSigmoidInput;
         (sig ? a.sat_sigmoid : a.sat_tanh) += rec.saturated;
-        (sig ? a.sat_sig_n : a.sat_tanh_n) += rec.fwd.numel;
-        if (rec.fwd.numel > 0) {
-          const double f = static_cast<double>(rec.saturated) / static_cast<double>(rec.fwd.numel);
+        // Infinite inputs are masks, not pre-activations (Llama 4's router:
+        // sigmoid of the top-k logits scattered into a -inf tensor, so
+        // sigmoid gives exactly 0 to the experts not chosen): neither
+        // saturated nor counted.
+        const int64_t finite_n = rec.fwd.numel - rec.fwd.inf;
+        (sig ? a.sat_sig_n : a.sat_tanh_n) += finite_n;
+        if (finite_n > 0) {
+          const double f = static_cast<double>(rec.saturated) / static_cast<double>(finite_n);
           if (f > a.sat_op_max) {
             a.sat_op_max = f;
             a.sat_op_max_kind = sig ? "sigmoid" : "tanh";

@@ -603,6 +603,9 @@ void probe_precision(Session& s) {
   // The producer (first op whose output overflows to Inf, or becomes NaN,
   // in the format) and the propagator (the first op turning it into NaN).
   std::string producer_layer, propagator_layer;
+  // The module whose own forward ran the op that made the pass's first
+  // NaN/Inf (an Inf or a NaN, whichever came first).
+  std::string origin_layer;
   // The producer made NaN (no Inf before it) in an op with a restricted
   // domain: a root or logarithm of a value that is negative in the format
   // although fp32 keeps it non-negative. Not an overflow.
@@ -614,6 +617,10 @@ void probe_precision(Session& s) {
   // The producer is part of a normalization's statistic (a square, its sum
   // or cumulative sum under the root of a divisor) and overflowed to Inf.
   bool producer_statistic = false;
+  // The producer overflowed: it made Inf (not NaN first) in an op that is
+  // not an inversion (exp of a large score, a square): the format's range
+  // was exceeded inside a module whose outputs stay in range in fp32.
+  bool producer_overflow = false;
   if (pim_round) {
     const auto& rs = pim_round->round_sites();
     const Collector& c = *lp_pass.collector;
@@ -625,13 +632,17 @@ void probe_precision(Session& s) {
         "aten::sub_", "aten::fill_", "aten::full", "aten::full_like", "aten::new_full", "aten::triu", "aten::tril",
         "aten::index_put", "aten::index_put_", "aten::scatter", "aten::scatter_", "aten::masked_scatter"};
     int64_t inf = -1, nan = -1, inf_count = 0, nan_count = 0;
+    int64_t event = 0, first_event_site = -1;
     for (const auto& ev : c.round_events) {
+      ++event;
       if (ev.site < 0 || ev.site >= static_cast<int64_t>(rs.size())) continue;
       const bool mask = ev.negative_inf_only && ev.nan == 0 && mask_ops.count(rs[static_cast<size_t>(ev.site)].op);
       if (mask) continue;
       if (inf < 0 && ev.inf > 0) inf = ev.site, inf_count = ev.inf;
       if (nan < 0 && ev.nan > 0) nan = ev.site, nan_count = ev.nan;
+      if (first_event_site < 0 && (ev.inf > 0 || ev.nan > 0)) first_event_site = ev.site;
     }
+    if (first_event_site >= 0) origin_layer = rs[static_cast<size_t>(first_event_site)].module;
     if (c.round_events.size() >= 64 && inf < 0 && nan < 0) {
       inf = c.round_first_inf, nan = c.round_first_nan;  // past the first 64: as before
       inf_count = c.round_first_inf_count, nan_count = c.round_first_nan_count;
@@ -651,6 +662,9 @@ void probe_precision(Session& s) {
       producer_variance = site.one_pass_variance_root;  // rsqrt(0) is Inf: a zero variance also cancels
       if (site.divisor_eps > 0 && round_scalar(site.divisor_eps, f) == 0) producer_eps = site.divisor_eps;
       producer_statistic = site.norm_statistic && inf >= 0;
+      producer_overflow = inf >= 0 && site.op.find("rsqrt") == std::string::npos &&
+                          site.op.find("reciprocal") == std::string::npos && site.op.find("div") == std::string::npos &&
+                          producer_eps == 0;
     }
     if (inf >= 0 && nan >= 0 && nan != inf && nan < static_cast<int64_t>(rs.size())) {
       propagator_layer = rs[static_cast<size_t>(nan)].module;
@@ -728,7 +742,7 @@ void probe_precision(Session& s) {
         const bool norm_explains = n && !n->fp32_inside && (internal_bad > 0 || n->nonfinite > 0);
         if (norm_explains && eps_gone && n->overflow_rows == 0) cause = "norm-eps";
         else if (producer_eps > 0 && c.ref_beyond == 0) cause = "norm-eps";
-        else if (c.ref_beyond > 0 || (n && n->overflow_rows > 0)) cause = "overflow";
+        else if (c.ref_beyond > 0 || (n && n->overflow_rows > 0) || producer_overflow) cause = "overflow";
         else if (producer_variance) cause = "variance-cancellation";
         else if (producer_domain) cause = "domain";
         else cause = "other";
@@ -773,7 +787,10 @@ void probe_precision(Session& s) {
                                   ? mm["prec.producer_op"].get<std::string>() : std::string();
       const bool inversion = pop.find("rsqrt") != std::string::npos || pop.find("reciprocal") != std::string::npos ||
                              pop.find("div") != std::string::npos;
-      const bool stat_overflowed = (nit != norms.end() && nit->second.overflow_rows > 0) || (!pop.empty() && !inversion);
+      // (The op must belong to the statistic: an exp() that overflows in a
+      // module that also L2-normalizes q and k, cosine attention with a
+      // softmax written out, is no norm's statistic.)
+      const bool stat_overflowed = (nit != norms.end() && nit->second.overflow_rows > 0) || (producer_statistic && !inversion);
       // ... or, for a norm the recognizer does not list (Conv-TasNet's
       // cumulative LayerNorm: cumsum of x.pow(2).sum(1) under a root), the
       // first Inf is made by an op of the statistic the module divides by.
@@ -825,6 +842,29 @@ void probe_precision(Session& s) {
       lm->metrics["prec.variance_cancellation"] = true;
       lm->metrics["prec.variance_cancellation_op"] = mm["prec.producer_op"];
       lm->metrics["prec.variance_cancellation_count"] = mm["prec.producer_count"];
+    }
+  }
+  // The first non-finite values made by an op in the own forward of a
+  // module holding the first non-finite module (OPT's fp16 attention: the
+  // combined mask overflows and the softmax makes NaN in self_attn's
+  // forward, whose out_proj only carries them on): the finding names the
+  // module that made them, and the child where they first showed.
+  if (!first_nonfinite.empty() && !origin_layer.empty() && first_nonfinite.rfind(origin_layer + ".", 0) == 0) {
+    LayerMetrics* child = s.doc.find_layer(first_nonfinite);
+    LayerMetrics* parent = s.doc.find_layer(origin_layer);
+    if (child && parent) {
+      MetricMap& cm = child->metrics;
+      MetricMap& pm = parent->metrics;
+      for (const char* k : {"prec.first_nonfinite", "prec.first_nonfinite_cause"})
+        if (cm.count(k)) {
+          pm[k] = cm[k];
+          cm.erase(k);
+        }
+      // Its output holds what the child's did.
+      for (const char* k : {"prec.nonfinite_count", "prec.ref_absmax", "prec.beyond_max_count"})
+        if (cm.count(k) && (!pm.count(k) || (pm[k].is_number() && pm[k].get<double>() == 0))) pm[k] = cm[k];
+      pm["prec.first_seen_at"] = first_nonfinite;
+      first_nonfinite = origin_layer;
     }
   }
   if (!first_nonfinite.empty()) {
