@@ -201,8 +201,13 @@ LoadedModel load_model(const std::string& path) {
     lm.module = torch::jit::load(path, c10::Device(c10::kCPU));
   } catch (const std::exception& e) {
     const std::string what = e.what();
-    if (auto op = missing_operator_in(what))
-      throw load_error(error_kind::kMissingOperator, missing_operator_message(path, *op));
+    if (auto op = missing_operator_in(what)) {
+      std::string message = missing_operator_message(path, *op);
+      if (what.find("Arguments for call are not valid") != std::string::npos)
+        message += " (in the form it was saved with: the call's arguments match none of " + *op +
+                   "'s signatures in this LibTorch, as when a newer PyTorch added an argument)";
+      throw load_error(error_kind::kMissingOperator, message);
+    }
     throw load_error(error_kind::kModelLoad,
                      path + ": TorchScript archive could not be loaded: " + what.substr(0, what.find("\nException raised")));
   }

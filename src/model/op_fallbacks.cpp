@@ -282,6 +282,14 @@ std::optional<std::string> missing_operator_in(const std::string& what) {
        std::regex("^Schema not found for node[^\\n]*\\n\\s*Node:[^\\n]*?=\\s*" + kOp + "\\s*[\\[(]")},
       // Dispatcher::findSchemaOrThrow: "Could not find schema for aten::foo."
       {"Could not find schema for", std::regex("^Could not find schema for\\s*" + kOp)},
+      // schema_matching.cpp: a call whose saved arguments match none of the
+      // operator's signatures here (a newer PyTorch added an argument:
+      // 2.x's torch.stft passes align_to_window, which 1.13's aten::stft
+      // lacks): "Arguments for call are not valid.\nThe following variants
+      // are available:\n  \n  aten::stft(Tensor self, ...".
+      {"Arguments for call are not valid",
+       std::regex("^Arguments for call are not valid\\.?\\s*The following variants are available:\\s*" + kOp +
+                  "\\s*\\(")},
       // Mobile / bytecode loader: "Following ops cannot be found: [aten::foo, ...]"
       // or "... for the fix.{aten::foo, }".
       {"Following ops cannot be found",

@@ -563,6 +563,18 @@ TEST(MissingOperatorIn, CompilerWordings) {
             "aten::qux");
 }
 
+// A 2.x file calling an operator with an argument 1.13's signature lacks
+// (torch.stft's align_to_window), as LibTorch 1.13's compiler words it.
+TEST(MissingOperatorIn, ArgumentsMatchNoSignature) {
+  EXPECT_EQ(nd::missing_operator_in(
+                "\nArguments for call are not valid.\nThe following variants are available:\n  \n"
+                "  aten::stft(Tensor self, int n_fft, int? hop_length=None, int? win_length=None, Tensor? "
+                "window=None, bool normalized=False, bool? onesided=None, bool? return_complex=None) -> Tensor:\n"
+                "  Expected at most 8 arguments but found 9 positional arguments.\n"),
+            "aten::stft");
+  EXPECT_EQ(nd::missing_operator_in("Arguments for call are not valid: no variants at all"), std::nullopt);
+}
+
 TEST(MissingOperatorIn, NodeAndDispatcherAndMobileWordings) {
   EXPECT_EQ(nd::missing_operator_in(
                 "Schema not found for node. File a bug report.\n"
