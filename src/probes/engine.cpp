@@ -448,7 +448,8 @@ std::string Session::pass_key(const PassSpec& p) const {
   std::string k = std::string(m ? "train" : "eval") + " flags=" + (flags.empty() ? "-" : flags) +
                   " batch=" + (p.edit.empty() ? std::string("as given") : p.edit) +
                   " slice0=" + std::to_string(p.slice0) + "@" + std::to_string(p.slice_axis) +
-                  (p.slice_guide ? " guided" : "") + " seed=" + std::to_string(opt.seed + p.seed_offset);
+                  (p.slice_guide ? " guided" : "") + " seed=" + std::to_string(opt.seed + p.seed_offset) +
+                  (p.warmup_calls > 0 ? " warmup=" + std::to_string(p.warmup_calls) : std::string());
   // In eval mode grad on or off is another forward (PyTorch's inference fast
   // paths run only without grad); in train mode backward adds to a pass.
   if (!m && p.backward) k += " grad";
@@ -680,6 +681,11 @@ PassResult Session::run_pass(PassSpec spec) {
       }
     } else {
       torch::NoGradGuard ng;
+      for (int w = 0; w < spec.warmup_calls; ++w) {
+        Collector scratch(im.taps().size());
+        (void)const_cast<InstrumentedModel&>(im).run(a, cfg, scratch);
+      }
+      if (spec.warmup_calls > 0) at::manual_seed(opt.seed + spec.seed_offset);  // the measured call draws as the first did
       r.output = const_cast<InstrumentedModel&>(im).run(a, cfg, *r.collector);
       std::string which;
       (void)pick_loss_output(r.output, opt, which);  // FatalRunError when forward returns no tensor

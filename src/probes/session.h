@@ -151,6 +151,10 @@ struct PassSpec {
   /// Added to --seed for this pass's random ops (0: the session's seed); a
   /// second draw of a train-mode pass measures what its random ops move.
   uint64_t seed_offset = 0;
+  /// Forward calls made first, on the same batch and without restoring the
+  /// buffers in between (their outputs discarded); the measured call then
+  /// sees the state they left. Buffers are restored after the pass as always.
+  int warmup_calls = 0;
 };
 
 /// The train pass of the forward_backward probe (train mode, dropout on,

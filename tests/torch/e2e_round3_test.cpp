@@ -1853,6 +1853,25 @@ TEST(Round10, NonFiniteMadeInTheParentsOwnForward) {
   expect_findings(twin, "r10_cosine_vit_softmax", Set{});
 }
 
+// A BigGAN-style generator whose spectral norm runs its power iteration on
+// every call, also in eval: each pass restores the buffers, so the seeded
+// repeat is identical; the eval forward called once more first shows the
+// next call's image moved by 1.08e-4 (Python), first at conv1 (MODE007).
+// The twin updates u and sigma only in training and writes nothing in eval.
+TEST(Round10, EvalForwardThatWritesItsState) {
+  RUN_ROUND3(rep, "r10_sn_generator_update_every_call");
+  expect_findings(rep, "r10_sn_generator_update_every_call", Set{{"MODE007", "conv1"}});
+  const json& m = mm(rep);
+  EXPECT_EQ(num(m.at("evalrep.rel_diff")), 0.0);
+  EXPECT_TRUE(nde2e::near_rel("evalstate.rel_diff", num(m.at("evalstate.rel_diff")),
+                              nums("r10_sn_generator_update_every_call").at("second_call_rel_diff").get<double>(), 0.05));
+  EXPECT_NE(m.at("evalstate.buffers").get<std::string>().find("conv1.u0"), std::string::npos);
+  RUN_ROUND3(twin, "r10_sn_generator_update_in_training");
+  expect_findings(twin, "r10_sn_generator_update_in_training", Set{});
+  EXPECT_EQ(num(mm(twin).at("evalstate.rel_diff")), 0.0);
+  EXPECT_EQ(mm(twin).count("run.eval_buffer_writes"), 0u);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -187,6 +187,8 @@ const Expected kExpected[] = {
      "mode.saved_training == false and mode.submodules_in_training > 0"},
     {"MODE006", "mode-switch-ineffective", nd::Severity::kWarning, "model", "all", false, "",
      "mode.baked_training_false > 0 and run.training_intent == true"},
+    {"MODE007", "eval-nondeterminism", nd::Severity::kWarning, "model", "all", false, "evalstate.first_layer",
+     "evalstate.rel_diff > 1e-05 and evalstate.explained_by_batch_dependence == false"},
     {"NORM001", "norm-gain-growth", nd::Severity::kWarning, "layer", "all", false, "", "norm.gain_p99 > 10"},
     {"NORM002", "degenerate-norm-group", nd::Severity::kError, "layer", "all", false, "",
      "norm.values_per_group == 1"},

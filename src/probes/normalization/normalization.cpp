@@ -749,6 +749,33 @@ void probe_normalization(Session& s) {
     }
   }
 
+  // ---- state an eval forward leaves behind -------------------------------
+  // The eval pass wrote to buffers (a hand-written spectral norm's power
+  // iteration updating u and v on every call, pytorch#8208; a running
+  // normalizer updated in eval): the next call computes with what the last
+  // one left, so the same input gives another output. Every pass restores
+  // the buffers, so the repeat above cannot see it: the eval forward is run
+  // once more first, on the same batch, and the second call is compared.
+  mm["evalstate.rel_diff"] = 0.0;
+  if (!s.eval_buffer_writes.empty()) {
+    PassSpec st;
+    st.name = "eval-after-one-call";
+    st.probe = "normalization";
+    st.keep_baked = true;
+    st.warmup_calls = 1;
+    try {
+      const PassResult r = s.run_pass(st);
+      const double sd = Session::relative_difference(r.output, eval.output, /*ids=*/true);
+      mm["evalstate.rel_diff"] = metric_number(sd);
+      mm["evalstate.buffers"] = short_list(s.eval_buffer_writes, 6);
+      double d = 0;
+      const std::string first = first_divergence(s, module_stats(im, *r.collector), eval_stats, 0.0, &d);
+      mm["evalstate.first_layer"] = first;
+    } catch (const PassError& e) {
+      mm["evalstate.note"] = std::string("the second eval call failed: ") + e.what();
+    }
+  }
+
   // ---- batch dependence in eval mode --------------------------------------
   if (batch >= 2) {
     // As a user runs it (traced flags as saved), dropout off so random masks
@@ -941,9 +968,11 @@ void probe_normalization(Session& s) {
         const std::string owner = mm.count("batchdep.first_layer") ? mm["batchdep.first_layer"].get<std::string>() : first;
         for (const auto& n : s.eval_buffer_writes)
           if (owner.empty() || n.rfind(owner + ".", 0) == 0) writes += (writes.empty() ? "" : ", ") + n;
-        if (!writes.empty())
+        if (!writes.empty()) {
           cause += "; in eval mode its forward also writes to its buffers (" + writes +
                    "), so its outputs depend on the calls before";
+          mm["batchdep.writes_buffers"] = true;
+        }
         mm["batchdep.cause"] = cause;
       } else if (const BatchAxisReduction b = batch_axis_reduction(s, im, ""); !b.op.empty()) {
         // No module's output differs, the model's output does: the op that
@@ -959,6 +988,20 @@ void probe_normalization(Session& s) {
       }
     }
     });
+  }
+
+  // One cause, one finding: a module whose eval forward both mixes the batch
+  // into its statistics and writes them to its buffers (rsl_rl's
+  // EmpiricalNormalization updated in eval) is BN005's, whose cause names the
+  // writes; MODE007 stays silent then.
+  {
+    auto num_of = [&](const char* k) {
+      auto it = mm.find(k);
+      return it != mm.end() && it->second.is_number() ? it->second.get<double>() : 0.0;
+    };
+    auto wb = mm.find("batchdep.writes_buffers");
+    const bool bn005 = num_of("batchdep.max_rel_diff") > 1e-3 && num_of("batchdep.over_floor") > 10;
+    mm["evalstate.explained_by_batch_dependence"] = bn005 && wb != mm.end() && wb->second == true;
   }
 
   // ---- mode problems -----------------------------------------------------
@@ -1048,7 +1091,7 @@ void probe_normalization(Session& s) {
 const std::vector<std::string>& normalization_writes() {
   // batchdep.: its batch_dependence sub-probe runs inside it
   static const std::vector<std::string> names = {
-      "batchdep.", "bn.", "drift.", "evalfwd.", "evalrep.", "mode."};
+      "batchdep.", "bn.", "drift.", "evalfwd.", "evalrep.", "evalstate.", "mode."};
   return names;
 }
 
