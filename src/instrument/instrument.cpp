@@ -610,6 +610,13 @@ const c10::Symbol kMaskTap = c10::Symbol::fromQualString("normdoctor::mask_tap")
 const c10::Symbol kRound = c10::Symbol::fromQualString("normdoctor::round");
 const c10::Symbol kFlag = c10::Symbol::fromQualString("normdoctor::flag");
 
+// The value a chain of kTap/kNormTap wrappers (tap(id, x) -> x) hands on: x.
+Value* untapped(Value* x) {
+  while ((x->node()->kind() == kTap || x->node()->kind() == kNormTap) && x->node()->inputs().size() >= 2)
+    x = x->node()->input(1);
+  return x;
+}
+
 c10::optional<c10::IValue> const_arg(Node* n, size_t i) {
   if (i >= n->inputs().size()) return c10::nullopt;
   return torch::jit::toIValue(n->input(i));
@@ -2229,11 +2236,8 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         "aten::type_as", "aten::float", "aten::unsqueeze", "aten::squeeze", "aten::flatten", "aten::clone",
         "aten::detach", "aten::movedim", "aten::swapaxes", "aten::t", "aten::expand_as", "aten::expand"};
     for (int step = 0; v && step < 32; ++step) {
+      v = untapped(v);
       Node* n = v->node();
-      while (n->kind() == kTap || n->kind() == kNormTap) {
-        v = n->input(1);
-        n = v->node();
-      }
       if (n->kind() == c10::prim::Param) return v != graph_->inputs()[0];
       // The input minus its own mean (Time-Series-Library's forecasters:
       // means = x_enc.mean(1, keepdim=True).detach(); x_enc = x_enc - means,
@@ -2242,13 +2246,8 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         Node* m = n->input(1)->node();
         for (int k = 0; k < 4 && kShapeOps.count(m->kind().toQualString()) && !m->inputs().empty(); ++k)
           m = m->input(0)->node();
-        auto untap = [](Value* x) {
-          while ((x->node()->kind() == kTap || x->node()->kind() == kNormTap) && x->node()->inputs().size() >= 2)
-            x = x->node()->input(1);
-          return x;
-        };
         if (m->kind().toQualString() == std::string("aten::mean") && !m->inputs().empty() &&
-            untap(m->input(0)) == untap(n->input(0))) {
+            untapped(m->input(0)) == untapped(n->input(0))) {
           v = n->input(0);
           continue;
         }
@@ -2265,11 +2264,8 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     static const std::set<std::string> kShape = {"aten::view", "aten::reshape", "aten::transpose", "aten::permute",
                                                  "aten::contiguous", "aten::to", "aten::squeeze", "aten::unsqueeze"};
     for (int step = 0; v && step < 16; ++step) {
+      v = untapped(v);
       Node* n = v->node();
-      while ((n->kind() == kTap || n->kind() == kNormTap) && n->inputs().size() >= 2) {
-        v = n->input(1);
-        n = v->node();
-      }
       const std::string k = n->kind().toQualString();
       if (kConv.count(k)) return true;
       if (!kShape.count(k) || n->inputs().empty()) return false;

@@ -175,12 +175,13 @@ Value* broadcast_source(Value* v) {
 // BatchNorm's `mean = x.mean(0) if self.training else self.running_mean`)
 // and through the shape a per-channel mean is given to broadcast.
 Node* mean_node(Value* v, int depth = 0) {
-  Node* m = broadcast_source(v)->node();
+  Value* b = broadcast_source(v);
+  Node* m = b->node();
   if (kind_of(m) == "aten::mean") return m;
   if (m->kind() == c10::prim::If && depth < 3)
     for (auto* blk : m->blocks())
-      if (strip(v)->offset() < blk->return_node()->inputs().size())
-        if (Node* r = mean_node(blk->return_node()->input(broadcast_source(v)->offset()), depth + 1)) return r;
+      if (b->offset() < blk->return_node()->inputs().size())
+        if (Node* r = mean_node(blk->return_node()->input(b->offset()), depth + 1)) return r;
   return nullptr;
 }
 

@@ -610,6 +610,12 @@ void probe_normalization(Session& s) {
     // BN004 needs the drift 3x above the largest (drift.over_train_noise).
     double train_noise = bn_noise;
     std::string train_noise_from = bn_noise > 0 ? "BatchNorm sampling noise, sqrt(1.5 / n)" : "";
+    auto raise_floor = [&](double moved, const std::string& from) {
+      if (std::isfinite(moved) && moved > train_noise) {
+        train_noise = moved;
+        train_noise_from = from;
+      }
+    };
     if (std::isfinite(drift) && drift > kDriftWorthMeasuring) {
       try {
         PassSpec again = normalization_nodropout_spec(true);
@@ -618,10 +624,7 @@ void probe_normalization(Session& s) {
         const PassResult r = s.run_pass(again);
         const double moved = Session::relative_difference(r.output, nodrop_output);
         mm["drift.train_random_rel_diff"] = metric_number(moved);
-        if (std::isfinite(moved) && moved > train_noise) {
-          train_noise = moved;
-          train_noise_from = "random ops of the train-mode forward, drawn with another seed";
-        }
+        raise_floor(moved, "random ops of the train-mode forward, drawn with another seed");
       } catch (const PassError& e) {
         mm["drift.train_noise_note"] = std::string("the second train-mode draw failed: ") + e.what();
       }
@@ -639,11 +642,8 @@ void probe_normalization(Session& s) {
           if (rows) {
             const double moved = Session::relative_difference(r.output, full_rows);
             mm["drift.half_batch_rel_diff"] = metric_number(moved);
-            if (std::isfinite(moved) && moved > train_noise) {
-              train_noise = moved;
-              train_noise_from = "BatchNorm batch statistics of half the batch (examples 0.." +
-                                 std::to_string(half - 1) + ") against the whole batch's, train mode";
-            }
+            raise_floor(moved, "BatchNorm batch statistics of half the batch (examples 0.." + std::to_string(half - 1) +
+                                   ") against the whole batch's, train mode");
           }
         } catch (const PassError& e) {
           mm["drift.train_noise_note"] = std::string("the half-batch train-mode pass failed: ") + e.what();
@@ -995,12 +995,8 @@ void probe_normalization(Session& s) {
   // EmpiricalNormalization updated in eval) is BN005's, whose cause names the
   // writes; MODE007 stays silent then.
   {
-    auto num_of = [&](const char* k) {
-      auto it = mm.find(k);
-      return it != mm.end() && it->second.is_number() ? it->second.get<double>() : 0.0;
-    };
     auto wb = mm.find("batchdep.writes_buffers");
-    const bool bn005 = num_of("batchdep.max_rel_diff") > 1e-3 && num_of("batchdep.over_floor") > 10;
+    const bool bn005 = val(mm, "batchdep.max_rel_diff", 0) > 1e-3 && val(mm, "batchdep.over_floor", 0) > 10;  // BN005's gate
     mm["evalstate.explained_by_batch_dependence"] = bn005 && wb != mm.end() && wb->second == true;
   }
 

@@ -37,6 +37,13 @@ constexpr double kDivergenceThreshold = 0.1;
 /// The initial scale of torch.cuda.amp.GradScaler (init_scale = 2**16). It
 /// stays there for its first growth_interval = 2000 steps unless gradients overflow.
 constexpr double kDefaultLossScale = 65536.0;
+
+/// An op that divides or inverts (rsqrt, reciprocal, div): an Inf it makes
+/// is a division by a value rounding made zero, not an overflow.
+bool inverting_op(const std::string& op) {
+  return op.find("rsqrt") != std::string::npos || op.find("reciprocal") != std::string::npos ||
+         op.find("div") != std::string::npos;
+}
 /// Reference-pass memory budget: module outputs kept for the comparison.
 constexpr int64_t kReferenceBudgetBytes = int64_t{2} << 30;
 
@@ -632,9 +639,8 @@ void probe_precision(Session& s) {
         "aten::sub_", "aten::fill_", "aten::full", "aten::full_like", "aten::new_full", "aten::triu", "aten::tril",
         "aten::index_put", "aten::index_put_", "aten::scatter", "aten::scatter_", "aten::masked_scatter"};
     int64_t inf = -1, nan = -1, inf_count = 0, nan_count = 0;
-    int64_t event = 0, first_event_site = -1;
+    int64_t first_event_site = -1;
     for (const auto& ev : c.round_events) {
-      ++event;
       if (ev.site < 0 || ev.site >= static_cast<int64_t>(rs.size())) continue;
       const bool mask = ev.negative_inf_only && ev.nan == 0 && mask_ops.count(rs[static_cast<size_t>(ev.site)].op);
       if (mask) continue;
@@ -662,9 +668,7 @@ void probe_precision(Session& s) {
       producer_variance = site.one_pass_variance_root;  // rsqrt(0) is Inf: a zero variance also cancels
       if (site.divisor_eps > 0 && round_scalar(site.divisor_eps, f) == 0) producer_eps = site.divisor_eps;
       producer_statistic = site.norm_statistic && inf >= 0;
-      producer_overflow = inf >= 0 && site.op.find("rsqrt") == std::string::npos &&
-                          site.op.find("reciprocal") == std::string::npos && site.op.find("div") == std::string::npos &&
-                          producer_eps == 0;
+      producer_overflow = inf >= 0 && !inverting_op(site.op) && producer_eps == 0;
     }
     if (inf >= 0 && nan >= 0 && nan != inf && nan < static_cast<int64_t>(rs.size())) {
       propagator_layer = rs[static_cast<size_t>(nan)].module;
@@ -785,8 +789,7 @@ void probe_precision(Session& s) {
       auto nit = norms.find(producer_layer);
       const std::string pop = mm.count("prec.producer_op") && mm["prec.producer_op"].is_string()
                                   ? mm["prec.producer_op"].get<std::string>() : std::string();
-      const bool inversion = pop.find("rsqrt") != std::string::npos || pop.find("reciprocal") != std::string::npos ||
-                             pop.find("div") != std::string::npos;
+      const bool inversion = inverting_op(pop);
       // (The op must belong to the statistic: an exp() that overflows in a
       // module that also L2-normalizes q and k, cosine attention with a
       // softmax written out, is no norm's statistic.)
@@ -825,8 +828,7 @@ void probe_precision(Session& s) {
   // overflow.
   if (!producer_layer.empty() && mm.count("prec.producer_makes") && mm["prec.producer_makes"] == "inf") {
     const std::string pop = mm["prec.producer_op"].is_string() ? mm["prec.producer_op"].get<std::string>() : std::string();
-    const bool inversion = pop.find("rsqrt") != std::string::npos || pop.find("reciprocal") != std::string::npos ||
-                           pop.find("div") != std::string::npos;
+    const bool inversion = inverting_op(pop);
     auto it = cmp.find(producer_layer);
     LayerMetrics* lm = s.doc.find_layer(producer_layer);
     if (!inversion && lm && it != cmp.end() && it->second.compared > 0 && it->second.new_nonfinite == 0) {
