@@ -1740,7 +1740,8 @@ TEST(Round10, LastItemReadoutIsNotComparedAcrossLengths) {
 // module holds the parameters) and restores it at the output: deliberate,
 // AXIS007 info. LayerNorm(seq_len) over the hidden features' time axis is
 // AXIS001. Both take a fixed window (Linear(seq_len, pred_len)), so the
-// padding and sequence-length probes fail, recorded, and the rest stands.
+// padding and sequence-length probes say so (skipped: a fixed length), and
+// the rest stands.
 TEST(Round10, InlineInputStandardizationIsDeliberate) {
   const std::vector<std::string> flags = {"--seq-dim", "1"};
   RUN_ROUND3(rep, "r10_forecaster_revin_inline", flags);
@@ -1753,7 +1754,13 @@ TEST(Round10, InlineInputStandardizationIsDeliberate) {
   for (const auto& f : rep.at("findings"))
     if (f.at("rule_id") == "AXIS007" && f.at("severity") == "info") info = true;
   EXPECT_TRUE(info);
-  EXPECT_EQ(rep.at("probes").at("sequence_length").at("status"), "error");
+  // Raises at the shorter length and every longer one: a fixed window, said
+  // as such (skipped, both errors in the reason), not a probe failure.
+  EXPECT_EQ(rep.at("probes").at("sequence_length").at("status"), "skipped");
+  EXPECT_EQ(rep.at("probes").at("padding").at("status"), "skipped");
+  EXPECT_NE(rep.at("probes").at("sequence_length").at("reason").get<std::string>().find("runs only at its sample's length"),
+            std::string::npos);
+  EXPECT_EQ(mm(rep).at("seq.fixed_length"), true);
   RUN_ROUND3(fault, "r10_forecaster_layernorm_over_time", flags);
   expect_findings(fault, "r10_forecaster_layernorm_over_time", Set{{"AXIS001", "norm"}});
 }
