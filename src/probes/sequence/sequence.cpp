@@ -1261,8 +1261,10 @@ void probe_sequence(Session& s) {
   // frames; a fixed positional table without slicing): that is what the
   // model is, not a failure of the probe. Both probes say so as "skipped"
   // with the two errors; the metrics (pad.error, seqlen.error) stay, for the
-  // rules that read a raise as evidence.
-  const bool fixed_length = !short_error.empty() && !pad_error.empty() && short_kind == error_kind::kModelRun &&
+  // rules that read a raise as evidence. An exported program is left as
+  // "error": its shapes may be fixed by the export (no dynamic_shapes), not
+  // by the model, and the recorded error says how to re-export.
+  const bool fixed_length = s.model.kind != "exported" && !short_error.empty() && !pad_error.empty() && short_kind == error_kind::kModelRun &&
                             pad_kind == error_kind::kModelRun && pad_pass == "eval-seq-padded";
   std::string fixed_reason;
   if (fixed_length) {
