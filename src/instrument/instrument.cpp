@@ -1394,6 +1394,25 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
           else kinds.insert(k);
         }
       input_consumers_.push_back(std::move(kinds));
+      // Through reshapes too: does a 1-D convolution read it?
+      static const std::set<std::string> reshapes = {"aten::to", "aten::contiguous", "aten::type_as", "aten::float",
+                                                     "aten::detach", "aten::clone", "aten::unsqueeze", "aten::view",
+                                                     "aten::reshape"};
+      bool conv1d = false;
+      std::vector<const Value*> rw = {inputs[i]};
+      for (size_t w = 0; w < rw.size() && w < 64 && !conv1d; ++w)
+        for (const auto& u : rw[w]->uses()) {
+          const std::string k = u.user->kind().toQualString();
+          if (u.offset == 0 && (k == "aten::conv1d" || k == "aten::conv_transpose1d")) conv1d = true;
+          if (u.offset == 0 && (k == "aten::_convolution" || k == "aten::convolution")) {
+            // 1-D when the weight is 3-D (its type, when complete).
+            if (u.user->inputs().size() > 1)
+              if (auto tt = u.user->input(1)->type()->cast<c10::TensorType>())
+                if (tt->dim() && *tt->dim() == 3) conv1d = true;
+          }
+          if (reshapes.count(k) && u.offset == 0 && u.user->outputs().size() == 1) rw.push_back(u.user->output());
+        }
+      input_reaches_conv1d_.push_back(conv1d);
     }
   }
 
@@ -2361,6 +2380,72 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   final_norm_.status = final_norm.status;
   final_norm_.norm_module = final_norm.norm_module;
   final_norm_.head_module = final_norm.head_module;
+
+  // Tensor factories whose sizes a trace recorded as constants.
+  if (model.kind == "traced") {
+    static const std::set<std::string> factories = {"aten::arange", "aten::ones", "aten::zeros", "aten::full",
+                                                    "aten::empty", "aten::eye", "aten::linspace",
+                                                    "aten::tril_indices", "aten::triu_indices"};
+    for (Node* n : nodes) {
+      const std::string kq = n->kind().toQualString();
+      if (!factories.count(kq)) continue;
+      ConstantFactory f;
+      f.op = kq;
+      bool all_constant = true;
+      std::ostringstream text;
+      text << kq << "(";
+      bool first = true;
+      // Only the size arguments (not dtype, layout or device, which a trace
+      // records as ints too).
+      static const std::set<std::string> size_args = {"start", "end", "step", "size", "n", "m", "row", "col", "offset",
+                                                      "steps", "fill_value"};
+      const c10::FunctionSchema* schema = n->maybeSchema();
+      if (!schema) continue;
+      for (size_t ai = 0; ai < n->inputs().size() && ai < schema->arguments().size(); ++ai) {
+        Value* v = n->input(ai);
+        if (!size_args.count(schema->arguments()[ai].name())) continue;
+        const bool fill = schema->arguments()[ai].name() == "fill_value";
+        const auto& ty = v->type();
+        const bool is_int = ty->kind() == c10::TypeKind::IntType;
+        const bool is_list = ty->kind() == c10::TypeKind::ListType &&
+                             ty->expectRef<c10::ListType>().getElementType()->kind() == c10::TypeKind::IntType;
+        const bool is_num = is_int || ty->kind() == c10::TypeKind::FloatType || ty->kind() == c10::TypeKind::NumberType;
+        if (!is_num && !is_list) continue;
+        auto c = torch::jit::toIValue(v);
+        if (!c) {
+          all_constant = false;
+          break;
+        }
+        text << (first ? "" : ", ");
+        first = false;
+        if (fill) {
+          if (c->isInt()) text << c->toInt();
+          else if (c->isDouble()) text << c->toDouble();
+          else text << "?";
+        } else if (c->isInt()) {
+          f.ints.push_back(c->toInt());
+          text << c->toInt();
+        } else if (c->isIntList()) {
+          text << "[";
+          const auto l = c->toIntVector();
+          for (size_t i = 0; i < l.size(); ++i) {
+            f.ints.push_back(l[i]);
+            text << (i ? ", " : "") << l[i];
+          }
+          text << "]";
+        } else if (c->isDouble()) {
+          const double d = c->toDouble();
+          if (d == std::floor(d) && std::fabs(d) < 1e15) f.ints.push_back(static_cast<int64_t>(d));
+          text << d;
+        }
+      }
+      text << ")";
+      if (!all_constant || f.ints.empty()) continue;
+      f.module = scopes.known(n) && !scopes.chain(n).empty() ? scopes.chain(n).back() : std::string();
+      f.text = text.str();
+      constant_factories_.push_back(std::move(f));
+    }
+  }
 
   // SDPA dropout that eval() cannot switch off: dropout_p a constant above 0
   // (scripted code passing a number, or a trace that recorded one) or a

@@ -440,6 +440,20 @@ class InstrumentedModel {
   /// that is a constant or a module attribute (dropout_p=self.attn_drop,
   /// where `self.attn_drop if self.training else 0.0` was meant).
   const std::vector<std::pair<std::string, std::string>>& unswitched_random_ops() const { return unswitched_random_; }
+  /// A tensor factory of a traced graph whose size arguments are all
+  /// constants (aten::arange, ones, zeros, full, empty, eye, linspace,
+  /// tril_indices, triu_indices): where a trace may have baked a length the
+  /// tracer did not see as a tensor size (Python arithmetic on x.size(1),
+  /// HF Funnel's relative positions: arange(16, -16, -1) at length 16).
+  struct ConstantFactory {
+    std::string module;           ///< innermost module path ("" root or unknown)
+    std::string op;               ///< "aten::arange", ...
+    std::vector<int64_t> ints;    ///< every constant int argument, lists flattened
+    std::string text;             ///< "aten::arange(16, -16, -1)"
+  };
+  /// Constant-sized tensor factories of a traced graph, in graph order
+  /// (empty for scripted and exported models).
+  const std::vector<ConstantFactory>& constant_factories() const { return constant_factories_; }
   /// Modules that own at least one tap, by path.
   const std::map<std::string, std::vector<int64_t>>& taps_by_module() const { return by_module_; }
   /// Graph size (nodes, after inlining) for the report.
@@ -456,6 +470,10 @@ class InstrumentedModel {
   /// through views, casts and taps ("aten::conv1d", "aten::linear", ...),
   /// for the sequence probe's layout (a conv1d input is [batch, channel, time]).
   const std::vector<std::set<std::string>>& input_consumers() const { return input_consumers_; }
+  /// Per forward argument (after self): whether it reaches a 1-D convolution
+  /// through reshapes only (unsqueeze, view, reshape, casts): a [B, T]
+  /// waveform unsqueezed into Conv1d(1, C, ...) (Conv-TasNet's encoder).
+  const std::vector<bool>& input_reaches_conv1d() const { return input_reaches_conv1d_; }
   /// Per forward argument (self excluded): true when it is read only by a
   /// periodic encoding, reaching aten::sin/cos through elementwise
   /// arithmetic, views, casts and concatenation before any op with weights
@@ -481,6 +499,7 @@ class InstrumentedModel {
   std::unique_ptr<torch::jit::GraphFunction> fn_;
   std::vector<TapSite> taps_;
   std::vector<std::set<std::string>> input_consumers_;
+  std::vector<bool> input_reaches_conv1d_;
   std::vector<bool> periodic_inputs_;
   std::vector<bool> rescaled_inputs_;
   int64_t weight_standardizations_ = 0;
@@ -495,6 +514,7 @@ class InstrumentedModel {
   std::vector<bool> baked_values_;
   std::vector<ModeOpSite> mode_ops_;
   std::vector<std::pair<std::string, std::string>> unswitched_random_;
+  std::vector<ConstantFactory> constant_factories_;
 };
 
 /// Maps a node's inlined call stack to the chain of named_modules() paths,

@@ -1767,7 +1767,7 @@ TEST(Round10, InlineInputStandardizationIsDeliberate) {
 
 // A WeNet-style streaming encoder (declared causal) whose convolution
 // module normalizes with GroupNorm(8, C) on the depthwise conv's [B, C, T]
-// output: statistics over every frame (AXIS011 at both layers), which also
+// output: statistics over every frame (AXIS012 at both layers), which also
 // makes the prefix depend on later frames (SEQ002) and padding enter the
 // statistics (SEQ001). The twin normalizes each frame (LayerNorm on
 // [B, T, C]) and is clean.

@@ -102,7 +102,9 @@ const Expected kExpected[] = {
     {"AXIS010", "norm-over-batch-axis", nd::Severity::kWarning, "model", "all", false, "batchdep.batch_axis_module",
      "batchdep.batch_axis_normalizes == true and batchdep.max_rel_diff > 0.001 and batchdep.over_floor > 10"},
     {"AXIS011", "norm-over-time-axis", nd::Severity::kWarning, "layer", "all", false, "",
-     "norm.time_stats_in_causal_model == true"},
+     "norm.time_stats_in_causal_model == true and norm.groupnorm_time_in_causal_model == false"},
+    {"AXIS012", "groupnorm-group-size", nd::Severity::kWarning, "layer", "all", false, "",
+     "norm.groupnorm_time_in_causal_model == true"},
     {"BN001", "bn-stale-running-stats", nd::Severity::kWarning, "model", "all", false, "bn.first_layer_at_init",
      "bn.layers_at_init > 0"},
     {"BN002", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",
@@ -223,14 +225,18 @@ const Expected kExpected[] = {
      "pad.via_pooling_or_conv == true and pad.rel_diff > 0.001 and pad.over_floor > 10 and pad.hypothetical == false"},
     {"SEQ004", "padding-contamination", nd::Severity::kWarning, "model", "all", false, "pad.enters_at",
      "layout.padding_input != \"\" and pad.via_norm == false and pad.via_pooling_or_conv == false and pad.rel_diff > 0.001 and "
-     "pad.over_floor > 10"},
+     "pad.over_floor > 10 and seq.trace_baked_length == false"},
     {"SEQ005", "sequence-length-dependence", nd::Severity::kWarning, "model", "all", false, "seqlen.first_layer",
-     "seqlen.causal_attention == true and seqlen.via_norm == false and seqlen.rel_diff > 0.001 and seqlen.over_floor > 10"},
+     "seqlen.causal_attention == true and seqlen.via_norm == false and seqlen.rel_diff > 0.001 and seqlen.over_floor > 10 and "
+     "seq.trace_baked_length == false"},
     {"SEQ006", "padding-contamination", nd::Severity::kInfo, "model", "all", false, "pad.enters_at",
      "pad.hypothetical == true and pad.rel_diff > 0.001 and pad.over_floor > 10"},
+    {"SEQ008", "sequence-length-dependence", nd::Severity::kInfo, "model", "all", false, "seq.trace_baked_length_module",
+     "seq.trace_baked_length == true and seq.baked_length_effect > 0.001"},
     {"SEQ007", "sequence-length-dependence", nd::Severity::kWarning, "model", "all", false, "seqlen.enters_at",
      "seqlen.causal_intent == true and seqlen.causal_attention == false and seqlen.via_norm == false and "
-     "seqlen.rel_diff > 0.001 and seqlen.over_floor > 10"},
+     "seqlen.rel_diff > 0.001 and seqlen.over_floor > 10 and seq.trace_baked_length == false and "
+     "seqlen.lookahead_fraction > 0.02"},
     {"TL001", "nonfinite-forward", nd::Severity::kError, "layer", "all", false, "",
      "timeline.first_nonfinite_forward == true"},
     {"TL002", "nonfinite-gradient", nd::Severity::kError, "layer", "all", false, "",

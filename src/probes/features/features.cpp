@@ -35,7 +35,7 @@ namespace nd {
 
 struct FeatureStats {
   struct Dead {
-    int64_t units = 0, dead = 0, always = 0, calls = 0;
+    int64_t units = 0, dead = 0, always = 0, calls = 0, constant = 0;
     int64_t min_examples = INT64_MAX, min_values_per_unit = INT64_MAX;
   };
   struct Outlier {
@@ -53,15 +53,25 @@ struct FeatureStats {
 namespace {
 
 
-/// Units of x along `axis`: how many, how many are <= 0 everywhere (dead),
-/// how many are > 0 everywhere (always active, the mirror image).
+/// Units of x along `axis`: how many vary with the data, how many of those
+/// are <= 0 everywhere (dead), how many are > 0 everywhere (always active,
+/// the mirror image). A unit whose input is one constant on every value
+/// (min == max) is left out of all three and counted in `constant`: its
+/// input does not depend on the data yet (timm's NF-ResNet zero-initializes
+/// the gain of the conv feeding its SE block, so the SE's ReLU sees its
+/// bias alone until the first step moves that gain: not a dead ReLU).
 struct UnitCount {
-  int64_t units = 0, dead = 0, always = 0;
+  int64_t units = 0, dead = 0, always = 0, constant = 0;
 };
 UnitCount dead_along(const at::Tensor& x, int64_t axis) {
   at::Tensor moved = x.movedim(axis, 0).reshape({x.size(axis), -1});
   auto mm = moved.aminmax(1);
-  return {x.size(axis), (std::get<1>(mm) <= 0).sum().item<int64_t>(), (std::get<0>(mm) > 0).sum().item<int64_t>()};
+  const at::Tensor& lo = std::get<0>(mm);
+  const at::Tensor& hi = std::get<1>(mm);
+  const at::Tensor varies = hi > lo;
+  const int64_t n_varies = varies.sum().item<int64_t>();
+  return {n_varies, ((hi <= 0) & varies).sum().item<int64_t>(), ((lo > 0) & varies).sum().item<int64_t>(),
+          x.size(axis) - n_varies};
 }
 
 double median_of(const at::Tensor& v) {
@@ -95,6 +105,7 @@ std::function<void(const TapSite&, const at::Tensor&)> feature_hook(const Sessio
       d.units += best.units;
       d.dead += best.dead;
       d.always += best.always;
+      d.constant += best.constant;
       ++d.calls;
       d.min_examples = std::min(d.min_examples, x.size(0));
       d.min_values_per_unit = std::min(d.min_values_per_unit, x.numel() / std::max<int64_t>(1, best.units));
@@ -126,6 +137,7 @@ void probe_features(Session& s) {
   int64_t dead_layers = 0;
   for (const auto& [path, d] : f.dead) {
     LayerMetrics* lm = s.doc.find_layer(path);
+    if (lm && d.constant > 0) lm->metrics["dead.constant_units"] = d.constant;
     if (!lm || d.units == 0) continue;
     const double frac = static_cast<double>(d.dead) / static_cast<double>(d.units);
     // What chance alone gives, measured two ways; the larger is the floor.

@@ -1,5 +1,6 @@
 // Scale invariance of the model's output in each large-scale float input
 // (input_scale.h). One extra eval pass per such input.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -104,14 +105,38 @@ void probe_input_scale(Session& s) {
     // statistics far from the data) comes within 1e-3 (9.7e-4 for the raw
     // pixels fixture): equivariance is judged to 1e-6.
     constexpr double kEquivariant = 1e-6;
-    im->metrics["input.scale_invariant"] = (std::isfinite(d) && d < kInvariant) || (std::isfinite(e) && e < kEquivariant);
+    // An equivariant output is by design only where the model takes the
+    // scale out inside: the mean scaler's layers see x / scale, the same
+    // values at either scale. A positively homogeneous network (ReLU
+    // convolutions and linears with zero biases at init: a VGG/Faster R-CNN
+    // extractor on 0..255 pixels, chainercv#358) is equivariant too, but
+    // every layer computes at the raw scale: the median ratio of the module
+    // outputs' RMS (doubled input / reference) tells them apart (1 vs 2).
+    std::vector<double> ratios;
+    for (const auto& t : s.inst->taps()) {
+      if (t.kind != TapKind::kModuleOutput) continue;
+      const auto& ra = r->collector->records()[static_cast<size_t>(t.id)];
+      const auto& rb = ref->collector->records()[static_cast<size_t>(t.id)];
+      if (ra.calls == 0 || rb.calls == 0 || ra.fwd.numel == 0 || rb.fwd.numel == 0) continue;
+      const double qa = std::sqrt(ra.fwd.sumsq / static_cast<double>(ra.fwd.numel));
+      const double qb = std::sqrt(rb.fwd.sumsq / static_cast<double>(rb.fwd.numel));
+      if (std::isfinite(qa) && std::isfinite(qb) && qb > 0) ratios.push_back(qa / qb);
+    }
+    double internal = std::numeric_limits<double>::quiet_NaN();
+    if (!ratios.empty()) {
+      std::nth_element(ratios.begin(), ratios.begin() + static_cast<std::ptrdiff_t>(ratios.size() / 2), ratios.end());
+      internal = ratios[ratios.size() / 2];
+      im->metrics["input.internal_scale_ratio"] = internal;
+    }
+    const bool equivariant_by_design = std::isfinite(e) && e < kEquivariant && !(internal > 1.5);
+    im->metrics["input.scale_invariant"] = (std::isfinite(d) && d < kInvariant) || equivariant_by_design;
     rows.push_back({{"input", s.args[i].name}, {"rel_output_diff", std::isfinite(d) ? nlohmann::json(d) : nlohmann::json(nullptr)}});
   }
   s.doc.probes["input_scale"]["inputs"] = rows;
 }
 
 const std::vector<std::string>& input_scale_writes() {
-  static const std::vector<std::string> names = {"input.scale_invariant", "input.scale_invariance_rel_diff",
+  static const std::vector<std::string> names = {"input.scale_invariant", "input.scale_invariance_rel_diff", "input.internal_scale_ratio",
                                                  "input.scale_equivariance_rel_diff",
                                                  "input.periodic_encoding", "input.rescaled_in_model"};
   return names;

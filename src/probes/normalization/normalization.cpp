@@ -11,6 +11,8 @@
 //                    example 0 only): batch dependence and where it starts
 //   eval-reversed    the batch in reverse order
 //   eval-example-last the last example alone
+//   eval-batch-copies0 a batch of copies of example 0 (only when eval mode
+//                    draws random numbers: the same draws as the batch's row 0)
 //   plain-train / plain-eval: the uninstrumented model in train() and eval()
 //                    (traced graphs with baked flags only): does the switch work?
 #include <algorithm>
@@ -452,6 +454,20 @@ void probe_normalization(Session& s) {
       if (at_init > 8) at_init_names += ", ... (" + std::to_string(at_init - 8) + " more)";
       mm["bn.first_layer_at_init"] = first_at_init;
       mm["bn.layers_at_init_names"] = at_init_names;
+      // What the initial statistics do in eval mode. A traced graph that
+      // baked training=True into the layer's batch_norm normalizes with
+      // batch statistics in eval too (MODE002): the initial statistics are
+      // then those of the Python model's eval mode, not of this file's.
+      bool baked_true_here = false;
+      for (const auto& mo : im.mode_ops())
+        if (mo.op == "batch_norm" && mo.baked && mo.baked_value && mo.module == first_at_init) baked_true_here = true;
+      mm["bn.at_init_consequence"] =
+          baked_true_here ? std::string(", so the model's eval-mode outputs are not normalized once its batch_norm ops follow "
+                                        "the mode (this ") +
+                                (s.model.kind == "exported" ? "exported" : "traced") +
+                                " graph baked training=True into them: the file itself normalizes with batch statistics "
+                                "in eval too, MODE002)"
+                          : std::string(", so eval-mode outputs are not normalized");
     }
   }
 
@@ -554,8 +570,9 @@ void probe_normalization(Session& s) {
         // The stale-statistics finding's message names the drift it causes.
         char buf[64];
         std::snprintf(buf, sizeof buf, "%.3g", drift);
-        mm["drift.stale_note"] = "; this is also what makes the train and eval outputs differ by " + std::string(buf) +
-                                 " of their norm, first at " + first;
+        mm["drift.stale_note"] = "; this is also what makes the train and eval outputs" +
+                                 std::string(baked > 0 ? " of the Python model (its mode flags restored)" : "") +
+                                 " differ by " + std::string(buf) + " of their norm, first at " + first;
       }
     }
     // What batch statistics alone move the output by, with running
@@ -824,6 +841,8 @@ void probe_normalization(Session& s) {
         mm["batchdep.over_floor"] = "inf";
         mm["batchdep.batch"] = batch;
         mm["batchdep.alone_raises"] = true;
+        mm["batchdep.compared_as"] = "run alone";
+        mm["batchdep.noise_floor_short"] = "none: the raise is the difference";
         if (!layer.empty()) mm["batchdep.first_layer"] = layer;
         mm["batchdep.cause"] = "one example alone raises in eval mode (" + trim_torch_error(what) +
                                "): batch_norm normalizes with batch statistics in eval mode";
@@ -855,9 +874,38 @@ void probe_normalization(Session& s) {
     PassResult rr = s.run_pass(spec("eval-reversed", select_examples(s, layout, rev), 0));
     const double dr =
         Session::relative_difference(rows_of(rr.output, layout, rev, first_alone.output), ref.output, /*ids=*/true);
-    const double worst = std::isnan(d1) || d0 >= d1 ? d0 : d1;
+    // An eval forward with random ops beyond dropout (a drop-path drawing
+    // torch.rand(B, 1, 1) baked by a trace in train mode, HF Segformer):
+    // one example alone draws other random numbers than its row of the
+    // batch, and the reordered batch moves the draws to other examples, so
+    // both read randomness as batch dependence. Example 0 is then compared
+    // in a batch of the same size made of copies of itself, under the same
+    // seed: the same draws at the same rows, and only what mixes examples
+    // (batch statistics, a batch-wide max) changes its row.
+    std::optional<PassResult> copies;
+    {
+      auto er0 = mm.find("evalrep.rel_diff");
+      const bool eval_random = er0 != mm.end() && er0->second.is_number() && er0->second.get<double>() > 1e-6;
+      if (eval_random) {
+        PassSpec cp = spec("eval-batch-copies0", select_examples(s, layout, at::zeros({batch}, at::kLong)), batch);
+        cp.slice_guide = first_alone.collector.get();
+        try {
+          copies = s.run_pass(cp);
+        } catch (const PassError& e) {
+          mm["batchdep.locate_note"] = std::string("the batch of copies of example 0 failed: ") + e.what();
+        }
+      }
+    }
+    double worst = std::isnan(d1) || d0 >= d1 ? d0 : d1;
+    std::string worst_example = std::isnan(d1) || d0 >= d1 ? "0" : std::to_string(batch - 1);
+    if (copies) {
+      worst = Session::relative_difference(rows_of(copies->output, layout, one(0), first_alone.output), rows0, /*ids=*/true);
+      worst_example = "0";
+      mm["batchdep.alone_rel_diff"] = metric_number(std::isnan(d1) || d0 >= d1 ? d0 : d1);
+      mm["batchdep.random_eval"] = true;
+    }
     mm["batchdep.max_rel_diff"] = metric_number(worst);
-    mm["batchdep.worst_example"] = std::isnan(d1) || d0 >= d1 ? "0" : std::to_string(batch - 1);
+    mm["batchdep.worst_example"] = worst_example;
     mm["batchdep.reorder_rel_diff"] = metric_number(dr);
     // Noise floor (issue 16.11): the same batch reordered. Batch statistics
     // and every per-example op are invariant to the order, so what changes
@@ -885,11 +933,19 @@ void probe_normalization(Session& s) {
     const bool eval_deterministic = er != mm.end() && er->second.is_number() && er->second.get<double>() <= eps;
     const bool order_dependent = !std::isnan(dr) && eval_deterministic && eps > 0 && dr > 100 * eps && dr > 1e-4;
     mm["batchdep.order_dependent"] = order_dependent;
-    const double floor = std::isnan(dr) ? dr : order_dependent ? eps : std::max(dr, eps);
+    // With copies (random eval), the same shapes and draws: the floor is the
+    // precision's resolution.
+    const double floor = copies ? eps : std::isnan(dr) ? dr : order_dependent ? eps : std::max(dr, eps);
     mm["batchdep.noise_floor"] = metric_number(floor);
     mm["batchdep.precision_floor"] = eps;
+    mm["batchdep.compared_as"] = copies ? "inside a batch of copies of itself (eval mode draws random numbers: the same draws)"
+                                        : "run alone";
+    mm["batchdep.noise_floor_short"] =
+        copies || order_dependent || (!std::isnan(dr) && eps > dr) ? "the precision's resolution" : "the batch reordered";
     mm["batchdep.noise_floor_from"] =
-        order_dependent ? std::string("the precision's resolution (machine epsilon): the batch reordered differs by ") +
+        copies ? std::string("the precision's resolution (machine epsilon): eval mode draws random numbers, so example 0 "
+                             "is compared inside a batch of copies of itself (same size, same seed, same draws)")
+        : order_dependent ? std::string("the precision's resolution (machine epsilon): the batch reordered differs by ") +
                               std::to_string(dr) + ", the outputs depend on the order of the examples"
         : !std::isnan(dr) && eps > dr ? std::string("the precision's resolution (machine epsilon)")
                                       : std::string("the batch reordered");
@@ -898,8 +954,10 @@ void probe_normalization(Session& s) {
                                                                      : MetricValue(worst > 0 ? "inf" : "nan");
     mm["batchdep.batch"] = batch;
     report["batch_dependence_method"] =
-        "eval mode with dropout off and traced flags as saved: examples 0 and " + std::to_string(batch - 1) +
-        " alone vs inside the batch, and the batch reversed";
+        copies ? "eval mode with dropout off and traced flags as saved; eval mode draws random numbers, so example 0 inside "
+                 "a batch of " + std::to_string(batch) + " copies of itself vs inside the batch, same seed"
+               : "eval mode with dropout off and traced flags as saved: examples 0 and " + std::to_string(batch - 1) +
+                     " alone vs inside the batch, and the batch reversed";
     if (worst > 1e-3) {
       double d = 0;
       // Where the difference starts, traced on the worst example. Example 0
@@ -907,7 +965,7 @@ void probe_normalization(Session& s) {
       // itself: Whisper's log-mel floor, log_spec.max() - 8 over the whole
       // batch); then the last example is traced, first in a reversed batch
       // whose module outputs are measured on it.
-      const bool last_worst = !(std::isnan(d1) || d0 >= d1) && d0 <= 1e-3;
+      const bool last_worst = !copies && !(std::isnan(d1) || d0 >= d1) && d0 <= 1e-3;
       std::optional<PassResult> reversed_last;
       if (last_worst) {
         try {
@@ -918,7 +976,7 @@ void probe_normalization(Session& s) {
           mm["batchdep.locate_note"] = std::string("tracing the last example failed: ") + e.what();
         }
       }
-      const Collector& alone_col = reversed_last ? *last_alone.collector : *first_alone.collector;
+      const Collector& alone_col = copies ? *copies->collector : reversed_last ? *last_alone.collector : *first_alone.collector;
       const Collector& batched_col = reversed_last ? *reversed_last->collector : *ref.collector;
       if (reversed_last) mm["batchdep.traced_example"] = std::to_string(batch - 1);
       const std::string seen = first_divergence(s, module_stats(im, alone_col), module_stats(im, batched_col), 1e-4, &d);

@@ -20,6 +20,16 @@ void apply_noise_floors(Session& s) {
     floor = it->second.get<double>();
     from = "the eval pass with the batch reordered";
   }
+  // An eval forward that draws random numbers beyond dropout (a baked
+  // drop-path): batch dependence was measured on copies with the same draws
+  // (floor: the precision), but the sequence passes change shapes and so the
+  // draws; the reordered batch, whose draws moved too, is their floor.
+  auto rnd = mm.find("batchdep.random_eval");
+  auto rr = mm.find("batchdep.reorder_rel_diff");
+  if (rnd != mm.end() && rnd->second == true && rr != mm.end() && rr->second.is_number() && rr->second.get<double>() > floor) {
+    floor = rr->second.get<double>();
+    from = "the eval pass with the batch reordered (eval mode draws random numbers)";
+  }
   for (const char* p : {"pad", "seqlen"}) {
     auto d = mm.find(std::string(p) + ".rel_diff");
     if (d == mm.end() || !d->second.is_number()) continue;
@@ -28,12 +38,41 @@ void apply_noise_floors(Session& s) {
     mm[std::string(p) + ".noise_floor_from"] = from;
     mm[std::string(p) + ".over_floor"] = floor > 0 ? metric_number(diff / floor) : MetricValue(diff > 0 ? "inf" : "nan");
   }
+  // A traced file with the sample's length baked in (seq.trace_baked_length,
+  // probe_sequence): the largest change the padding or length comparison
+  // measured above its floor where no normalization, pooling or
+  // convolution over time is where it enters (those are structural, and
+  // keep their rules): SEQ008 reports it at info instead of SEQ004, SEQ005
+  // and SEQ007.
+  auto baked = mm.find("seq.trace_baked_length");
+  if (baked != mm.end() && baked->second == true) {
+    double effect = 0;
+    std::string how;
+    auto is_true = [&](const char* k) {
+      auto f = mm.find(k);
+      return f != mm.end() && f->second == true;
+    };
+    for (const char* p : {"pad", "seqlen"}) {
+      const bool structural = std::string(p) == "pad" ? is_true("pad.via_norm") || is_true("pad.via_pooling_or_conv")
+                                                      : is_true("seqlen.via_norm");
+      if (structural) continue;
+      auto d = mm.find(std::string(p) + ".rel_diff");
+      auto o = mm.find(std::string(p) + ".over_floor");
+      if (d == mm.end() || !d->second.is_number() || o == mm.end()) continue;
+      const bool above = o->second.is_number() ? o->second.get<double>() > 10 : o->second == "inf";
+      if (!above || !(d->second.get<double>() > effect)) continue;
+      effect = d->second.get<double>();
+      how = std::string(p) == "pad" ? "the batch is padded" : "the sequence is shortened";
+    }
+    mm["seq.baked_length_effect"] = effect;
+    mm["seq.baked_length_how"] = how.empty() ? std::string("the length changes") : how;
+  }
 }
 
 const std::vector<std::string>& noise_floors_writes() {
   static const std::vector<std::string> names = {
       "pad.noise_floor", "pad.noise_floor_from", "pad.over_floor", "seqlen.noise_floor",
-      "seqlen.noise_floor_from", "seqlen.over_floor"};
+      "seqlen.noise_floor_from", "seqlen.over_floor", "seq.baked_length_effect", "seq.baked_length_how"};
   return names;
 }
 

@@ -209,6 +209,15 @@ Layout infer_layout(const Session& s) {
     } else if (t.is_floating_point() && t.dim() == 2) {
       il.role = "features";
       il.from = "float [B, F]: no time axis";
+      // A waveform: unsqueezed into a Conv1d (Conv-TasNet's encoder,
+      // Demucs), or any [B, N] signal of a model declared causal (--causal:
+      // its outputs are ordered in time, so its input is).
+      const bool to_conv1d = s.inst && i < s.inst->input_reaches_conv1d().size() && s.inst->input_reaches_conv1d()[i];
+      if (!time_major && (to_conv1d || opt.causal)) {
+        il.time_axis = 1;
+        il.from = to_conv1d ? "float [B, T] unsqueezed into a conv1d: a signal over time (a waveform)"
+                            : "float [B, T] of a model declared causal (--causal): a signal over time";
+      }
     } else {
       il.from = "no rule applies";
     }
@@ -1143,6 +1152,45 @@ void probe_sequence(Session& s) {
 
   if (!L.sequence) return;
 
+  // -- a trace that baked the sample's length
+  // A traced graph records x.size(1) as a size only where it reaches a
+  // tensor op directly; Python arithmetic on it (HF Funnel's relative
+  // positions, a causal mask built with torch.ones(T, T)) is recorded as
+  // constants. A tensor factory whose constant arguments are the sample's
+  // length, as a position range (arange with step 1 from or to +-T) or a
+  // [T, T] table, computes for T positions at every length: the padding
+  // and length comparisons then measure the trace, not the model's code.
+  {
+    std::string at;
+    const int64_t T = L.T;
+    for (const auto& f : im.constant_factories()) {
+      if (T < 4) break;
+      bool hit = false;
+      if (f.op == "aten::arange") {
+        // (end), (start, end) or (start, end, step) among the ints.
+        const auto& v = f.ints;
+        const bool step1 = v.size() < 3 || v[2] == 1 || v[2] == -1;
+        if (step1)
+          for (size_t i = 0; i < std::min<size_t>(v.size(), 2); ++i)
+            if (v[i] == T || v[i] == -T) hit = true;
+      } else {
+        int64_t n = 0;
+        for (int64_t v : f.ints) n += v == T ? 1 : 0;
+        hit = n >= 2 || (f.op == "aten::eye" && n >= 1);
+      }
+      if (hit) {
+        at = f.text + " in " + (f.module.empty() ? std::string("the model's own forward") : f.module);
+        s.doc.model_metrics["seq.trace_baked_length_module"] = f.module;
+        break;
+      }
+    }
+    s.doc.model_metrics["seq.trace_baked_length"] = !at.empty();
+    if (!at.empty()) {
+      s.doc.model_metrics["seq.trace_baked_length_at"] = at;
+      s.doc.model_metrics["seq.sample_length"] = T;
+    }
+  }
+
   // -- padding and length results
   // Whether the norm at `layer` is a parameter-free standardization of a
   // forward argument (norm.input_standardization, written above).
@@ -1416,6 +1464,37 @@ void probe_sequence(Session& s) {
       d.root = d.modules.back().second;
     }
     s.doc.model_metrics["seqlen.rel_diff_at"] = rel_at.empty() ? std::string("output") : rel_at;
+    // How far back from the cut the model's output changes (its first
+    // tensor, along the first axis whose size the cut changed): a
+    // frame-based encoder/decoder (Conv-TasNet's Conv1d(1, N, 16, stride 8)
+    // and overlap-add) lets its last output samples read the next frame, a
+    // lookahead of under one window by design; a norm or an attention over
+    // time reaches every earlier position. 1 (everything) where it cannot
+    // be located (an output without a time axis).
+    {
+      double fraction = 1;
+      int64_t lookahead = -1;
+      const auto ra = Session::output_tensors(ref_eval->output), rb = Session::output_tensors(shorter->output);
+      if (!ra.empty() && !rb.empty() && ra[0].is_floating_point() && rb[0].is_floating_point() && ra[0].dim() == rb[0].dim()) {
+        at::Tensor a = ra[0].detach().to(at::kDouble), b = rb[0].detach().to(at::kDouble);
+        int64_t axis = -1;
+        for (int64_t k = 0; k < a.dim() && axis < 0; ++k)
+          if (a.size(k) != b.size(k)) axis = k;
+        if (axis >= 0) {
+          const int64_t m = std::min(a.size(axis), b.size(axis));
+          a = a.narrow(axis, 0, m).movedim(axis, 0).reshape({m, -1});
+          b = b.narrow(axis, 0, m).movedim(axis, 0).reshape({m, -1});
+          const double scale = a.square().mean().sqrt().item<double>();
+          const at::Tensor per = (a - b).abs().amax(1);
+          const at::Tensor changed = at::isfinite(per).logical_not().logical_or(per > 1e-3 * scale);
+          const at::Tensor idx = changed.nonzero();
+          lookahead = idx.numel() > 0 ? m - idx[0][0].item<int64_t>() : 0;
+          fraction = m > 0 ? static_cast<double>(lookahead) / static_cast<double>(m) : 1.0;
+        }
+      }
+      if (lookahead >= 0) s.doc.model_metrics["seqlen.lookahead"] = lookahead;
+      s.doc.model_metrics["seqlen.lookahead_fraction"] = fraction;
+    }
     js["rel_diff"] = finite_or_null(d.root);
     js["first_layer"] = d.first;
     js["changed"] = dev_json(d);
@@ -1488,6 +1567,10 @@ void probe_sequence(Session& s) {
       const bool leak = causal_model && rt->second == true && !batch_stats && !flag("norm.over_time") &&
                         !flag("norm.reduces_batch") && !flag("norm.reduces_time_unconfirmed");
       l.metrics["norm.time_stats_in_causal_model"] = leak;
+      // A GroupNorm (nn.GroupNorm, or one written out over x.view(B, G, -1))
+      // used over a sequence that way is the catalog's groupnorm-group-size
+      // ("... or used over sequences"): AXIS012's, not AXIS011's.
+      l.metrics["norm.groupnorm_time_in_causal_model"] = leak && (o == "group_norm" || o == "group_norm_pattern");
       if (leak) l.metrics["norm.causal_from"] = causal_from;
     }
   }
@@ -1499,14 +1582,14 @@ const std::vector<std::string>& sequence_writes() {
       "arch.attention_ops", "layout.", "norm.batchnorm_over_time", "norm.centered", "norm.channels_are_time", "norm.channels_per_group", "norm.groups_along",
       "norm.groups_split_positions",
       "norm.computing_dtype", "norm.eps", "norm.fails_at_other_length", "norm.input_layout",
-      "norm.after_convolution", "norm.time_stats_in_causal_model", "norm.causal_from", "norm.input_shape", "norm.input_standardization", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.op",
+      "norm.after_convolution", "norm.time_stats_in_causal_model", "norm.groupnorm_time_in_causal_model", "norm.causal_from", "norm.input_shape", "norm.input_standardization", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.op",
       "norm.over_batch", "norm.over_time", "norm.reduced_axes", "norm.reduces_batch", "norm.reduces_time",
       "norm.spatial_size", "norm.statistic", "norm.time_axis_from", "norm.written_out", "pad.entry_kind",
       "pad.enters_at", "pad.enters_through", "pad.entry_layer", "pad.entry_op", "pad.error", "pad.first_layer",
       "pad.first_layer_kind", "pad.how", "pad.hypothetical", "pad.mode", "pad.padding_declared", "pad.padding_declared_from",
       "pad.norm_layer", "pad.norms_over_time", "pad.padded_to",
       "pad.rel_diff", "pad.rel_diff_eval", "pad.rel_diff_train", "pad.via_norm", "pad.via_pooling_or_conv",
-      "seq.fixed_length", "seqlen.error", "seqlen.failed_layer", "seqlen.attention_sites", "seqlen.causal_attention", "seqlen.causal_intent", "seqlen.causal_intent_from", "seqlen.enters_at", "seqlen.first_layer", "seqlen.first_layer_kind", "seqlen.lengths",
+      "seq.fixed_length", "seq.trace_baked_length", "seq.trace_baked_length_at", "seq.trace_baked_length_module", "seq.sample_length", "seqlen.error", "seqlen.failed_layer", "seqlen.attention_sites", "seqlen.causal_attention", "seqlen.causal_intent", "seqlen.causal_intent_from", "seqlen.enters_at", "seqlen.first_layer", "seqlen.first_layer_kind", "seqlen.lengths", "seqlen.lookahead", "seqlen.lookahead_fraction",
       "seqlen.norm_layer", "seqlen.rel_diff", "seqlen.rel_diff_at", "seqlen.via_input_standardization", "seqlen.via_norm"};
   return names;
 }
