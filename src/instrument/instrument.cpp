@@ -2292,6 +2292,51 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     }
     return false;
   };
+  // The nearest dropout before a value with no normalization between
+  // (breadth first, at most 48 nodes): variance shift before a BatchNorm.
+  auto dropout_before = [&](Value* v0, std::string& module, double& p) {
+    static const std::set<std::string> kDropout = {"aten::dropout", "aten::dropout_", "aten::feature_dropout",
+                                                   "aten::feature_dropout_", "aten::alpha_dropout",
+                                                   "aten::alpha_dropout_", "aten::feature_alpha_dropout",
+                                                   "aten::feature_alpha_dropout_"};
+    static const std::set<std::string> kNorm = {"aten::batch_norm", "aten::layer_norm", "aten::group_norm",
+                                                "aten::instance_norm", "aten::rms_norm"};
+    static const std::set<std::string> kFirst = {
+        "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution", "aten::convolution", "aten::linear",
+        "aten::matmul", "aten::relu", "aten::relu_", "aten::gelu", "aten::silu", "aten::silu_", "aten::elu",
+        "aten::leaky_relu", "aten::leaky_relu_", "aten::hardtanh", "aten::hardtanh_", "aten::relu6",
+        "aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", "aten::avg_pool1d", "aten::avg_pool2d",
+        "aten::avg_pool3d", "aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d", "aten::adaptive_max_pool2d",
+        "aten::view", "aten::reshape", "aten::transpose", "aten::permute", "aten::contiguous", "aten::to",
+        "aten::flatten", "aten::squeeze", "aten::unsqueeze", "aten::clone", "aten::pad", "aten::constant_pad_nd",
+        "aten::mul", "aten::div", "aten::upsample_nearest2d"};
+    static const std::set<std::string> kBoth = {"aten::add", "aten::add_", "aten::sub"};
+    std::deque<Value*> work = {v0};
+    std::set<const Value*> seen;
+    for (int visited = 0; !work.empty() && visited < 48; ++visited) {
+      Value* v = untapped(work.front());
+      work.pop_front();
+      if (!v || !seen.insert(v).second) continue;
+      Node* n = v->node();
+      const std::string k = n->kind().toQualString();
+      if (kNorm.count(k)) continue;
+      if (kDropout.count(k)) {
+        if (n->inputs().size() > 1)
+          if (auto c = torch::jit::toIValue(n->input(1)); c && (c->isDouble() || c->isInt()) && c->toDouble() > 0) {
+            p = c->toDouble();
+            module = scopes.known(n) && !scopes.chain(n).empty() ? scopes.chain(n).back() : std::string();
+            return true;
+          }
+        if (!n->inputs().empty()) work.push_back(n->input(0));
+        continue;
+      }
+      if (kFirst.count(k) && !n->inputs().empty()) work.push_back(n->input(0));
+      if (kBoth.count(k))
+        for (size_t i = 0; i < 2 && i < n->inputs().size(); ++i)
+          if (n->input(i)->type()->cast<c10::TensorType>()) work.push_back(n->input(i));
+    }
+    return false;
+  };
   for (const auto& nn : norm_sites) {
     NormOpSite site;
     site.module = nn.module;
@@ -2299,6 +2344,8 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     site.args = nn.args;
     site.of_model_input = nn.input && of_model_input(nn.input);
     site.after_convolution = nn.input && after_convolution(nn.input);
+    if (nn.input && (nn.op == "batch_norm" || nn.op == "batch_norm_pattern"))
+      dropout_before(nn.input, site.dropout_upstream, site.dropout_upstream_p);
     site.input_roles = roles_of(nn.input);
     if (nn.view_source) site.source_roles = roles_of(nn.view_source);
     auto bn = bn_input_tap.find(nn.node);

@@ -107,6 +107,13 @@ struct NormOpSite {
   /// conv -> BatchNorm, the norm's intended use (a Conformer's convolution
   /// module: depthwise Conv1d over time, then BatchNorm1d).
   bool after_convolution = false;
+  /// batch_norm: a dropout that runs before the normalized tensor with no
+  /// normalization between (through convolutions, linears, activations,
+  /// pooling, shape ops and additions): its module path ("" root) and p;
+  /// p 0 when none. In training its scaled mask inflates the variance the
+  /// BatchNorm accumulates, eval sees less ("variance shift", Li et al. 2019).
+  std::string dropout_upstream;
+  double dropout_upstream_p = 0;
 };
 
 /// A residual addition out = stream + F(stream) (F holds a linear, matmul

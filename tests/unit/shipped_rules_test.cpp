@@ -110,7 +110,8 @@ const Expected kExpected[] = {
     {"BN002", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",
      "bn.at_initial_values == false and bn.mean_z > 1 and bn.sample_examples >= 2"},
     {"BN003", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",
-     "bn.at_initial_values == false and bn.var_ratio_off > 4 and bn.mean_z <= 1 and bn.sample_examples >= 2"},
+     "bn.at_initial_values == false and bn.var_ratio_off > 4 and bn.mean_z <= 1 and bn.sample_examples >= 2 and "
+     "bn.variance_shift_explains == false"},
     {"BN004", "train-eval-drift", nd::Severity::kWarning, "model", "all", true, "drift.first_layer",
      "drift.rel_output_diff > 0.5 and drift.over_floor > 10 and drift.explained_by_stale_stats == false and "
      "drift.over_bn_noise > 3 and drift.over_train_noise > 3 and drift.sample_examples >= 2"},
@@ -123,13 +124,15 @@ const Expected kExpected[] = {
     {"BN008", "bn-small-batch-noise", nd::Severity::kInfo, "layer", "first", true, "",
      "bn.train_batch_size_given == false and bn.examples_per_pass < 16 and bn.mean_noise > 0.1"},
     {"BN009", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",
-     "bn.at_initial_values == false and bn.layers_past_single_gate == 0 and bn.eval_error > 0.25 and bn.eval_error_over_floor > 5 and drift.rel_output_diff > 0.1 and drift.explained_by_stale_stats == true and drift.over_floor > 10"},
+     "bn.at_initial_values == false and bn.layers_past_single_gate == 0 and bn.eval_error > 0.25 and bn.eval_error_over_floor > 5 and drift.rel_output_diff > 0.1 and drift.explained_by_stale_stats == true and drift.over_floor > 10 and "
+     "bn.variance_shift_explains == false"},
     {"BN010", "bn-batch-of-one", nd::Severity::kInfo, "layer", "all", false, "",
      "bn.values_per_channel <= 1 and bn.training_batch_assumed == true"},
     {"BN011", "bn-stale-running-stats", nd::Severity::kError, "model", "all", false, "bn.first_layer_running_nonfinite",
      "bn.layers_running_nonfinite > 0"},
     {"BN012", "bn-stale-running-stats", nd::Severity::kError, "model", "all", false, "bn.first_layer_running_var_negative",
      "bn.layers_running_var_negative > 0"},
+    {"BN013", "train-eval-drift", nd::Severity::kWarning, "layer", "first", true, "", "bn.variance_shift == true"},
     {"CKPT001", "norm-gain-convention", nd::Severity::kWarning, "layer", "all", false, "",
      "norm.gain_formula == \"weight\" and norm.gain_loaded_absmean < 0.5 and norm.gain_negative_fraction >= 0.25"},
     {"CKPT002", "norm-gain-convention", nd::Severity::kInfo, "layer", "all", false, "",
@@ -231,12 +234,12 @@ const Expected kExpected[] = {
      "seq.trace_baked_length == false"},
     {"SEQ006", "padding-contamination", nd::Severity::kInfo, "model", "all", false, "pad.enters_at",
      "pad.hypothetical == true and pad.rel_diff > 0.001 and pad.over_floor > 10"},
-    {"SEQ008", "sequence-length-dependence", nd::Severity::kInfo, "model", "all", false, "seq.trace_baked_length_module",
-     "seq.trace_baked_length == true and seq.baked_length_effect > 0.001"},
     {"SEQ007", "sequence-length-dependence", nd::Severity::kWarning, "model", "all", false, "seqlen.enters_at",
      "seqlen.causal_intent == true and seqlen.causal_attention == false and seqlen.via_norm == false and "
      "seqlen.rel_diff > 0.001 and seqlen.over_floor > 10 and seq.trace_baked_length == false and "
      "seqlen.lookahead_fraction > 0.02"},
+    {"SEQ008", "sequence-length-dependence", nd::Severity::kInfo, "model", "all", false, "seq.trace_baked_length_module",
+     "seq.trace_baked_length == true and seq.baked_length_effect > 0.001"},
     {"TL001", "nonfinite-forward", nd::Severity::kError, "layer", "all", false, "",
      "timeline.first_nonfinite_forward == true"},
     {"TL002", "nonfinite-gradient", nd::Severity::kError, "layer", "all", false, "",

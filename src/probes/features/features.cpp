@@ -53,13 +53,14 @@ struct FeatureStats {
 namespace {
 
 
-/// Units of x along `axis`: how many vary with the data, how many of those
-/// are <= 0 everywhere (dead), how many are > 0 everywhere (always active,
-/// the mirror image). A unit whose input is one constant on every value
-/// (min == max) is left out of all three and counted in `constant`: its
-/// input does not depend on the data yet (timm's NF-ResNet zero-initializes
-/// the gain of the conv feeding its SE block, so the SE's ReLU sees its
-/// bias alone until the first step moves that gain: not a dead ReLU).
+/// Units of x along `axis`: how many are counted, how many of those are
+/// <= 0 everywhere (dead), how many are > 0 everywhere (always active, the
+/// mirror image). A unit whose input is exactly 0 on every value is left
+/// out of all three and counted in `constant`: a zero-initialized parameter
+/// upstream makes it so until the first step (timm's NF-ResNet
+/// zero-initializes the gain of the conv feeding its SE block, whose ReLU
+/// then sees 0 everywhere): at the kink, not a dead ReLU. A unit held at a
+/// negative constant (its bias alone, behind dead units) is dead.
 struct UnitCount {
   int64_t units = 0, dead = 0, always = 0, constant = 0;
 };
@@ -68,7 +69,7 @@ UnitCount dead_along(const at::Tensor& x, int64_t axis) {
   auto mm = moved.aminmax(1);
   const at::Tensor& lo = std::get<0>(mm);
   const at::Tensor& hi = std::get<1>(mm);
-  const at::Tensor varies = hi > lo;
+  const at::Tensor varies = (hi != 0).logical_or(lo != 0);
   const int64_t n_varies = varies.sum().item<int64_t>();
   return {n_varies, ((hi <= 0) & varies).sum().item<int64_t>(), ((lo > 0) & varies).sum().item<int64_t>(),
           x.size(axis) - n_varies};

@@ -489,12 +489,54 @@ void probe_normalization(Session& s) {
     return is_stale_single(m) ||
            (val(m, "bn.eval_error", 0) > kStaleEvalError && val(m, "bn.eval_error_over_floor", 0) > kStaleOverFloor);
   };
+  // Variance shift (Li et al. 2019, "Understanding the disharmony between
+  // dropout and batch normalization"): a dropout before the BatchNorm with
+  // no normalization between scales its kept values by 1 / (1 - p) in
+  // training, so the variance the running statistics average is larger than
+  // what the layer sees in eval mode, without dropout. A stale layer whose
+  // running_var is too large (batch variance at most 0.8 of it, the mean
+  // within its gate) behind such a dropout is that, not statistics that
+  // were never estimated: BN013's, and BN003/BN009 step aside.
+  std::map<std::string, std::pair<std::string, double>> dropout_before;
+  for (const auto& n : im.norm_ops())
+    if (n.dropout_upstream_p > 0 && !dropout_before.count(n.module))
+      dropout_before[n.module] = {n.dropout_upstream, n.dropout_upstream_p};
   int64_t past_single_gate = 0;
   for (auto& l : s.doc.layers)
     if (l.metrics.count("bn.channels") && l.metrics.count("bn.has_running_stats") && l.metrics["bn.has_running_stats"] == true) {
       l.metrics["bn.stale"] = is_stale(l.metrics);
       past_single_gate += is_stale_single(l.metrics) ? 1 : 0;
+      bool shift = false;
+      auto d = dropout_before.find(l.path);
+      if (d != dropout_before.end()) {
+        l.metrics["bn.dropout_upstream"] = d->second.first.empty() ? std::string("<root>") : d->second.first;
+        l.metrics["bn.dropout_upstream_p"] = d->second.second;
+        const double vr = val(l.metrics, "bn.var_ratio", 1);
+        auto init = l.metrics.find("bn.at_initial_values");
+        shift = !(init != l.metrics.end() && init->second == true) && val(l.metrics, "bn.mean_z", 0) <= 1 && vr < 0.8 &&
+                vr > 0 && is_stale(l.metrics);
+        if (shift) l.metrics["bn.running_to_batch_var"] = metric_number(1 / vr);
+      }
+      l.metrics["bn.variance_shift"] = shift;
     }
+  // A BatchNorm after a variance-shifted one, stale only by the combined
+  // gate: its eval input shrank with the shift upstream (the Wide ResNet's
+  // next block), the same cause.
+  {
+    int64_t first_shift = -1;
+    for (const auto& l : s.doc.layers) {
+      auto it = l.metrics.find("bn.variance_shift");
+      if (it != l.metrics.end() && it->second == true && l.exec_order >= 0 &&
+          (first_shift < 0 || l.exec_order < first_shift))
+        first_shift = l.exec_order;
+    }
+    for (auto& l : s.doc.layers) {
+      auto it = l.metrics.find("bn.variance_shift");
+      if (it == l.metrics.end()) continue;
+      const bool downstream = first_shift >= 0 && l.exec_order > first_shift && !is_stale_single(l.metrics);
+      l.metrics["bn.variance_shift_explains"] = it->second == true || downstream;
+    }
+  }
   if (bn_layers > 0) mm["bn.layers_past_single_gate"] = past_single_gate;
 
   // ---- train/eval drift, dropout switched off ----------------------------
