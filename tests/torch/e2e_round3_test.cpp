@@ -140,7 +140,7 @@ TEST(Round3, FairseqNormalizeBeforeFalseIsDeepPostNorm) {
   const std::string name = "fs_postnorm18";
   const json& n = nums(name);
   RUN_ROUND3(rep, name);
-  expect_findings(rep, name, Set{{"ARCH001", ""}});  // a model-level finding; its stack is in the evidence
+  expect_findings(rep, name, Set{{"ARCH001", "layers"}});  // a model-level finding, named at its stack
   const json* f = finding(rep, "ARCH001");
   ASSERT_NE(f, nullptr);
   const json& ev = f->at("evidence");

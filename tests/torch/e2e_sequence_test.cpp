@@ -79,13 +79,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"groupnorm1", "groupnorm1", {{"AXIS004", "features.1"}, {"AXIS004", "features.4"}}},
                       Case{"groupnorm1_healthy", "groupnorm1_healthy", {}},
                       Case{"groupnorm_onegroup", "groupnorm_onegroup", {{"AXIS005", "features.1"}, {"AXIS005", "features.4"}}},
-                      Case{"postnorm24", "postnorm24", {{"ARCH001", ""}}},
+                      Case{"postnorm24", "postnorm24", {{"ARCH001", "blocks"}}},
                       Case{"postnorm6", "postnorm6", {}},
                       Case{"prenorm_nofinal", "prenorm_nofinal", {{"ARCH002", "head"}}},
                       Case{"prenorm_final", "prenorm_final", {}},
                       Case{"prenorm_growth", "prenorm_growth", {{"ARCH004", "blocks.5"}}},
                       Case{"prenorm_growth_healthy", "prenorm_growth_healthy", {}},
-                      Case{"resnet_nonorm", "resnet_nonorm", {{"ARCH003", ""}}},
+                      Case{"resnet_nonorm", "resnet_nonorm", {{"ARCH003", "blocks"}}},
                       Case{"resnet_nonorm_healthy", "resnet_nonorm_healthy", {}}),
     [](const auto& info) { return std::string(info.param.name); });
 
