@@ -1751,7 +1751,8 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     static const std::map<std::string, size_t> dim_at = {
         {"aten::norm", 2},   {"aten::linalg_vector_norm", 2}, {"aten::frobenius_norm", 1}, {"aten::std", 1},
         {"aten::var", 1},    {"aten::mean", 1},               {"aten::sum", 1},            {"aten::softmax", 1},
-        {"aten::log_softmax", 1}, {"aten::logsumexp", 1},     {"aten::amax", 1}};
+        {"aten::log_softmax", 1}, {"aten::logsumexp", 1},     {"aten::amax", 1},
+        {"aten::amin", 1},   {"aten::max", 1},                {"aten::min", 1}};
     auto it = dim_at.find(k);
     if (it == dim_at.end() || n->inputs().empty() || !is_tensor(n->input(0)) || n->outputs().size() != 1) continue;
     ReductionSite r;
@@ -1812,23 +1813,42 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         "aten::sqrt", "aten::unsqueeze", "aten::view", "aten::reshape", "aten::to", "aten::detach",
         "aten::maximum"};
     const bool statistic = k != "aten::softmax" && k != "aten::log_softmax";
+    // A location statistic (mean, max, min, median, amax): what centring or
+    // a floor subtracts or compares; a variance or norm only divides.
+    const bool op_is_location = k == "aten::mean" || k == "aten::max" || k == "aten::amax" || k == "aten::min" ||
+                                k == "aten::amin";
     for (int steps = 0; statistic && !todo.empty() && steps < 24 && !r.normalizes; ++steps) {
       const auto [v, inverted] = todo.front();
       todo.pop_front();
       for (const auto& u : v->uses()) {
         const std::string uk = u.user->kind().toQualString();
         if (u.user->outputs().size() != 1) continue;
-        if ((uk == "aten::div" || uk == "aten::div_") && u.offset == 1 && !inverted && same_source(u.user->input(0)))
+        if ((uk == "aten::div" || uk == "aten::div_") && u.offset == 1 && !inverted && same_source(u.user->input(0))) {
           r.normalizes = true;
-        else if ((uk == "aten::mul" || uk == "aten::mul_") && u.user->inputs().size() >= 2 && inverted &&
-                 same_source(u.user->input(1 - u.offset)))
+          r.applied = "divides";
+        } else if ((uk == "aten::mul" || uk == "aten::mul_") && u.user->inputs().size() >= 2 && inverted &&
+                   same_source(u.user->input(1 - u.offset))) {
           r.normalizes = true;
-        else if (uk == "aten::rsqrt" || uk == "aten::reciprocal")
+          r.applied = "divides";
+        } else if ((uk == "aten::sub" || uk == "aten::sub_") && u.offset == 1 && !inverted && op_is_location &&
+                   u.user->input(0) == src) {
+          // x - x.mean(0): centred with the statistic of the other examples.
+          r.normalizes = true;
+          r.applied = "centers";
+        } else if ((uk == "aten::maximum" || uk == "aten::clamp_min" || uk == "aten::clamp") && u.offset == 1 &&
+                   !inverted && op_is_location && u.user->input(0) == src) {
+          // torch.maximum(x, x.max() - 8): each value floored by a statistic of all of them.
+          r.normalizes = true;
+          r.applied = "floors";
+        } else if (uk == "aten::rsqrt" || uk == "aten::reciprocal") {
           todo.push_back({u.user->output(), !inverted});
-        else if (through.count(uk) && u.offset == 0)
+        } else if (through.count(uk) && u.offset == 0) {
           todo.push_back({u.user->output(), inverted});
-        else if ((uk == "aten::add" || uk == "aten::maximum") && u.offset == 1)
+        } else if ((uk == "aten::add" || uk == "aten::maximum") && u.offset == 1) {
           todo.push_back({u.user->output(), inverted});
+        } else if (uk == "aten::sub" && u.offset == 0 && op_is_location) {
+          todo.push_back({u.user->output(), inverted});  // x.max() - 8
+        }
       }
     }
     reductions_.push_back(std::move(r));

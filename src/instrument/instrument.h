@@ -174,9 +174,15 @@ struct ReductionSite {
   bool all_dims = false;                 ///< x.mean(), x.norm(): every axis
   std::vector<std::string> input_roles;  ///< layout roles of the reduced tensor; empty: unknown
   /// The reduced statistic (through clamp, expand, eps, roots) divides the
-  /// tensor it was computed from, or its reciprocal multiplies it: a
-  /// normalization (F.normalize(x, dim=0), (x - x.mean(0)) / x.std(0)).
+  /// tensor it was computed from, or its reciprocal multiplies it, or it is
+  /// subtracted from it or bounds it from below: a normalization
+  /// (F.normalize(x, dim=0), (x - x.mean(0)) / x.std(0), x - x.mean(0),
+  /// torch.maximum(x, x.max() - 8)).
   bool normalizes = false;
+  /// How the statistic is applied back to its own tensor when `normalizes`:
+  /// "divides" (x / stat, x * rsqrt(stat)), "centers" (x - x.mean(0)) or
+  /// "floors" (torch.maximum(x, x.max() - 8): Whisper's log-mel floor).
+  std::string applied;
   /// Part of a normalization recognized as such (a norm op or a written-out
   /// pattern over the same input): its axes are judged there (AXIS002).
   bool in_norm = false;

@@ -1794,11 +1794,12 @@ TEST(Round10, GroupNormOverTimeInAStreamingEncoder) {
 // Whisper's log-mel floor over a batch: log_spec.max() - 8 of the whole
 // batch. Example 0 is the loudest clip, so alone it keeps its floor (7.6e-8
 // in Python); the quietest, last clip moves by 0.088. The last example is
-// traced (batchdep.traced_example) and BN005 names the frontend. The twin
-// floors each clip at its own max.
+// traced (batchdep.traced_example) and BN005 names the frontend; AXIS010
+// names the statistic (aten::max over every axis) that floors the same
+// tensor. The twin floors each clip at its own max.
 TEST(Round10, BatchWideFloorTracedOnTheExampleItMoves) {
   RUN_ROUND3(rep, "r10_audio_tagger_batch_floor");
-  expect_findings(rep, "r10_audio_tagger_batch_floor", Set{{"BN005", "frontend"}});
+  expect_findings(rep, "r10_audio_tagger_batch_floor", Set{{"AXIS010", "frontend"}, {"BN005", "frontend"}});
   const json& m = mm(rep);
   EXPECT_EQ(m.at("batchdep.worst_example"), "3");
   EXPECT_EQ(m.at("batchdep.traced_example"), "3");
@@ -1906,6 +1907,27 @@ TEST(Round11, DropoutBeforeBatchNormShiftsItsVariance) {
   ASSERT_NE(t, nullptr);
   EXPECT_EQ(t->at("bn.variance_shift"), false);
   EXPECT_EQ(t->count("bn.dropout_upstream"), 0u);
+}
+
+// An x-vector speaker embedder whose cepstral mean normalization is written
+// with dim=0 on [B, T, F]: each frame minus the batch's mean, so every
+// embedding depends on the other utterances (example 0 alone moves by 1.18
+// in Python). AXIS010 names the centring (a location statistic over the
+// batch axis subtracted from the same tensor) in the root's forward; BN005
+// the first module whose output moves. The twin subtracts each utterance's
+// mean over time.
+TEST(Round11, MeanNormalizationOverTheBatchAxis) {
+  RUN_ROUND3(rep, "r11_xvector_cmn_over_batch");
+  expect_findings(rep, "r11_xvector_cmn_over_batch", Set{{"AXIS010", ""}, {"BN005", "blocks.0.conv"}});
+  const json& m = mm(rep);
+  EXPECT_EQ(m.at("batchdep.batch_axis_op"), "aten::mean");
+  EXPECT_EQ(m.at("batchdep.batch_axis_normalizes"), true);
+  EXPECT_EQ(m.at("batchdep.batch_axis_applied"), "is subtracted from the same tensor (centring)");
+  EXPECT_GE(num(m.at("batchdep.max_rel_diff")),
+            0.999 * nums("r11_xvector_cmn_over_batch").at("example0_alone_rel_diff").get<double>());
+  RUN_ROUND3(twin, "r11_xvector_cmn_over_time");
+  expect_findings(twin, "r11_xvector_cmn_over_time", Set{});
+  EXPECT_LT(num(mm(twin).at("batchdep.max_rel_diff")), 1e-5);
 }
 
 }  // namespace

@@ -109,6 +109,7 @@ struct BatchAxisReduction {
   std::string axes;  ///< "axis 0 (batch) of [batch, hidden]"
   bool normalizes = false;
   bool in_norm = false;  ///< part of a recognized normalization (judged by AXIS002)
+  std::string applied;   ///< "divides" | "centers" | "floors" (ReductionSite::applied)
 };
 
 /// The reduction (ReductionSite) whose reduced axes include the batch axis,
@@ -143,7 +144,7 @@ BatchAxisReduction batch_axis_reduction(const Session& s, const InstrumentedMode
       how = r.all_dims ? std::string("every axis, the batch axis 0 included (assumed: axis 0 of every input is the batch)")
                        : std::string("axis 0 (the batch axis, assumed: axis 0 of every input is the batch)");
     if (how.empty()) continue;
-    if (best.op.empty() || (r.normalizes && !best.normalizes)) best = {r.op, r.module, how, r.normalizes, r.in_norm};
+    if (best.op.empty() || (r.normalizes && !best.normalizes)) best = {r.op, r.module, how, r.normalizes, r.in_norm, r.applied};
   }
   return best;
 }
@@ -157,6 +158,10 @@ std::string record_batch_axis(MetricMap& mm, const BatchAxisReduction& b) {
   mm["batchdep.batch_axis_module"] = b.module;
   mm["batchdep.batch_axis_normalizes"] = b.normalizes && !b.in_norm;
   mm["batchdep.batch_axis_reduced"] = b.axes;
+  // AXIS010's words for how the statistic goes back into the tensor.
+  mm["batchdep.batch_axis_applied"] = b.applied == "centers" ? "is subtracted from the same tensor (centring)"
+                                      : b.applied == "floors" ? "floors the same tensor (torch.maximum with it)"
+                                                              : "divides the same tensor";
   return std::string(b.normalizes ? "a normalization over the batch axis: " : "a reduction over the batch axis: ") +
          b.op + " reduces " + b.axes;
 }
@@ -1052,9 +1057,10 @@ void probe_normalization(Session& s) {
           // (torchnlp's Attention: F.softmax(scores, dim=0) between
           // linear_in and linear_out): that module is where it starts.
           const std::string where = b.module.empty() ? std::string("the model's own forward") : b.module;
-          cause = record_batch_axis(mm, b) + " in " + where +
-                  (b.normalizes ? ", and its statistic divides the same tensor, so each example is scaled by the "
-                                  "whole batch's values"
+          const std::string opening = record_batch_axis(mm, b);  // writes batchdep.batch_axis_applied
+          cause = opening + " in " + where +
+                  (b.normalizes ? ", and its statistic " + mm["batchdep.batch_axis_applied"].get<std::string>() +
+                                      ", so each example is normalized with the whole batch's values"
                                 : "");
           if (!b.module.empty() && b.module != first && first.rfind(b.module + ".", 0) == 0) {
             if (!mm.count("batchdep.first_seen_at")) mm["batchdep.first_seen_at"] = first;
