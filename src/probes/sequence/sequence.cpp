@@ -1478,12 +1478,24 @@ void probe_sequence(Session& s) {
       if (!ra.empty() && !rb.empty() && ra[0].is_floating_point() && rb[0].is_floating_point() && ra[0].dim() == rb[0].dim()) {
         at::Tensor a = ra[0].detach().to(at::kDouble), b = rb[0].detach().to(at::kDouble);
         int64_t axis = -1;
+        bool shaped = false;
         for (int64_t k = 0; k < a.dim() && axis < 0; ++k)
           if (a.size(k) != b.size(k)) axis = k;
-        if (axis >= 0) {
+        if (axis >= 0 && std::min(a.size(axis), b.size(axis)) > 0 && a.numel() > 0 && b.numel() > 0) {
           const int64_t m = std::min(a.size(axis), b.size(axis));
-          a = a.narrow(axis, 0, m).movedim(axis, 0).reshape({m, -1});
-          b = b.narrow(axis, 0, m).movedim(axis, 0).reshape({m, -1});
+          // Every axis narrowed to the common size (a pooled or strided
+          // axis may differ too), then [positions, everything else].
+          for (int64_t k = 0; k < a.dim(); ++k) {
+            const int64_t c = std::min(a.size(k), b.size(k));
+            a = a.narrow(k, 0, c);
+            b = b.narrow(k, 0, c);
+          }
+          a = a.movedim(axis, 0).reshape({m, -1});
+          b = b.movedim(axis, 0).reshape({m, -1});
+          shaped = true;
+        }
+        if (shaped && a.numel() > 0 && a.sizes() == b.sizes()) {
+          const int64_t m = a.size(0);
           const double scale = a.square().mean().sqrt().item<double>();
           const at::Tensor per = (a - b).abs().amax(1);
           const at::Tensor changed = at::isfinite(per).logical_not().logical_or(per > 1e-3 * scale);
