@@ -622,6 +622,14 @@ c10::optional<c10::IValue> const_arg(Node* n, size_t i) {
   return torch::jit::toIValue(n->input(i));
 }
 
+// The aten dropout variants (each takes input, p, train).
+bool is_dropout_op(const std::string& k) {
+  static const std::set<std::string> ops = {"aten::dropout",         "aten::dropout_",         "aten::feature_dropout",
+                                            "aten::feature_dropout_", "aten::alpha_dropout",   "aten::alpha_dropout_",
+                                            "aten::feature_alpha_dropout", "aten::feature_alpha_dropout_"};
+  return ops.count(k) > 0;
+}
+
 // ReLU-family ops whose output is exactly 0 for inputs <= 0 (a unit whose
 // input stays <= 0 is dead): relu, relu6, hardtanh and clamp/clamp_min
 // with a constant lower bound of 0.
@@ -1364,6 +1372,11 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   inline_recording_modules(*graph_);
   torch::jit::LowerSimpleTuples(graph_);
   ScopeResolver scopes(model);
+  // The innermost named_modules() path running node n ("" the root's own
+  // forward, or unknown).
+  auto innermost_module = [&](Node* n) {
+    return scopes.known(n) && !scopes.chain(n).empty() ? scopes.chain(n).back() : std::string();
+  };
   {
     std::vector<Node*> all;
     collect_nodes(graph_->block(), all);
@@ -1395,9 +1408,9 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         }
       input_consumers_.push_back(std::move(kinds));
       // Through reshapes too: does a 1-D convolution read it?
-      static const std::set<std::string> reshapes = {"aten::to", "aten::contiguous", "aten::type_as", "aten::float",
-                                                     "aten::detach", "aten::clone", "aten::unsqueeze", "aten::view",
-                                                     "aten::reshape"};
+      auto reshape = [](const std::string& k) {
+        return through.count(k) > 0 || k == "aten::unsqueeze" || k == "aten::view" || k == "aten::reshape";
+      };
       bool conv1d = false;
       std::vector<const Value*> rw = {inputs[i]};
       for (size_t w = 0; w < rw.size() && w < 64 && !conv1d; ++w)
@@ -1410,7 +1423,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
               if (auto tt = u.user->input(1)->type()->cast<c10::TensorType>())
                 if (tt->dim() && *tt->dim() == 3) conv1d = true;
           }
-          if (reshapes.count(k) && u.offset == 0 && u.user->outputs().size() == 1) rw.push_back(u.user->output());
+          if (reshape(k) && u.offset == 0 && u.user->outputs().size() == 1) rw.push_back(u.user->output());
         }
       input_reaches_conv1d_.push_back(conv1d);
     }
@@ -1637,10 +1650,8 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     if (kq == "aten::batch_norm" || kq == "aten::layer_norm" || kq == "aten::group_norm" ||
         kq == "aten::instance_norm" || kq == "aten::rms_norm")
       norm_nodes.push_back(n);
-    if (kq == "aten::batch_norm" || kq == "aten::dropout" || kq == "aten::dropout_" ||
-        kq == "aten::feature_dropout" || kq == "aten::feature_dropout_" || kq == "aten::alpha_dropout" ||
-        kq == "aten::alpha_dropout_" || kq == "aten::feature_alpha_dropout" || kq == "aten::feature_alpha_dropout_" ||
-        kq == "aten::lstm" || kq == "aten::gru" || kq == "aten::rnn_tanh" || kq == "aten::rnn_relu")
+    if (kq == "aten::batch_norm" || is_dropout_op(kq) || kq == "aten::lstm" || kq == "aten::gru" ||
+        kq == "aten::rnn_tanh" || kq == "aten::rnn_relu")
       flag_nodes.push_back(n);
     if (k == c10::prim::Constant || k == c10::prim::GetAttr) continue;
     if (!scopes.known(n)) continue;
@@ -2315,10 +2326,6 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   // The nearest dropout before a value with no normalization between
   // (breadth first, at most 48 nodes): variance shift before a BatchNorm.
   auto dropout_before = [&](Value* v0, std::string& module, double& p) {
-    static const std::set<std::string> kDropout = {"aten::dropout", "aten::dropout_", "aten::feature_dropout",
-                                                   "aten::feature_dropout_", "aten::alpha_dropout",
-                                                   "aten::alpha_dropout_", "aten::feature_alpha_dropout",
-                                                   "aten::feature_alpha_dropout_"};
     static const std::set<std::string> kNorm = {"aten::batch_norm", "aten::layer_norm", "aten::group_norm",
                                                 "aten::instance_norm", "aten::rms_norm"};
     static const std::set<std::string> kFirst = {
@@ -2340,11 +2347,11 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       Node* n = v->node();
       const std::string k = n->kind().toQualString();
       if (kNorm.count(k)) continue;
-      if (kDropout.count(k)) {
+      if (is_dropout_op(k)) {
         if (n->inputs().size() > 1)
           if (auto c = torch::jit::toIValue(n->input(1)); c && (c->isDouble() || c->isInt()) && c->toDouble() > 0) {
             p = c->toDouble();
-            module = scopes.known(n) && !scopes.chain(n).empty() ? scopes.chain(n).back() : std::string();
+            module = innermost_module(n);
             return true;
           }
         if (!n->inputs().empty()) work.push_back(n->input(0));
@@ -2508,7 +2515,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       }
       text << ")";
       if (!all_constant || f.ints.empty()) continue;
-      f.module = scopes.known(n) && !scopes.chain(n).empty() ? scopes.chain(n).back() : std::string();
+      f.module = innermost_module(n);
       f.text = text.str();
       constant_factories_.push_back(std::move(f));
     }
@@ -2572,7 +2579,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     }
     {
       ModeOpSite mo;
-      mo.module = scopes.known(n) && !scopes.chain(n).empty() ? scopes.chain(n).back() : std::string();
+      mo.module = innermost_module(n);
       mo.op = bn ? "batch_norm" : "dropout";
       mo.baked = baked;
       mo.baked_value = baked && c->toBool();

@@ -117,9 +117,8 @@ void probe_input_scale(Session& s) {
       if (t.kind != TapKind::kModuleOutput) continue;
       const auto& ra = r->collector->records()[static_cast<size_t>(t.id)];
       const auto& rb = ref->collector->records()[static_cast<size_t>(t.id)];
-      if (ra.calls == 0 || rb.calls == 0 || ra.fwd.numel == 0 || rb.fwd.numel == 0) continue;
-      const double qa = std::sqrt(ra.fwd.sumsq / static_cast<double>(ra.fwd.numel));
-      const double qb = std::sqrt(rb.fwd.sumsq / static_cast<double>(rb.fwd.numel));
+      if (ra.calls == 0 || rb.calls == 0) continue;
+      const double qa = ra.fwd.rms(), qb = rb.fwd.rms();
       if (std::isfinite(qa) && std::isfinite(qb) && qb > 0) ratios.push_back(qa / qb);
     }
     double internal = std::numeric_limits<double>::quiet_NaN();

@@ -943,12 +943,14 @@ void probe_normalization(Session& s) {
         }
       }
     }
-    double worst = std::isnan(d1) || d0 >= d1 ? d0 : d1;
-    std::string worst_example = std::isnan(d1) || d0 >= d1 ? "0" : std::to_string(batch - 1);
+    const bool first_worse = std::isnan(d1) || d0 >= d1;  // example 0 alone differs at least as much as the last
+    const double alone_worst = first_worse ? d0 : d1;
+    double worst = alone_worst;
+    std::string worst_example = first_worse ? "0" : std::to_string(batch - 1);
     if (copies) {
       worst = Session::relative_difference(rows_of(copies->output, layout, one(0), first_alone.output), rows0, /*ids=*/true);
       worst_example = "0";
-      mm["batchdep.alone_rel_diff"] = metric_number(std::isnan(d1) || d0 >= d1 ? d0 : d1);
+      mm["batchdep.alone_rel_diff"] = metric_number(alone_worst);
       mm["batchdep.random_eval"] = true;
     }
     mm["batchdep.max_rel_diff"] = metric_number(worst);
@@ -987,15 +989,17 @@ void probe_normalization(Session& s) {
     mm["batchdep.precision_floor"] = eps;
     mm["batchdep.compared_as"] = copies ? "inside a batch of copies of itself (eval mode draws random numbers: the same draws)"
                                         : "run alone";
-    mm["batchdep.noise_floor_short"] =
-        copies || order_dependent || (!std::isnan(dr) && eps > dr) ? "the precision's resolution" : "the batch reordered";
+    // Where the floor came from: in words for BN005's message (short) and
+    // for the evidence (from).
+    const bool precision_floor = copies || order_dependent || (!std::isnan(dr) && eps > dr);
+    mm["batchdep.noise_floor_short"] = precision_floor ? "the precision's resolution" : "the batch reordered";
     mm["batchdep.noise_floor_from"] =
-        copies ? std::string("the precision's resolution (machine epsilon): eval mode draws random numbers, so example 0 "
-                             "is compared inside a batch of copies of itself (same size, same seed, same draws)")
+        !precision_floor ? std::string("the batch reordered")
+        : copies ? std::string("the precision's resolution (machine epsilon): eval mode draws random numbers, so example 0 "
+                               "is compared inside a batch of copies of itself (same size, same seed, same draws)")
         : order_dependent ? std::string("the precision's resolution (machine epsilon): the batch reordered differs by ") +
-                              std::to_string(dr) + ", the outputs depend on the order of the examples"
-        : !std::isnan(dr) && eps > dr ? std::string("the precision's resolution (machine epsilon)")
-                                      : std::string("the batch reordered");
+                                std::to_string(dr) + ", the outputs depend on the order of the examples"
+                          : std::string("the precision's resolution (machine epsilon)");
     mm["batchdep.over_floor"] = std::isnan(worst) || std::isnan(floor) ? MetricValue("nan")
                                 : floor > 0                          ? metric_number(worst / floor)
                                                                      : MetricValue(worst > 0 ? "inf" : "nan");
@@ -1012,7 +1016,7 @@ void probe_normalization(Session& s) {
       // itself: Whisper's log-mel floor, log_spec.max() - 8 over the whole
       // batch); then the last example is traced, first in a reversed batch
       // whose module outputs are measured on it.
-      const bool last_worst = !copies && !(std::isnan(d1) || d0 >= d1) && d0 <= 1e-3;
+      const bool last_worst = !copies && !first_worse && d0 <= 1e-3;
       std::optional<PassResult> reversed_last;
       if (last_worst) {
         try {

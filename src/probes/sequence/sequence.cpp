@@ -769,6 +769,11 @@ void probe_sequence(Session& s) {
   std::string short_pass, short_kind, pad_pass, pad_kind;
   const int64_t T2 = L.T - std::max<int64_t>(1, L.T / 4);
   int64_t P = std::max<int64_t>(8, L.T / 2);
+  // The paddings tried, in order: T/2 (at least 8), then, when the model
+  // raises at that length, an eighth of that and one position.
+  std::vector<int64_t> pad_tries = {P};
+  for (int64_t q : {P / 8, int64_t{1}})
+    if (q >= 1 && q < pad_tries.back()) pad_tries.push_back(q);
   // What a longer padded batch raised, when a shorter padding then ran (a
   // learned position table of GPT-2's n_positions rows cannot index past
   // it): the probe pads by less rather than measure nothing.
@@ -827,12 +832,9 @@ void probe_sequence(Session& s) {
       }
     }
     {
-      // Padding by T/2 (at least 8), then, when the model raises at that
-      // length, by an eighth of that and by one position: a model that
-      // raises at every longer length keeps the first error as evidence.
-      std::vector<int64_t> tries = {P};
-      for (int64_t q : {P / 8, int64_t{1}})
-        if (q >= 1 && q < tries.back()) tries.push_back(q);
+      // Padding by pad_tries in turn: a model that raises at every longer
+      // length keeps the first error as evidence.
+      const std::vector<int64_t>& tries = pad_tries;
       for (size_t k = 0; k < tries.size() && !padded_eval; ++k) {
         PassSpec pe = spec("eval-seq-padded", false, resize_time(s, L, L.T + tries[k]));
         pe.reference = &*ref_eval->collector;
@@ -1316,14 +1318,8 @@ void probe_sequence(Session& s) {
                             pad_kind == error_kind::kModelRun && pad_pass == "eval-seq-padded";
   std::string fixed_reason;
   if (fixed_length) {
-    // The longer lengths tried, as the padding loop above tried them.
-    std::string longer = std::to_string(L.T + P);
-    int64_t last = P;
-    for (int64_t q : {P / 8, int64_t{1}})
-      if (q >= 1 && q < last) {
-        longer += ", " + std::to_string(L.T + q);
-        last = q;
-      }
+    std::string longer;
+    for (int64_t q : pad_tries) longer += (longer.empty() ? "" : ", ") + std::to_string(L.T + q);
     fixed_reason = "the model runs only at its sample's length, " + std::to_string(L.T) +
                    " positions: in eval it raised at " + std::to_string(T2) + " (" + short_error + ") and at " +
                    longer + " (" + pad_error + "); --seq-dim names another axis if this one is not the time axis";
