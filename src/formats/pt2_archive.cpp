@@ -4,6 +4,8 @@
 #include <cstring>
 #include <limits>
 
+#include <zlib.h>
+
 #include "core/error.h"
 #include "formats/text.h"
 
@@ -264,15 +266,62 @@ uint64_t zip_record_data_offset(const ReadAt& read, uint64_t file_size, const Zi
 std::vector<uint8_t> read_zip_record(const ReadAt& read, uint64_t file_size, const ZipEntry& entry,
                                      std::string_view source, uint64_t max_bytes) {
   const std::string where = "zip entry '" + entry.name + "'";
-  if (entry.method != 0)
-    fail_pt2(source, where + " is compressed (method " + std::to_string(entry.method) +
-                     "); torch.export.save stores its records uncompressed: re-save the archive with torch.export.save");
+  if (entry.method != 0 && entry.method != 8)
+    fail_pt2(source, where + " uses zip compression method " + std::to_string(entry.method) +
+                     "; normdoctor reads stored and deflated records (torch.export.save stores them): re-save the "
+                     "archive with torch.export.save");
   if (entry.uncompressed_size > max_bytes)
     fail_pt2(source, where + " is larger (" + std::to_string(entry.uncompressed_size) + " bytes) than this record may be");
   const uint64_t data = zip_record_data_offset(read, file_size, entry, source);
   std::vector<uint8_t> out(static_cast<std::size_t>(entry.uncompressed_size));
-  if (!out.empty() && read(data, out.data(), out.size()) != out.size())
+  if (entry.method == 0) {
+    if (!out.empty() && read(data, out.data(), out.size()) != out.size())
+      fail_pt2(source, where + ": cannot read its data (truncated archive?)");
+    return out;
+  }
+  // Deflated: raw deflate (no zlib header), inflated in one go into the size
+  // the central directory records; anything else is a corrupt archive.
+  std::vector<uint8_t> in(static_cast<std::size_t>(entry.compressed_size));
+  if (!in.empty() && read(data, in.data(), in.size()) != in.size())
     fail_pt2(source, where + ": cannot read its data (truncated archive?)");
+  z_stream zs{};
+  if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) fail_pt2(source, where + ": zlib cannot start inflating");
+  zs.next_in = in.data();
+  zs.avail_in = static_cast<uInt>(std::min<std::size_t>(in.size(), std::numeric_limits<uInt>::max()));
+  std::size_t in_done = 0, out_done = 0;
+  int rc = Z_OK;
+  uint8_t spill = 0;  // one byte past the recorded size: more output means a lying header
+  while (rc == Z_OK) {
+    const bool room = out_done < out.size();
+    zs.next_out = room ? out.data() + out_done : &spill;
+    zs.avail_out = room ? static_cast<uInt>(std::min<std::size_t>(out.size() - out_done, std::numeric_limits<uInt>::max())) : 1;
+    const uInt avail_out0 = zs.avail_out, avail_in0 = zs.avail_in;
+    rc = inflate(&zs, Z_NO_FLUSH);
+    if (!room && zs.avail_out == 0) {
+      rc = Z_DATA_ERROR;
+      break;
+    }
+    out_done += avail_out0 - zs.avail_out;
+    in_done += avail_in0 - zs.avail_in;
+    if (zs.avail_in == 0 && in_done < in.size()) {
+      zs.next_in = in.data() + in_done;
+      zs.avail_in = static_cast<uInt>(std::min<std::size_t>(in.size() - in_done, std::numeric_limits<uInt>::max()));
+    }
+    if (rc == Z_BUF_ERROR && zs.avail_in == 0) break;  // input ended before the stream did
+    if (rc == Z_BUF_ERROR) rc = Z_OK;
+  }
+  inflateEnd(&zs);
+  if (rc != Z_STREAM_END || out_done != out.size())
+    fail_pt2(source, where + ": its deflated data is corrupt (inflates to " + std::to_string(out_done) +
+                     " bytes, the archive records " + std::to_string(out.size()) + ")");
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  for (std::size_t off = 0; off < out.size();) {
+    const std::size_t n = std::min<std::size_t>(out.size() - off, 1u << 30);
+    crc = ::crc32(crc, out.data() + off, static_cast<uInt>(n));
+    off += n;
+  }
+  if (static_cast<uint32_t>(crc) != entry.crc32)
+    fail_pt2(source, where + ": its CRC-32 does not match the archive's record (a corrupt archive)");
   return out;
 }
 

@@ -90,13 +90,15 @@ Pt2Archive read_pt2_archive(const ReadAt& read, uint64_t file_size, std::string_
 Pt2Archive read_pt2_archive(const uint8_t* data, std::size_t size, std::string_view source,
                             const std::string& model = "");
 
-/// The bytes of one stored (uncompressed) zip entry, checked against its
-/// local header. Deflated entries are refused (torch.export.save stores).
+/// The bytes of one zip entry, checked against its local header: stored
+/// (what torch.export.save writes) or deflated (an archive re-packed by a zip
+/// tool, which PyTorch's own reader also accepts; inflated with zlib and
+/// checked against the size and CRC-32 the central directory records).
 /// At most `max_bytes`. Throws nd::Error (model_load) naming `source`.
 std::vector<uint8_t> read_zip_record(const ReadAt& read, uint64_t file_size, const ZipEntry& entry,
                                      std::string_view source, uint64_t max_bytes = uint64_t(1) << 34);
 
-/// Where a stored entry's bytes start in the file (after its local header).
+/// Where an entry's (stored or compressed) bytes start in the file (after its local header).
 uint64_t zip_record_data_offset(const ReadAt& read, uint64_t file_size, const ZipEntry& entry,
                                 std::string_view source);
 

@@ -85,6 +85,7 @@ std::vector<ZipEntry> read_zip_index(const ReadAt& read, uint64_t file_size, std
     const uint8_t* h = &cd[pos];
     ZipEntry z;
     z.method = static_cast<uint16_t>(little_endian(h + 10, 2));
+    z.crc32 = static_cast<uint32_t>(little_endian(h + 16, 4));
     z.compressed_size = little_endian(h + 20, 4);
     z.uncompressed_size = little_endian(h + 24, 4);
     const std::size_t name_len = static_cast<std::size_t>(little_endian(h + 28, 2));

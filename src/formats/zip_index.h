@@ -16,6 +16,7 @@ namespace nd::formats {
 struct ZipEntry {
   std::string name;
   uint16_t method = 0;  ///< 0 stored, 8 deflate
+  uint32_t crc32 = 0;   ///< CRC-32 of the uncompressed bytes, as the central directory records it
   uint64_t compressed_size = 0;
   uint64_t uncompressed_size = 0;
   uint64_t local_header_offset = 0;

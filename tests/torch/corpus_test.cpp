@@ -306,14 +306,17 @@ TEST(CorpusFolder, HoldsAtLeastTwentyModelsEachWithBatchFactsAndExpectations) {
 // the same in both modes (no BatchNorm, dropout probabilities 0, no
 // stochastic depth), so every module must match within 1e-4 relative. Two
 // of them have rotary embeddings returning (cos, sin): the primary is cos.
+// Both files of each model: the TorchScript .pt and the exported .pt2
+// (normdoctor's own graph interpreter), so the two agree with each other too.
 TEST(CorpusStatistics, ModuleOutputsMatchPython) {
   for (const std::string name :
-       {"hf_whisper_encoder_tiny", "timm_convnext_atto_tiny", "timm_deit_tiny_distilled", "hf_qwen2_tiny", "hf_mistral_tiny"}) {
-    SCOPED_TRACE(name);
+       {"hf_whisper_encoder_tiny", "timm_convnext_atto_tiny", "timm_deit_tiny_distilled", "hf_qwen2_tiny", "hf_mistral_tiny"})
+  for (const std::string ext : {".pt", ".pt2"}) {
+    SCOPED_TRACE(name + ext);
     const json facts = json::parse(nde2e::read_file(corpus_dir() + "/" + name + ".facts.json"));
     const json& want = facts.at("module_output_stats");
     nde2e::TempDir tmp;
-    const auto r = nde2e::check(corpus_dir() + "/" + name + ".pt", {corpus_dir() + "/" + name + ".input.pt"},
+    const auto r = nde2e::check(corpus_dir() + "/" + name + ext, {corpus_dir() + "/" + name + ".input.pt"},
                                 {"--fail-on", "never"}, tmp.file("r.json"));
     skip_if_unloadable_on_1x(r);
   if (::testing::Test::IsSkipped()) return;  // GTEST_SKIP in a helper returns from the helper only

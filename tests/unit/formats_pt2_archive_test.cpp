@@ -2,7 +2,9 @@
 // memory, and on the fixtures of fixtures/make_pt2.py.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -80,6 +82,49 @@ TEST(Pt2Archive, ReadsLayoutProgramAndPayloads) {
   EXPECT_EQ(a.weights[0].dtype, nd::formats::DType::kFloat32);
   EXPECT_EQ(a.weights[0].record_bytes, 24u);
   EXPECT_TRUE(a.sample_inputs.empty());
+}
+
+// A .pt2 re-packed by a zip tool (every record deflated) reads like the
+// stored archive torch.export.save writes; PyTorch's own reader accepts both.
+TEST(Pt2Archive, DeflatedRecordsReadLikeStoredOnes) {
+  auto f = files();
+  f[5].second = std::string("\x01\x02\x03\x04", 4) + std::string(20, '\x7f');
+  const std::string zip = make_zip(f, /*deflated=*/true);
+  const Pt2Archive a = read(zip);
+  EXPECT_EQ(a.model_name, "model");
+  ASSERT_EQ(a.weights.size(), 1u);
+  EXPECT_EQ(a.weights[0].record_bytes, 24u);
+  const auto& e = a.entries.at("data/weights/weight_0");
+  EXPECT_EQ(e.method, 8);
+  nd::formats::ReadAt at = [&zip](uint64_t off, void* out, std::size_t n) -> std::size_t {
+    if (off > zip.size()) return 0;
+    const std::size_t k = std::min<std::size_t>(n, zip.size() - off);
+    std::memcpy(out, zip.data() + off, k);
+    return k;
+  };
+  const std::vector<uint8_t> bytes = nd::formats::read_zip_record(at, zip.size(), e, "m.pt2");
+  EXPECT_EQ(std::string(bytes.begin(), bytes.end()), f[5].second);
+}
+
+// Damaged deflate streams and CRC mismatches are corrupt archives, named.
+TEST(Pt2Archive, CorruptDeflatedRecordsAreNamed) {
+  const std::string zip = make_zip(files(), /*deflated=*/true);
+  // The program's stream: flip bytes inside it (its local header precedes the name).
+  const std::string name = "m/models/model.json";
+  const auto at = zip.find(name) + name.size();
+  std::string broken = zip;
+  for (std::size_t k = 2; k < 12; ++k) broken[at + k] = static_cast<char>(~broken[at + k]);
+  const std::string msg = error_of(broken);
+  EXPECT_NE(msg.find("zip entry 'm/models/model.json'"), std::string::npos) << msg;
+  EXPECT_TRUE(msg.find("deflated data is corrupt") != std::string::npos || msg.find("CRC-32") != std::string::npos) << msg;
+  // A wrong CRC in the central directory only.
+  std::string bad_crc = zip;
+  const auto cd_name = bad_crc.find(name, zip.find(name) + 1);  // the central directory's copy of the name
+  ASSERT_NE(cd_name, std::string::npos);
+  const auto cd = cd_name - 46;  // its central header (46 bytes before the name)
+  bad_crc[cd + 16] = static_cast<char>(bad_crc[cd + 16] ^ 0x5a);
+  const std::string crc_msg = error_of(bad_crc);
+  EXPECT_NE(crc_msg.find("CRC-32 does not match"), std::string::npos) << crc_msg;
 }
 
 TEST(Pt2Archive, UnknownSchemaMajorNamesBothVersions) {
