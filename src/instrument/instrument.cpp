@@ -1894,8 +1894,22 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     if (!residual_sites.empty()) {
       const structure::FinalNorm back =
           structure::find_final_norm_from_output(*graph_, residual_sites, block_norms, scopes, main_stack);
+      // When the output walk cannot say what feeds its head, the head named
+      // is the one that reads the stream: the forward walk's first
+      // parameterized op after the stack when both lie in one head module
+      // (classifier.mlp.0 of classifier.mlp's Linear-ReLU-Linear, not the
+      // output walk's last layer classifier.mlp.2).
+      auto parent_of = [](const std::string& p) {
+        const auto dot = p.rfind('.');
+        return dot == std::string::npos ? std::string() : p.substr(0, dot);
+      };
+      const std::string fwd_head = final_norm.head_module;
       if (back.status != "unknown") final_norm = back;
-      else if (!back.head_module.empty()) final_norm.head_module = back.head_module;
+      else if (!back.head_module.empty())
+        final_norm.head_module = !fwd_head.empty() && !parent_of(fwd_head).empty() &&
+                                         parent_of(fwd_head) == parent_of(back.head_module)
+                                     ? fwd_head
+                                     : back.head_module;
     }
   }
   std::map<Node*, int64_t> bn_input_tap;

@@ -2,7 +2,9 @@
 
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
+#include <tuple>
 #include <sys/stat.h>
 
 #include <caffe2/serialize/inline_container.h>
@@ -259,7 +261,17 @@ void describe_forward_and_modules(LoadedModel& lm) {
     const auto& a = schema.arguments()[i];
     lm.args.push_back({a.name(), a.type()->annotation_str(), a.default_value().has_value()});
   }
+  // A parameter two modules hold (a language model's head tied to its token
+  // embedding) is one tensor: the model's total counts it once, as
+  // model.parameters() does; each module's own count keeps it.
+  // (torch.jit.load gives the two attributes one storage, not one tensor.)
+  std::set<std::tuple<const void*, int64_t, int64_t>> counted;  // storage, offset, elements
   for (const auto& nm : lm.module.named_modules()) {
+    for (const auto& p : nm.value.named_parameters(/*recurse=*/false)) {
+      const void* storage = p.value.has_storage() ? static_cast<const void*>(p.value.storage().unsafeGetStorageImpl())
+                                                  : static_cast<const void*>(p.value.unsafeGetTensorImpl());
+      if (counted.emplace(storage, p.value.storage_offset(), p.value.numel()).second) lm.parameters += p.value.numel();
+    }
     ModuleInfo mi;
     mi.path = nm.name;
     mi.module = nm.value;
@@ -268,7 +280,6 @@ void describe_forward_and_modules(LoadedModel& lm) {
     mi.training = nm.value.is_training();
     mi.parameters = direct_parameter_elements(nm.value);
     mi.leaf = nm.value.children().size() == 0;
-    lm.parameters += mi.parameters;
     lm.modules.push_back(std::move(mi));
   }
 }

@@ -41,7 +41,7 @@ struct LoadedModel {
   std::string kind;          ///< "scripted" | "traced" (inferred, see model_kind_reason) | "exported" (.pt2)
   std::string kind_reason;   ///< what the inference rests on, in words
   bool saved_training = false;  ///< root module's training flag
-  int64_t parameters = 0;    ///< elements in all parameters
+  int64_t parameters = 0;    ///< elements in all parameters, a tensor two modules share (tied weights) once
   std::vector<ModuleInfo> modules;
   std::vector<ArgInfo> args;
   std::string format = "torchscript";  ///< "torchscript" | "pt2" (a torch.export archive, model/pt2_model.h)

@@ -217,6 +217,10 @@ TEST_P(CorpusRun, FindingsAreExactlyTheExpectedOnes) {
   ASSERT_EQ(r.report.value("status", ""), "ok") << r.report.dump(2).substr(0, 4000);
   // Every probe wrote only the metrics it declares (src/probes/registry.cpp).
   EXPECT_FALSE(r.report.at("probes").contains("undeclared_metrics")) << r.report["probes"]["undeclared_metrics"].dump(1);
+  // The parameter count is Python's sum over model.parameters(): a tensor
+  // two modules share (GPT-2's head tied to its token embedding) once.
+  const json facts = json::parse(nde2e::read_file(corpus_dir() + "/" + c.model + ".facts.json"));
+  EXPECT_EQ(r.report.at("model").value("parameters", int64_t(-1)), facts.value("parameters", int64_t(-2)));
 
   // (failure_mode, layer) of every finding, with its rule id and message.
   std::vector<std::tuple<std::string, std::string, std::string, std::string, std::string>> got;
@@ -318,6 +322,16 @@ TEST(CorpusStatistics, ModuleOutputsMatchPython) {
     nde2e::TempDir tmp;
     const auto r = nde2e::check(corpus_dir() + "/" + name + ext, {corpus_dir() + "/" + name + ".input.pt"},
                                 {"--fail-on", "never"}, tmp.file("r.json"));
+#if TORCH_VERSION_MAJOR < 2
+    // The .pt2 part alone is left out on 1.x (its graph calls 2.x
+    // operators), with the reason printed; the .pt part still runs.
+    if (ext == ".pt2" && r.exit_code == 3) {
+      std::cout << "LibTorch " << TORCH_VERSION_MAJOR << "." << TORCH_VERSION_MINOR << " cannot run " << name
+                << ".pt2 (a PyTorch 2.x export): " << r.report.value("error", json::object()).value("message", "")
+                << "\n";
+      continue;
+    }
+#endif
     skip_if_unloadable_on_1x(r);
   if (::testing::Test::IsSkipped()) return;  // GTEST_SKIP in a helper returns from the helper only
     ASSERT_TRUE(r.has_report) << r.describe();

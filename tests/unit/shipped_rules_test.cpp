@@ -69,17 +69,18 @@ const Expected kExpected[] = {
     {"ADAM002", "adam-second-moment-lag", nd::Severity::kWarning, "layer", "all", true, "", "adam.eps_fraction_max > 0.5"},
     {"ARCH001", "deep-post-norm", nd::Severity::kWarning, "model", "all", false, "arch.stack", "arch.post_norm_blocks > 12"},
     {"ARCH002", "missing-final-norm", nd::Severity::kWarning, "model", "all", false, "arch.head_layer",
-     "arch.pre_norm_blocks >= 2 and arch.final_norm == \"absent\""},
+     "arch.pre_norm_blocks >= 2 and arch.final_norm == \"absent\" and arch.head_zero_init == false"},
     {"ARCH003", "no-normalization", nd::Severity::kWarning, "model", "all", false, "arch.stack",
      "arch.blocks >= 8 and arch.norm_layers == 0"},
     {"ARCH004", "residual-stream-growth", nd::Severity::kWarning, "model", "all", true, "arch.stream_growth_layer",
-     "arch.branches_normalized == false and arch.pre_norm_blocks >= 2 and arch.stream_growth > 100"},
+     "arch.branches_normalized == false and arch.pre_norm_blocks >= 2 and arch.stream_growth > 100 and "
+     "arch.block_norms_under_eps == false"},
     {"ARCH005", "residual-stream-growth", nd::Severity::kInfo, "model", "all", true, "arch.branch_rms_max_block",
      "arch.pre_norm_blocks >= 3 and arch.branch_rms_ratio >= 10 and arch.stream_growth_max_factor >= 2 and "
-     "arch.stream_growth <= 100"},
+     "arch.stream_growth <= 100 and arch.block_norms_under_eps == false"},
     {"ARCH006", "residual-stream-growth", nd::Severity::kWarning, "model", "all", true, "arch.last_block",
      "arch.branches_normalized == false and arch.pre_norm_blocks >= 4 and arch.stream_late_ratio >= 1.3 and "
-     "arch.stream_growth > 10 and arch.stream_growth <= 100"},
+     "arch.stream_growth > 10 and arch.stream_growth <= 100 and arch.block_norms_under_eps == false"},
     {"ATTN001", "attention-logit-growth", nd::Severity::kWarning, "layer", "all", false, "", "attn.logit_absmax > 30"},
     {"ATTN002", "nonfinite-forward", nd::Severity::kError, "layer", "all", true, "", "attn.masked_nan_rows > 0"},
     {"ATTN003", "softmax-collapse", nd::Severity::kWarning, "layer", "all", false, "",

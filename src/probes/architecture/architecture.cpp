@@ -204,6 +204,63 @@ void probe_architecture(Session& s) {
     }
   }
   mm["arch.stream_growth_layer"] = growth_layer;
+
+  // Block norms that cannot normalize: a norm divides by sqrt(var + eps),
+  // and with its input's mean square (an upper bound of the variance it
+  // removes) below eps it multiplies by about 1/sqrt(eps) instead (GroupNorm
+  // eps 1e-5 on a stream of RMS 1e-5 scales it by ~300). Then every branch
+  // adds a fixed multiple of the stream and the stream grows geometrically
+  // whatever the branches' initialization: the growth reads as ARCH004's,
+  // but the defect is upstream (activations that vanished before the stack:
+  // HF MobileViTV2's BatchNorm gains drawn from N(0, 0.02)). True when every
+  // measured pre-norm of the main stack's blocks has mean square < eps.
+  {
+    int64_t checked = 0, under = 0;
+    double worst = 0;  // the largest mean square / eps seen
+    for (const auto& b : blocks) {
+      if (b.stack != main_stack) continue;
+      for (const auto* a : b.adds) {
+        if (a->placement != "pre-norm" || a->norm_module.empty()) continue;
+        for (const auto& n : im.norm_ops()) {
+          if (n.module != a->norm_module || !col) continue;
+          const auto eps_it = n.args.find("eps");
+          if (eps_it == n.args.end() || !eps_it->is_number()) continue;
+          const double eps = eps_it->get<double>();
+          // The norm's own input tap, else (no tap, or one the pass did not
+          // fill) the stream entering the addition: a pre-norm reads it.
+          double rms = rms_of(n.input_tap);
+          if (!std::isfinite(rms)) rms = rms_of(a->in_tap);
+          if (!(eps > 0) || !std::isfinite(rms)) continue;
+          ++checked;
+          if (rms * rms < eps) ++under;
+          worst = std::max(worst, rms * rms / eps);
+        }
+      }
+    }
+    mm["arch.block_norms_under_eps"] = checked > 0 && under == checked;
+    if (checked > 0) mm["arch.block_norm_ms_to_eps_max"] = finite_or_null(worst);
+  }
+
+  // A head whose weights are all exactly zero: ControlNet's zero
+  // convolutions (diffusers zero_module), adapters and LoRA up-projections
+  // are built so that the stack's output adds nothing at initialization to
+  // another network's features, which normalize it there: no "head" of this
+  // model reads the stream (ARCH002 steps aside; a classifier's
+  // zero-initialized head behind a final norm is unaffected, it has the norm).
+  bool head_zero = false;
+  if (!fin.head_module.empty())
+    for (const auto& mi : s.model.modules) {
+      if (mi.path != fin.head_module) continue;
+      bool any = false, all_zero = true;
+      for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) {
+        if (p.name != "weight" || !p.value.defined() || p.value.numel() == 0) continue;
+        any = true;
+        all_zero = all_zero && !p.value.detach().ne(0).any().item<bool>();
+      }
+      head_zero = any && all_zero;
+      break;
+    }
+  mm["arch.head_zero_init"] = head_zero;
   s.doc.probes["architecture"] = {{"blocks", rows},
                                   {"main_stack", main_stack},
                                   {"placement", mm["arch.placement"]},
@@ -219,7 +276,7 @@ const std::vector<std::string>& architecture_writes() {
       "arch.stream_growth_max_block", "arch.stream_growth_max_factor", "arch.stream_growth_max_share",
       "arch.branch_rms_max", "arch.branch_rms_max_block", "arch.branch_rms_median_others", "arch.branch_rms_ratio",
       "arch.stream_rms_first", "arch.branches_normalized", "arch.stream_late_ratio",
-      "arch.stream_rms_last"};
+      "arch.stream_rms_last", "arch.block_norms_under_eps", "arch.block_norm_ms_to_eps_max", "arch.head_zero_init"};
   return names;
 }
 

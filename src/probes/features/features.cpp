@@ -46,12 +46,34 @@ struct FeatureStats {
   std::map<std::string, Dead> dead;          ///< module path -> dead units
   std::map<int64_t, Outlier> outlier;        ///< residual out tap id -> channels
   std::map<const void*, std::string> writer; ///< storage data -> last leaf module writing it
+  /// sizes -> the leaf module that last wrote a tensor of those sizes (in
+  /// execution order): the head behind ops the model applies after it.
+  std::map<std::vector<int64_t>, std::pair<std::string, at::Tensor>> last_of_shape;
+  std::set<const void*> residual_sums;       ///< storage data of residual additions' outputs
   std::set<int64_t> residual_out;            ///< kResidualStream ids that are sums (not stream inputs)
   std::set<std::string> leaves;
 };
 
 namespace {
 
+
+/// Whether `y` is an elementwise function of `h` alone (same sizes): y
+/// read in the order of increasing h has a total variation of at most 4x its
+/// range, as a function with a few monotone pieces has (a soft-cap
+/// cap * tanh(h / cap), a temperature h / t, x * tanh(x / c): at most 2x). A
+/// sum with another tensor (a residual stream x + proj(h)) jumps at every
+/// step instead: its variation is about n / 3 times its range.
+bool is_function_of(const at::Tensor& y0, const at::Tensor& h0) {
+  if (y0.sizes() != h0.sizes() || y0.numel() < 16) return false;
+  const at::Tensor h = h0.reshape({-1}).to(at::kDouble).cpu();
+  const at::Tensor y = y0.reshape({-1}).to(at::kDouble).cpu();
+  if (!at::isfinite(h).all().item<bool>() || !at::isfinite(y).all().item<bool>()) return false;
+  const at::Tensor ys = y.index_select(0, std::get<1>(h.sort()));
+  const double range = (ys.max() - ys.min()).item<double>();
+  if (!(range > 0)) return false;
+  const double variation = (ys.slice(0, 1) - ys.slice(0, 0, -1)).abs().sum().item<double>();
+  return variation <= 4 * range;
+}
 
 /// Units of x along `axis`: how many are counted, how many of those are
 /// <= 0 everywhere (dead), how many are > 0 everywhere (always active, the
@@ -111,6 +133,10 @@ std::function<void(const TapSite&, const at::Tensor&)> feature_hook(const Sessio
       d.min_examples = std::min(d.min_examples, x.size(0));
       d.min_values_per_unit = std::min(d.min_values_per_unit, x.numel() / std::max<int64_t>(1, best.units));
     } else if (site.kind == TapKind::kResidualStream && f->residual_out.count(site.id) && x.dim() >= 2) {
+      if (x.has_storage()) {
+        std::lock_guard<std::mutex> lock(f->mu);
+        f->residual_sums.insert(x.storage().data());
+      }
       const int64_t axis = x.dim() == 3 ? 2 : 1;
       at::Tensor a = x.abs().movedim(axis, 0).reshape({x.size(axis), -1}).amax(1).to(at::kDouble).cpu();
       std::lock_guard<std::mutex> lock(f->mu);
@@ -122,6 +148,7 @@ std::function<void(const TapSite&, const at::Tensor&)> feature_hook(const Sessio
     } else if (site.kind == TapKind::kModuleOutput && f->leaves.count(site.module) && x.has_storage()) {
       std::lock_guard<std::mutex> lock(f->mu);
       f->writer[x.storage().data()] = site.module;
+      if (x.dim() >= 2 && x.is_floating_point()) f->last_of_shape[x.sizes().vec()] = {site.module, x.detach()};
     }
   };
 }
@@ -221,6 +248,21 @@ void probe_features(Session& s) {
       const at::Tensor y = outs[0].detach();
       auto w = f.writer.find(y.storage().data());
       std::string head = w == f.writer.end() ? std::string("?") : w->second;
+      // The output written by an op after the head, outside any module
+      // (Gemma's soft-cap cap * tanh(logits / cap), a temperature, MPT's
+      // logit_scale): the head is the last leaf module that wrote a tensor
+      // of the output's sizes; the output itself is still what is judged.
+      std::string head_from = w == f.writer.end() ? "" : "writes the output";
+      if (w == f.writer.end()) {
+        auto ls = f.last_of_shape.find(y.sizes().vec());
+        // Not a residual stream (x + proj(norm(x)) returned as it is): a
+        // branch dominating the sum makes it nearly a function of the branch.
+        if (ls != f.last_of_shape.end() && !f.residual_sums.count(y.storage().data()) &&
+            is_function_of(y, ls->second.second)) {
+          head = ls->second.first;
+          head_from = "the last module whose output has the output's sizes; the output is a function of it alone";
+        }
+      }
       // A linear head (a 2-D weight: nn.Linear, HF's Conv1D, a tied
       // embedding matrix): its output's last axis holds the classes or the
       // vocabulary. A convolution is no logit head that can be told apart
@@ -253,6 +295,7 @@ void probe_features(Session& s) {
       }
       probe["logits_head"] = head;
       probe["logits_head_is_linear"] = linear_head;
+      if (!head_from.empty()) probe["logits_head_from"] = head_from;
     }
   }
 

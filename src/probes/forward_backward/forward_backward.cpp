@@ -377,6 +377,13 @@ void probe_forward_backward(Session& s) {
       m["act.beyond_fp16_count"] = a.fwd.beyond_fp16;
       m["act.zero_fraction"] = a.fwd.numel ? static_cast<double>(a.fwd.zeros) / static_cast<double>(a.fwd.numel) : 0.0;
       m["act.fp16_headroom"] = a.fwd.absmax() > 0 ? metric_number(kFp16Max / a.fwd.absmax()) : MetricValue("inf");
+      // How far from the fp16 maximum, either side: ACT003 says "1.6x below"
+      // or "54x above", never a headroom below 1 read as "below".
+      if (a.fwd.absmax() > 0 && std::isfinite(a.fwd.absmax())) {
+        const bool above = a.fwd.absmax() > kFp16Max;
+        m["act.fp16_side"] = std::string(above ? "above" : "below");
+        m["act.fp16_margin"] = metric_number(above ? a.fwd.absmax() / kFp16Max : kFp16Max / a.fwd.absmax());
+      }
       if (a.grad_calls > 0) {
         m["grad.out_norm"] = metric_number(a.grad.l2());
         m["grad.out_rms"] = metric_number(a.grad.rms());
@@ -1208,11 +1215,17 @@ void probe_forward_backward(Session& s) {
   // Where NaN/Inf started, forward.
   const bool inputs_finite = !s.doc.model_metrics["input.any_nonfinite"].get<bool>();
   if (col.first_nonfinite_tap() >= 0 && inputs_finite) {
-    const std::string culprit = taps[static_cast<size_t>(col.first_nonfinite_tap())].module;
-    auto it = idx.find(culprit);
-    if (it != idx.end()) {
-      LayerMetrics& lm = s.doc.layers[it->second];
-      lm.metrics["fwd.first_nonfinite"] = true;
+    // The first module whose output is non-finite. When its own inputs are
+    // non-finite already, an op its caller runs outside any child module
+    // made them (a softmax over a fully masked row inside an attention
+    // module, whose attn_dropout only passes the NaN on): the caller, its
+    // parent module, is named instead, up to a module whose inputs are
+    // finite (a targeted pass each, only on a non-finite forward).
+    std::string culprit = taps[static_cast<size_t>(col.first_nonfinite_tap())].module;
+    const std::string first_seen = culprit;
+    for (int up = 0; up < 64; ++up) {
+      auto it = idx.find(culprit);
+      if (it == idx.end()) break;
       // Targeted pass: the same forward with taps on this module's inputs.
       InstrumentOptions io;
       io.op_taps = false;
@@ -1227,12 +1240,33 @@ void probe_forward_backward(Session& s) {
       TensorStats in;
       for (const auto& t : probe.taps())
         if (t.kind == TapKind::kModuleInput) in.merge(pr.collector->records()[static_cast<size_t>(t.id)].fwd);
+      // The caller: the nearest ancestor whose forward ran (a ModuleList
+      // holding the culprit is never called; the module indexing it is).
+      std::string parent = culprit;
+      for (;;) {
+        const auto dot = parent.rfind('.');
+        parent = dot == std::string::npos ? std::string() : parent.substr(0, dot);
+        if (parent.empty()) break;
+        auto pit = idx.find(parent);
+        if (pit != idx.end() && s.doc.layers[pit->second].exec_order >= 0) break;
+      }
+      if (in.nonfinite() > 0 && !parent.empty()) {
+        culprit = parent;
+        continue;
+      }
+      LayerMetrics& lm = s.doc.layers[it->second];
+      lm.metrics["fwd.first_nonfinite"] = true;
+      if (culprit != first_seen) lm.metrics["fwd.nonfinite_passed_to"] = first_seen;
       lm.metrics["fwd.input_absmax"] = in.absmax();
       lm.metrics["fwd.input_min"] = in.finite() ? in.min : 0.0;
       lm.metrics["fwd.input_max"] = in.finite() ? in.max : 0.0;
       lm.metrics["fwd.input_nonfinite_count"] = in.nonfinite();
-      const std::string note = nonfinite_state_note(s, *s.inst, culprit);
+      std::string note = nonfinite_state_note(s, *s.inst, culprit);
+      if (culprit != first_seen)
+        note += "; an op in its own forward (not in a child module) made the first NaN/Inf: " + first_seen +
+                ", the first module to output them, received them as input";
       if (!note.empty()) lm.metrics["fwd.cause_note"] = note;
+      break;
     }
   }
 

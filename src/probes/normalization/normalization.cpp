@@ -473,6 +473,18 @@ void probe_normalization(Session& s) {
                                 " graph baked training=True into them: the file itself normalizes with batch statistics "
                                 "in eval too, MODE002)"
                           : std::string(", so eval-mode outputs are not normalized");
+      // FrozenBatchNorm2d (torchvision's detection backbones) holds buffers
+      // that nothing updates: no train-mode pass and no update_bn (which
+      // only visits _BatchNorm modules) can estimate them; they come from
+      // the checkpoint the backbone was frozen from.
+      bool frozen = false;
+      for (const auto& no : im.norm_ops())
+        if (no.module == first_at_init && no.op == "frozen_batch_norm") frozen = true;
+      if (frozen)
+        mm["bn.at_init_consequence"] =
+            mm["bn.at_init_consequence"].get<std::string>() +
+            "; these are frozen BatchNorms (x * scale + shift from fixed buffers) that no train-mode pass or update_bn "
+            "updates: load the pretrained weights the backbone was frozen from";
     }
   }
 
@@ -615,11 +627,17 @@ void probe_normalization(Session& s) {
       if (stale) {
         mm["drift.stale_layer"] = stale_layer;
         // The stale-statistics finding's message names the drift it causes.
+        // A drift of 0 is no consequence to name; an infinite one is an
+        // eval-mode output that is all zero (nothing to take a norm of).
         char buf[64];
         std::snprintf(buf, sizeof buf, "%.3g", drift);
-        mm["drift.stale_note"] = "; this is also what makes the train and eval outputs" +
-                                 std::string(baked > 0 ? " of the Python model (its mode flags restored)" : "") +
-                                 " differ by " + std::string(buf) + " of their norm, first at " + first;
+        const std::string whose = baked > 0 ? " of the Python model (its mode flags restored)" : "";
+        if (std::isinf(drift))
+          mm["drift.stale_note"] = "; this is also why the eval-mode output" + whose +
+                                   " is all zero where the train-mode output is not, first at " + first;
+        else if (drift > 0)
+          mm["drift.stale_note"] = "; this is also what makes the train and eval outputs" + whose + " differ by " +
+                                   std::string(buf) + " of their norm, first at " + first;
       }
     }
     // What batch statistics alone move the output by, with running
