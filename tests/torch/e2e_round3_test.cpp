@@ -1970,6 +1970,30 @@ TEST(Round12, ZeroConvolutionAfterAPreNormStack) {
                               nums("r12_resnet_stack_conv_head").at("stream_rms_last").get<double>(), 1e-4));
 }
 
+// A Mixtral-style sparse MoE whose router grew along the offset every
+// token shares: of 256 routed rows per layer, 252 go to experts 0 and 1
+// and four experts get none, which uniform routing would do with
+// probability (7/8)^256 = 1.4e-15: GRAD018 at each layer's experts (and
+// ACT010, the router's one-hot softmax). The twin's router is at its
+// initialization: every expert gets rows, no moe.* metrics.
+TEST(Round12, RouterCollapseLeavesExpertsIdle) {
+  RUN_ROUND3(rep, "r12_moe_router_collapsed");
+  expect_findings(rep, "r12_moe_router_collapsed",
+                  Set{{"ACT010", "moe.0"}, {"ACT010", "moe.1"}, {"GRAD018", "moe.0.experts"}, {"GRAD018", "moe.1.experts"}});
+  const json* e = layer_metrics(rep, "moe.0.experts");
+  ASSERT_NE(e, nullptr);
+  const json& n = nums("r12_moe_router_collapsed");
+  EXPECT_EQ(num(e->at("moe.routed_rows")), n.at("routed_rows").get<double>());
+  EXPECT_EQ(num(e->at("moe.idle_experts")), n.at("idle_layer0").get<double>());
+  EXPECT_EQ(num(e->at("moe.experts")), 8);
+  EXPECT_TRUE(nde2e::near_rel("moe.idle_chance", num(e->at("moe.idle_chance")), std::pow(7.0 / 8.0, 256.0), 1e-9));
+  RUN_ROUND3(twin, "r12_moe_router_balanced");
+  expect_findings(twin, "r12_moe_router_balanced", Set{});
+  const json* t = layer_metrics(twin, "moe.0.experts");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->count("moe.experts"), 0u);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -176,6 +176,7 @@ const Expected kExpected[] = {
      "grad.params_no_signal > 0 and grad.unused_in_training == true and grad.unused_under == \"\""},
     {"GRAD017", "no-gradient-path", nd::Severity::kWarning, "layer", "all", true, "",
      "grad.cut_blocked_modules >= 2"},
+    {"GRAD018", "no-gradient-path", nd::Severity::kWarning, "layer", "all", true, "", "moe.idle_chance < 1e-06"},
     {"IN001", "nonfinite-input", nd::Severity::kError, "input", "all", false, "", "input.nonfinite_count > 0"},
     {"IN002", "input-scale", nd::Severity::kWarning, "input", "all", true, "",
      "input.is_float == true and input.scale > 10 and input.scale_invariant == false and input.periodic_encoding != true "

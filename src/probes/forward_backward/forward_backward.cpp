@@ -664,6 +664,105 @@ void probe_forward_backward(Session& s) {
     }
   }
 
+  // Mixture-of-experts experts idle beyond chance (rule GRAD018): a
+  // container of 4 or more child modules of one class (the experts of a
+  // MoE layer), two or more of which ran on the batch, on different numbers
+  // of rows, while at least half did not (not called, or called on empty
+  // tensors). Each routed row goes to a
+  // given expert with probability 1/E under uniform routing, so an expert
+  // is left without any of S rows with probability (1 - 1/E)^S; below 1e-6
+  // (8 experts, 104 rows) idle experts are not the batch's chance but a
+  // router that sends every token to the same few (router collapse:
+  // Fedus et al. 2021, Switch Transformers; torchtitan#1246). S is counted
+  // from the experts that ran: the rows entering their first Linear
+  // (act.numel / out_features), all calls together.
+  {
+    std::map<std::string, std::vector<LayerMetrics*>> children;
+    for (auto& l : s.doc.layers) {
+      const auto dot = l.path.rfind('.');
+      if (dot != std::string::npos) children[l.path.substr(0, dot)].push_back(&l);
+    }
+    auto subtree_params = [&](const std::string& p) {
+      int64_t n = 0;
+      for (const auto& l : s.doc.layers)
+        if (l.path == p || l.path.rfind(p + ".", 0) == 0) n += l.parameters;
+      return n;
+    };
+    auto rows_of = [&](const std::string& p) -> int64_t {  // rows entering the first Linear under p
+      const LayerMetrics* first = nullptr;
+      for (const auto& l : s.doc.layers)
+        if ((l.path == p || l.path.rfind(p + ".", 0) == 0) && l.kind == "Linear" && l.exec_order >= 0 &&
+            l.info.contains("out_features") && l.info["out_features"].is_number_integer() &&
+            l.metrics.count("act.numel") && (!first || l.exec_order < first->exec_order))
+          first = &l;
+      if (!first) return -1;
+      const int64_t out = first->info["out_features"].get<int64_t>();
+      const auto& n = first->metrics.at("act.numel");
+      return out > 0 && n.is_number_integer() ? n.get<int64_t>() / out : -1;
+    };
+    for (auto& [parent, kids] : children) {
+      if (kids.size() < 4) continue;
+      bool same = true;
+      for (const auto* k : kids) same = same && k->kind == kids.front()->kind;
+      if (!same) continue;
+      int64_t rows = 0;
+      bool rows_known = true;
+      std::vector<std::string> idle;
+      std::set<int64_t> row_counts;  // rows of each expert that ran
+      int64_t ran = 0;
+      for (const auto* k : kids) {
+        if (subtree_params(k->path) == 0) {
+          rows_known = false;
+          break;
+        }
+        auto calls = k->metrics.find("act.calls");
+        const bool did_run = calls != k->metrics.end() && calls->second.is_number_integer() &&
+                             calls->second.get<int64_t>() > 0 && !(k->metrics.count("grad.module_ran_empty") &&
+                                                                    k->metrics.at("grad.module_ran_empty") == true);
+        if (!did_run) {
+          idle.push_back(k->path);
+          continue;
+        }
+        ++ran;
+        const int64_t r = rows_of(k->path);
+        if (r < 0) rows_known = false;
+        else rows += r;
+        row_counts.insert(r);
+      }
+      const int64_t E = static_cast<int64_t>(kids.size());
+      // Routing, not a choice of whole modules: two or more experts ran, on
+      // different numbers of rows (a router's subsets), or next to a router
+      // (a 2-D parameter with one row per expert, [E, D], in the layer that
+      // holds the experts: nn.Linear(D, E), DeepSeek's Gate.weight) when a
+      // full collapse gives the chosen experts every row. One module picked
+      // per call (task heads) or layers skipped whole (LayerDrop) are not
+      // judged.
+      bool router = false;
+      {
+        const auto dot = parent.rfind('.');
+        const std::string layer = dot == std::string::npos ? std::string() : parent.substr(0, dot);
+        for (const auto& mi : s.model.modules) {
+          const bool under_layer = layer.empty() || mi.path == layer || mi.path.rfind(layer + ".", 0) == 0;
+          const bool under_experts = mi.path == parent || mi.path.rfind(parent + ".", 0) == 0;
+          if (!under_layer || under_experts || router) continue;
+          for (const auto& pr : mi.module.named_parameters(/*recurse=*/false))
+            if (pr.value.dim() == 2 && pr.value.size(0) == E) router = true;
+        }
+      }
+      if (!rows_known || ran < 2 || (row_counts.size() < 2 && !router) || 2 * static_cast<int64_t>(idle.size()) < E ||
+          rows <= 0)
+        continue;
+      const double chance = std::exp(static_cast<double>(rows) * std::log1p(-1.0 / static_cast<double>(E)));
+      LayerMetrics* pl = s.doc.find_layer(parent);
+      if (!pl) continue;
+      pl->metrics["moe.experts"] = E;
+      pl->metrics["moe.idle_experts"] = static_cast<int64_t>(idle.size());
+      pl->metrics["moe.idle_names"] = short_list(idle, 6);
+      pl->metrics["moe.routed_rows"] = rows;
+      pl->metrics["moe.idle_chance"] = chance;
+    }
+  }
+
   // A whole sub-network cut from the loss (a VQ-VAE encoder behind a
   // quantizer without the straight-through estimator, a frozen-by-mistake
   // backbone behind detach()): every module with parameters under it that ran
@@ -1345,7 +1444,7 @@ const std::vector<std::string>& forward_backward_writes() {
   static const std::vector<std::string> names = {
       // bn.batch_of_one, bn.values_per_channel: a train pass that BatchNorm
       // refused (one value per channel), turned into evidence for BN006/BN010
-      "act.", "attn.", "bn.batch_of_one", "bn.values_per_channel", "fwd.", "grad.", "loss.", "norm.eps", "norm.gain_absmax", "norm.gain_mean",
+      "act.", "attn.", "bn.batch_of_one", "bn.values_per_channel", "fwd.", "grad.", "loss.", "moe.", "norm.eps", "norm.gain_absmax", "norm.gain_mean",
       "norm.gain_p99", "param.", "sat.", "softmax."};
   return names;
 }

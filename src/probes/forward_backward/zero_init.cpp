@@ -232,6 +232,13 @@ std::vector<std::pair<std::string, double>> small_branch_gains(const Session& s)
   for (const auto& mi : s.model.modules)
     for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) {
       if (!p.value.requires_grad() || p.value.numel() == 0) continue;
+      // A gain is a scalar or a vector over channels ([C], torchvision
+      // ConvNeXt's [C, 1, 1]): at most one axis longer than 1. A weight
+      // matrix that small is an initialization (SAM's initializer_range
+      // 1e-10), not a branch gain.
+      int64_t long_axes = 0;
+      for (int64_t d : p.value.sizes()) long_axes += d > 1 ? 1 : 0;
+      if (long_axes > 1) continue;
       const double a = p.value.detach().abs().max().item<double>();
       if (a > 0 && a <= kSmallGain) small[mi.path.empty() ? p.name : mi.path + "." + p.name] = a;
     }

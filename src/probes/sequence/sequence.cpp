@@ -1066,7 +1066,9 @@ void probe_sequence(Session& s) {
     if (frozen) row["reduced"] = "none: running statistics (frozen)";
     else if (red.empty()) row["reduced"] = "unknown (normalized_shape computed at run time)";
     axes_rows.push_back(row);
-    if (r_time && (n.op == "batch_norm" || n.op == "group_norm" || n.op == "instance_norm" || written_out))
+    // Once per module (a written-out norm can match as two patterns).
+    if (r_time && (n.op == "batch_norm" || n.op == "group_norm" || n.op == "instance_norm" || written_out) &&
+        std::find(norms_over_time.begin(), norms_over_time.end(), n.module) == norms_over_time.end())
       norms_over_time.push_back(n.module);
 
     LayerMetrics* lm = s.doc.find_layer(n.module);
@@ -1325,9 +1327,24 @@ void probe_sequence(Session& s) {
                    longer + " (" + pad_error + "); --seq-dim names another axis if this one is not the time axis";
     s.doc.model_metrics["seq.fixed_length"] = true;
   }
+  // Shorter ran, every longer padding raised in the model's own code: the
+  // sample is already at the longest length the model takes (a learned
+  // position table, a gain of shape [context, d] sliced to the length).
+  // Padding cannot run on this batch; that is the batch's length, not a
+  // failure of the probe (TorchScript only, as above).
+  const bool at_longest = !fixed_length && s.model.kind != "exported" && short_error.empty() && !pad_error.empty() &&
+                          pad_kind == error_kind::kModelRun && pad_pass == "eval-seq-padded";
+  if (at_longest) {
+    std::string longer;
+    for (int64_t q : pad_tries) longer += (longer.empty() ? "" : ", ") + std::to_string(L.T + q);
+    fixed_reason = "the sample's " + std::to_string(L.T) +
+                   " positions are the most the model takes: in eval it ran at " + std::to_string(T2) +
+                   " and raised at " + longer + " (" + pad_error +
+                   "); give a batch shorter than the model's maximum length to measure padding";
+  }
   if (!pad_error.empty()) {
-    jp["status"] = fixed_length ? "skipped" : "error";
-    if (fixed_length) jp["reason"] = fixed_reason;
+    jp["status"] = fixed_length || at_longest ? "skipped" : "error";
+    if (fixed_length || at_longest) jp["reason"] = fixed_reason;
     jp["pass"] = pad_pass;
     jp["error"] = {{"kind", pad_kind}, {"message", pad_error}};
     s.doc.model_metrics["pad.error"] = pad_error;
