@@ -515,7 +515,8 @@ def shared_eager(name):
     """The Python model of a file copied from ../shared/real-models, for its
     .pt2: the same public code and configuration (its README's table) built
     by this environment's libraries, holding the TorchScript file's own
-    weights (load_state_dict, strict), in eval mode. make_pt2_shared checks
+    weights (load_state_dict; every key of either side accounted for, see
+    below), in eval mode. make_pt2_shared checks
     it computes what the copied file computes on the committed batch."""
     sm = torch.jit.load(os.path.join(HERE, name + ".pt"))
     sd = sm.state_dict()
@@ -707,19 +708,7 @@ def check(name):
         got = out_of(loaded(*committed))
     if got.shape != ref.shape or float((got - ref).abs().max()) > 1e-4:
         problems.append(f"{name}: committed {name}.pt output differs from the regenerated model's")
-    p2 = os.path.join(HERE, name + ".pt2")
-    if name in PT2_SKIP:
-        pass
-    elif not os.path.exists(p2):
-        problems.append(f"{name}: {p2} missing")
-    else:
-        with torch.no_grad():
-            got2 = out_of(torch.export.load(p2).module()(*committed))
-        if got2.shape != ref.shape or float((got2 - ref).abs().max()) > 1e-4:
-            problems.append(f"{name}: committed {name}.pt2 output differs from the regenerated model's")
-    for f in (path, p2):
-        if os.path.exists(f) and stored_records(f):
-            problems.append(f"{name}: {os.path.basename(f)} is not re-packed deflated (repack_deflated)")
+    problems += archive_problems(name, committed, ref, "the regenerated model's")
     fpath = os.path.join(HERE, name + ".facts.json")
     old = json.load(open(fpath)) if os.path.exists(fpath) else None
     new = facts(m, inputs, how)
@@ -754,6 +743,25 @@ def stored_records(path):
         return [i.filename for i in z.infolist() if i.compress_type != zipfile.ZIP_DEFLATED]
 
 
+def archive_problems(name, inputs, ref, whose):
+    """NAME.pt2 (unless PT2_SKIP) computes `ref` on `inputs` within 1e-4,
+    and NAME.pt and NAME.pt2 are re-packed deflated (repack_deflated)."""
+    problems = []
+    path, p2 = os.path.join(HERE, name + ".pt"), os.path.join(HERE, name + ".pt2")
+    if name not in PT2_SKIP:
+        if not os.path.exists(p2):
+            problems.append(f"{name}: {p2} missing")
+        else:
+            with torch.no_grad():
+                got = out_of(torch.export.load(p2).module()(*inputs))
+            if got.shape != ref.shape or float((got - ref).abs().max()) > 1e-4:
+                problems.append(f"{name}: committed {name}.pt2 output differs from {whose}")
+    for f in (path, p2):
+        if os.path.exists(f) and stored_records(f):
+            problems.append(f"{name}: {os.path.basename(f)} is not re-packed deflated (repack_deflated)")
+    return problems
+
+
 def check_shared(name):
     """A copied file's facts are its own, and its .pt2 (unless PT2_SKIP)
     computes what the copied TorchScript computes on the committed batch."""
@@ -761,20 +769,10 @@ def check_shared(name):
     fpath = os.path.join(HERE, name + ".facts.json")
     if not (os.path.exists(fpath) and json.load(open(fpath)) == json.loads(json.dumps(shared_facts(name)))):
         problems.append(f"{name}: {name}.facts.json differs from the file's")
-    p2 = os.path.join(HERE, name + ".pt2")
-    if name in PT2_SKIP:
-        return problems
-    if not os.path.exists(p2):
-        return problems + [f"{name}: {p2} missing"]
     inputs = torch.load(os.path.join(HERE, name + ".input.pt"))
     with torch.no_grad():
         ref = out_of(torch.jit.load(os.path.join(HERE, name + ".pt"))(*inputs))
-        got = out_of(torch.export.load(p2).module()(*inputs))
-    if got.shape != ref.shape or float((got - ref).abs().max()) > 1e-4:
-        problems.append(f"{name}: committed {name}.pt2 output differs from the copied TorchScript file's")
-    if stored_records(p2):
-        problems.append(f"{name}: {name}.pt2 is not re-packed deflated (make_corpus.py --pt2-only --only {name})")
-    return problems
+    return problems + archive_problems(name, inputs, ref, "the copied TorchScript file's")
 
 
 def main():

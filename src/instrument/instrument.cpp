@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "instrument/recognize.h"
 #include "instrument/structure.h"
+#include "metrics/metrics.h"
 
 namespace nd {
 namespace {
@@ -1899,15 +1900,11 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       // parameterized op after the stack when both lie in one head module
       // (classifier.mlp.0 of classifier.mlp's Linear-ReLU-Linear, not the
       // output walk's last layer classifier.mlp.2).
-      auto parent_of = [](const std::string& p) {
-        const auto dot = p.rfind('.');
-        return dot == std::string::npos ? std::string() : p.substr(0, dot);
-      };
       const std::string fwd_head = final_norm.head_module;
       if (back.status != "unknown") final_norm = back;
       else if (!back.head_module.empty())
-        final_norm.head_module = !fwd_head.empty() && !parent_of(fwd_head).empty() &&
-                                         parent_of(fwd_head) == parent_of(back.head_module)
+        final_norm.head_module = !fwd_head.empty() && !parent_module(fwd_head).empty() &&
+                                         parent_module(fwd_head) == parent_module(back.head_module)
                                      ? fwd_head
                                      : back.head_module;
     }

@@ -11,6 +11,7 @@
 #include <torch/csrc/jit/ir/constants.h>
 
 #include "instrument/instrument.h"
+#include "metrics/metrics.h"
 
 namespace nd {
 namespace structure {
@@ -87,11 +88,6 @@ bool last_component_numeric(const std::string& path, bool allow_suffix) {
   const auto us = last.rfind('_');
   if (us == std::string::npos || us + 1 >= last.size()) return false;
   return std::all_of(last.begin() + static_cast<long>(us) + 1, last.end(), [](unsigned char c) { return std::isdigit(c); });
-}
-
-std::string parent_of(const std::string& path) {
-  const auto pos = path.rfind('.');
-  return pos == std::string::npos ? std::string() : path.substr(0, pos);
 }
 
 }  // namespace
@@ -333,7 +329,7 @@ std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std:
       r.stream_index = si;
       r.module = chain.empty() ? std::string() : chain.back();
       r.block = block;
-      r.stack = r.block.empty() ? std::string() : parent_of(r.block);
+      r.stack = r.block.empty() ? std::string() : parent_module(r.block);
 
       // Pre-norm: a norm in the branch normalizes the stream itself.
       for (const auto& nn : norms)

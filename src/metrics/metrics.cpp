@@ -33,4 +33,14 @@ MetricValue metric_number(double v) {
 
 MetricValue finite_or_null(double v) { return std::isfinite(v) ? MetricValue(v) : MetricValue(nullptr); }
 
+std::string parent_module(const std::string& path) {
+  const auto dot = path.rfind('.');
+  return dot == std::string::npos ? std::string() : path.substr(0, dot);
+}
+
+bool within_module(const std::string& path, const std::string& root) {
+  return root.empty() || path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
+                                          path[root.size()] == '.');
+}
+
 }  // namespace nd

@@ -70,4 +70,12 @@ struct MetricsDoc {
 /// the model-scope map. Returns nullptr when absent.
 const MetricValue* lookup_metric(const MetricMap* local, const MetricMap& model, const std::string& name);
 
+/// The parent of a named_modules() path: "layers.0.attn" -> "layers.0";
+/// "" for a top-level module (its parent is the root) and for the root.
+std::string parent_module(const std::string& path);
+
+/// Whether the module at `path` is `root` itself or lies under it ("" is
+/// the root: every path lies under it).
+bool within_module(const std::string& path, const std::string& root);
+
 }  // namespace nd

@@ -25,4 +25,15 @@ TEST(Metrics, FindLayerByPath) {
   EXPECT_EQ(doc.find_layer("blocks.1"), nullptr);
 }
 
+TEST(Metrics, ModulePathParentsAndSubtrees) {
+  EXPECT_EQ(nd::parent_module("layers.0.attn"), "layers.0");
+  EXPECT_EQ(nd::parent_module("head"), "");
+  EXPECT_EQ(nd::parent_module(""), "");
+  EXPECT_TRUE(nd::within_module("layers.0.attn", "layers.0"));
+  EXPECT_TRUE(nd::within_module("layers.0", "layers.0"));
+  EXPECT_TRUE(nd::within_module("head", ""));              // everything is under the root
+  EXPECT_FALSE(nd::within_module("layers.01.attn", "layers.0"));  // a name prefix is no parent
+  EXPECT_FALSE(nd::within_module("layers", "layers.0"));
+}
+
 }  // namespace nd_test_metrics_test

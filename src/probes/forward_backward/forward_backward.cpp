@@ -678,22 +678,26 @@ void probe_forward_backward(Session& s) {
   // (act.numel / out_features), all calls together.
   {
     std::map<std::string, std::vector<LayerMetrics*>> children;
-    for (auto& l : s.doc.layers) {
-      const auto dot = l.path.rfind('.');
-      if (dot != std::string::npos) children[l.path.substr(0, dot)].push_back(&l);
-    }
+    for (auto& l : s.doc.layers)
+      if (l.path.find('.') != std::string::npos) children[parent_module(l.path)].push_back(&l);
+    auto ran_on_rows = [](const LayerMetrics& k) {  // called, not only on empty tensors
+      auto calls = k.metrics.find("act.calls");
+      auto empty = k.metrics.find("grad.module_ran_empty");
+      return calls != k.metrics.end() && calls->second.is_number_integer() && calls->second.get<int64_t>() > 0 &&
+             !(empty != k.metrics.end() && empty->second == true);
+    };
     auto subtree_params = [&](const std::string& p) {
       int64_t n = 0;
       for (const auto& l : s.doc.layers)
-        if (l.path == p || l.path.rfind(p + ".", 0) == 0) n += l.parameters;
+        if (within_module(l.path, p)) n += l.parameters;
       return n;
     };
     auto rows_of = [&](const std::string& p) -> int64_t {  // rows entering the first Linear under p
       const LayerMetrics* first = nullptr;
       for (const auto& l : s.doc.layers)
-        if ((l.path == p || l.path.rfind(p + ".", 0) == 0) && l.kind == "Linear" && l.exec_order >= 0 &&
-            l.info.contains("out_features") && l.info["out_features"].is_number_integer() &&
-            l.metrics.count("act.numel") && (!first || l.exec_order < first->exec_order))
+        if (within_module(l.path, p) && l.kind == "Linear" && l.exec_order >= 0 && l.info.contains("out_features") &&
+            l.info["out_features"].is_number_integer() && l.metrics.count("act.numel") &&
+            (!first || l.exec_order < first->exec_order))
           first = &l;
       if (!first) return -1;
       const int64_t out = first->info["out_features"].get<int64_t>();
@@ -701,36 +705,28 @@ void probe_forward_backward(Session& s) {
       return out > 0 && n.is_number_integer() ? n.get<int64_t>() / out : -1;
     };
     for (auto& [parent, kids] : children) {
-      if (kids.size() < 4) continue;
-      bool same = true;
-      for (const auto* k : kids) same = same && k->kind == kids.front()->kind;
-      if (!same) continue;
+      const int64_t E = static_cast<int64_t>(kids.size());
+      if (E < 4 || !std::all_of(kids.begin(), kids.end(), [&](const LayerMetrics* k) { return k->kind == kids.front()->kind; }))
+        continue;
+      // The cheap test first: at least half the children idle, two or more ran.
+      std::vector<std::string> idle;
+      for (const auto* k : kids)
+        if (!ran_on_rows(*k)) idle.push_back(k->path);
+      const int64_t ran = E - static_cast<int64_t>(idle.size());
+      if (2 * static_cast<int64_t>(idle.size()) < E || ran < 2) continue;
+      if (std::any_of(kids.begin(), kids.end(), [&](const LayerMetrics* k) { return subtree_params(k->path) == 0; }))
+        continue;
       int64_t rows = 0;
       bool rows_known = true;
-      std::vector<std::string> idle;
       std::set<int64_t> row_counts;  // rows of each expert that ran
-      int64_t ran = 0;
       for (const auto* k : kids) {
-        if (subtree_params(k->path) == 0) {
-          rows_known = false;
-          break;
-        }
-        auto calls = k->metrics.find("act.calls");
-        const bool did_run = calls != k->metrics.end() && calls->second.is_number_integer() &&
-                             calls->second.get<int64_t>() > 0 && !(k->metrics.count("grad.module_ran_empty") &&
-                                                                    k->metrics.at("grad.module_ran_empty") == true);
-        if (!did_run) {
-          idle.push_back(k->path);
-          continue;
-        }
-        ++ran;
+        if (!ran_on_rows(*k)) continue;
         const int64_t r = rows_of(k->path);
-        if (r < 0) rows_known = false;
-        else rows += r;
+        rows_known = rows_known && r >= 0;
+        rows += std::max<int64_t>(r, 0);
         row_counts.insert(r);
       }
-      const int64_t E = static_cast<int64_t>(kids.size());
-      // Routing, not a choice of whole modules: two or more experts ran, on
+      // Routing, not a choice of whole modules: the experts ran on
       // different numbers of rows (a router's subsets), or next to a router
       // (a 2-D parameter with one row per expert, [E, D], in the layer that
       // holds the experts: nn.Linear(D, E), DeepSeek's Gate.weight) when a
@@ -738,20 +734,13 @@ void probe_forward_backward(Session& s) {
       // per call (task heads) or layers skipped whole (LayerDrop) are not
       // judged.
       bool router = false;
-      {
-        const auto dot = parent.rfind('.');
-        const std::string layer = dot == std::string::npos ? std::string() : parent.substr(0, dot);
-        for (const auto& mi : s.model.modules) {
-          const bool under_layer = layer.empty() || mi.path == layer || mi.path.rfind(layer + ".", 0) == 0;
-          const bool under_experts = mi.path == parent || mi.path.rfind(parent + ".", 0) == 0;
-          if (!under_layer || under_experts || router) continue;
-          for (const auto& pr : mi.module.named_parameters(/*recurse=*/false))
-            if (pr.value.dim() == 2 && pr.value.size(0) == E) router = true;
-        }
+      const std::string layer = parent_module(parent);
+      for (const auto& mi : s.model.modules) {
+        if (router || !within_module(mi.path, layer) || within_module(mi.path, parent)) continue;
+        for (const auto& pr : mi.module.named_parameters(/*recurse=*/false))
+          if (pr.value.dim() == 2 && pr.value.size(0) == E) router = true;
       }
-      if (!rows_known || ran < 2 || (row_counts.size() < 2 && !router) || 2 * static_cast<int64_t>(idle.size()) < E ||
-          rows <= 0)
-        continue;
+      if (!rows_known || rows <= 0 || (row_counts.size() < 2 && !router)) continue;
       const double chance = std::exp(static_cast<double>(rows) * std::log1p(-1.0 / static_cast<double>(E)));
       LayerMetrics* pl = s.doc.find_layer(parent);
       if (!pl) continue;
@@ -1343,8 +1332,7 @@ void probe_forward_backward(Session& s) {
       // holding the culprit is never called; the module indexing it is).
       std::string parent = culprit;
       for (;;) {
-        const auto dot = parent.rfind('.');
-        parent = dot == std::string::npos ? std::string() : parent.substr(0, dot);
+        parent = parent_module(parent);
         if (parent.empty()) break;
         auto pit = idx.find(parent);
         if (pit != idx.end() && s.doc.layers[pit->second].exec_order >= 0) break;

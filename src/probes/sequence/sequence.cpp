@@ -1318,10 +1318,9 @@ void probe_sequence(Session& s) {
   // by the model, and the recorded error says how to re-export.
   const bool fixed_length = s.model.kind != "exported" && !short_error.empty() && !pad_error.empty() && short_kind == error_kind::kModelRun &&
                             pad_kind == error_kind::kModelRun && pad_pass == "eval-seq-padded";
-  std::string fixed_reason;
+  std::string fixed_reason, longer;  // longer: the padded lengths tried, "48, 34, 33"
+  for (int64_t q : pad_tries) longer += (longer.empty() ? "" : ", ") + std::to_string(L.T + q);
   if (fixed_length) {
-    std::string longer;
-    for (int64_t q : pad_tries) longer += (longer.empty() ? "" : ", ") + std::to_string(L.T + q);
     fixed_reason = "the model runs only at its sample's length, " + std::to_string(L.T) +
                    " positions: in eval it raised at " + std::to_string(T2) + " (" + short_error + ") and at " +
                    longer + " (" + pad_error + "); --seq-dim names another axis if this one is not the time axis";
@@ -1335,8 +1334,6 @@ void probe_sequence(Session& s) {
   const bool at_longest = !fixed_length && s.model.kind != "exported" && short_error.empty() && !pad_error.empty() &&
                           pad_kind == error_kind::kModelRun && pad_pass == "eval-seq-padded";
   if (at_longest) {
-    std::string longer;
-    for (int64_t q : pad_tries) longer += (longer.empty() ? "" : ", ") + std::to_string(L.T + q);
     fixed_reason = "the sample's " + std::to_string(L.T) +
                    " positions are the most the model takes: in eval it ran at " + std::to_string(T2) +
                    " and raised at " + longer + " (" + pad_error +
