@@ -1140,6 +1140,42 @@ const std::vector<std::string>& ScopeResolver::chain(const Node* node) {
         }
       };
       for (const Block* b : node->blocks()) visit(b);
+      // The If/Loop that holds a whole call of a module (`if n == name:
+      // x = ln(x)` in a loop over a ModuleDict) and has a branch returning a
+      // value made outside it (the else branch returns x unchanged) runs in
+      // the caller, not in that module: else the If's output would look like
+      // the module's output on every iteration (eval13 case 09). An If that
+      // holds only part of a module's forward (`if mask is not None: x = x *
+      // mask`) stays in the module.
+      if (!first && !result.empty()) {
+        auto made_inside = [&](const Node* d) {
+          for (const Block* b = d->owningBlock(); b && b->owningNode(); b = b->owningNode()->owningBlock())
+            if (b->owningNode() == node) return true;
+          return false;
+        };
+        std::vector<const Node*> outside_makers;
+        for (const Block* b : node->blocks())
+          for (const Value* v : b->outputs()) {
+            const Node* d = v->node();
+            if (d->kind() != c10::prim::Constant && !made_inside(d)) outside_makers.push_back(d);
+          }
+        bool whole_call = !outside_makers.empty();
+        const std::string scope = result.back();
+        std::function<void(const Block*)> rest = [&](const Block* b) {
+          for (const Node* n : b->nodes()) {
+            if (!whole_call) return;
+            if (n == node) continue;
+            if (n->callstack()) {
+              const auto& c = chain(n);
+              if (std::find(c.begin(), c.end(), scope) != c.end()) whole_call = false;
+            }
+            for (const Block* sb : n->blocks()) rest(sb);
+          }
+        };
+        if (whole_call) rest(node->owningGraph()->block());
+        if (whole_call)
+          for (const Node* d : outside_makers) meet(chain(d));
+      }
       found = !first;
     }
     if (!found && !node->blocks().empty()) {
@@ -2452,6 +2488,21 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       tn->insertBefore(add);
       add->replaceInput(r.stream_index, tn->output());
     }
+    if (add->inputs().size() >= 2 && r.stream_index < 2 && is_tensor(add->input(1 - r.stream_index))) {
+      // The branch itself: what the block adds, measured rather than
+      // inferred from the two stream norms (sqrt(out^2 - in^2) is 0 when a
+      // branch shrinks the stream a little: eval13 case 08).
+      TapSite& t = new_tap(TapKind::kResidualStream, r.module);
+      site.branch_tap = t.id;
+      const size_t bi = 1 - r.stream_index;
+      Value* x = add->input(bi);
+      Node* c = make_constant_int(*graph_, t.id);
+      Node* tn = graph_->create(kTap, {c->output(), x});
+      tn->output()->setType(x->type());
+      c->insertBefore(add);
+      tn->insertBefore(add);
+      add->replaceInput(bi, tn->output());
+    }
     {
       TapSite& t = new_tap(TapKind::kResidualStream, r.module);
       site.out_tap = t.id;
@@ -2470,7 +2521,12 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   if (model.kind == "traced") {
     static const std::set<std::string> factories = {"aten::arange", "aten::ones", "aten::zeros", "aten::full",
                                                     "aten::empty", "aten::eye", "aten::linspace",
-                                                    "aten::tril_indices", "aten::triu_indices"};
+                                                    "aten::tril_indices", "aten::triu_indices",
+                                                    // A trace records Tensor.stride() as constants, so
+                                                    // as_strided's strides are the traced layout's
+                                                    // (HF Longformer's _chunk: [16, 1024, 256, 1] at 16
+                                                    // tokens); its sizes may still be traced.
+                                                    "aten::as_strided"};
     for (Node* n : nodes) {
       const std::string kq = n->kind().toQualString();
       if (!factories.count(kq)) continue;
@@ -2486,9 +2542,11 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
                                                       "steps", "fill_value"};
       const c10::FunctionSchema* schema = n->maybeSchema();
       if (!schema) continue;
+      const bool strides_only = kq == "aten::as_strided";
       for (size_t ai = 0; ai < n->inputs().size() && ai < schema->arguments().size(); ++ai) {
         Value* v = n->input(ai);
-        if (!size_args.count(schema->arguments()[ai].name())) continue;
+        if (strides_only ? schema->arguments()[ai].name() != "stride" : !size_args.count(schema->arguments()[ai].name()))
+          continue;
         const bool fill = schema->arguments()[ai].name() == "fill_value";
         const auto& ty = v->type();
         const bool is_int = ty->kind() == c10::TypeKind::IntType;
@@ -2497,6 +2555,16 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         const bool is_num = is_int || ty->kind() == c10::TypeKind::FloatType || ty->kind() == c10::TypeKind::NumberType;
         if (!is_num && !is_list) continue;
         auto c = torch::jit::toIValue(v);
+        if (!c && is_list && v->node()->kind() == torch::jit::prim::ListConstruct) {
+          // A list of constants the graph builds at run time.
+          std::vector<int64_t> l;
+          for (Value* e : v->node()->inputs()) {
+            auto ce = torch::jit::toIValue(e);
+            if (!ce || !ce->isInt()) break;
+            l.push_back(ce->toInt());
+          }
+          if (l.size() == v->node()->inputs().size()) c = c10::IValue(l);
+        }
         if (!c) {
           all_constant = false;
           break;

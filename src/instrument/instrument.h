@@ -127,6 +127,7 @@ struct ResidualSite {
   bool branch_normalized = false;  ///< the added branch ends in a norm (structure::Residual)
   int64_t in_tap = -1;       ///< kResidualStream tap on the stream entering the addition
   int64_t out_tap = -1;      ///< kResidualStream tap on the sum
+  int64_t branch_tap = -1;   ///< kResidualStream tap on the branch added to the stream (-1: not tapped)
 };
 
 /// What stands between the last residual addition of the model and its

@@ -71,7 +71,7 @@ const Expected kExpected[] = {
     {"ARCH002", "missing-final-norm", nd::Severity::kWarning, "model", "all", false, "arch.head_layer",
      "arch.pre_norm_blocks >= 2 and arch.final_norm == \"absent\" and arch.head_zero_init == false"},
     {"ARCH003", "no-normalization", nd::Severity::kWarning, "model", "all", false, "arch.stack",
-     "arch.blocks >= 8 and arch.norm_layers == 0"},
+     "arch.blocks >= 8 and arch.norm_layers == 0 and arch.branch_rms_max > 0"},
     {"ARCH004", "residual-stream-growth", nd::Severity::kWarning, "model", "all", true, "arch.stream_growth_layer",
      "arch.branches_normalized == false and arch.pre_norm_blocks >= 2 and arch.stream_growth > 100 and "
      "arch.block_norms_under_eps == false"},

@@ -70,8 +70,8 @@ void probe_architecture(Session& s) {
   int64_t pre = 0, post = 0, main_blocks = 0, normalized_branches = 0, main_adds = 0;
   double first_in = std::nan(""), last_out = std::nan("");
   std::string last_block;
-  // What each block of the main stack adds to the stream: its branch's RMS,
-  // sqrt(out^2 - in^2) (branch and stream nearly orthogonal at init). One
+  // What each block of the main stack adds to the stream: its branches' RMS
+  // (measured at each addition; else sqrt(out^2 - in^2)). One
   // block adding 10x or more what the median other block adds is where the
   // stream moved (a branch scaled far too large), not the end of the stack;
   // every block adding too much (each branch 8x too large) grows it most in
@@ -98,7 +98,19 @@ void probe_architecture(Session& s) {
       last_block = b.path;
       block_ratio.push_back(std::isfinite(in) && std::isfinite(out) && in > 0 ? out / in : std::nan(""));
       if (std::isfinite(in) && std::isfinite(out) && in > 0) {
-        branch.emplace_back(std::sqrt(std::max(0.0, out * out - in * in)), b.path);
+        // The RMS of what the block adds: its branches' RMS measured at the
+        // additions, summed as orthogonal (sqrt of the sum of squares);
+        // sqrt(out^2 - in^2) when a branch was not measured (branch and
+        // stream nearly orthogonal at init).
+        double sq = 0;
+        bool measured = true;
+        for (const auto* a : b.adds) {
+          const double r = rms_of(a->branch_tap);
+          if (std::isfinite(r)) sq += r * r;
+          else measured = false;
+        }
+        const double added = measured ? std::sqrt(sq) : std::sqrt(std::max(0.0, out * out - in * in));
+        branch.emplace_back(added, b.path);
         if (out > in) {
           const double g = std::log(out / in);
           growth_log += g;

@@ -213,11 +213,19 @@ void probe_features(Session& s) {
     const std::string path = !r->block.empty() ? r->block : r->module;
     LayerMetrics* lm = s.doc.find_layer(path);
     if (!lm) continue;
-    const double med = median_of(o.channel_absmax);
+    // The median of the channels that carry anything: channels that are
+    // exactly 0 on the whole batch (a Fixup stream whose zero-initialized
+    // branches have not written them yet, pruned channels) are no scale to
+    // compare with, and with half the channels at 0 the plain median is 0 and
+    // every live channel an "infinite" outlier (eval13 case 05).
+    const at::Tensor live = o.channel_absmax.masked_select(o.channel_absmax > 0);
+    const int64_t zero_channels = o.channel_absmax.numel() - live.numel();
+    if (live.numel() < 8) continue;
+    const double med = median_of(live);
     auto mx = o.channel_absmax.max(0);
     const double top = std::get<0>(mx).item<double>();
     const int64_t at = std::get<1>(mx).item<int64_t>();
-    const double ratio = med > 0 ? top / med : (top > 0 ? std::numeric_limits<double>::infinity() : 0.0);
+    const double ratio = top / med;
     auto& m = lm->metrics;
     // A block has several residual additions: keep the largest ratio.
     if (m.count("outlier.ratio") && m["outlier.ratio"].is_number() && m["outlier.ratio"].get<double>() >= ratio) continue;
@@ -226,7 +234,8 @@ void probe_features(Session& s) {
     m["outlier.channel_absmax"] = top;
     m["outlier.median_absmax"] = med;
     m["outlier.channels"] = o.channel_absmax.numel();
-    m["outlier.count"] = med > 0 ? (o.channel_absmax > 100 * med).sum().item<int64_t>() : int64_t{0};
+    m["outlier.count"] = (o.channel_absmax > 100 * med).sum().item<int64_t>();
+    m["outlier.zero_channels"] = zero_channels;
     m["outlier.hidden_axis"] = o.hidden_axis;
   }
 
