@@ -1994,6 +1994,131 @@ TEST(Round12, RouterCollapseLeavesExpertsIdle) {
   EXPECT_EQ(t->count("moe.experts"), 0u);
 }
 
+// ---- round 13 -------------------------------------------------------------
+
+// Fixup (hongyi-zhang/Fixup): a ResNet without normalization by design,
+// every branch's last conv and the classifier zero-initialized. No
+// no-normalization warning (every branch adds exactly 0), no outlier
+// channels although most channels of the stream are exactly 0 (the median
+// is over the channels that carry anything). The same network with He init
+// everywhere: ARCH003 with the stream's RMS and the largest branch Python
+// measured, and the activation growth.
+TEST(Round13, FixupResNetIsNormalizationFreeByDesign) {
+  RUN_ROUND3(rep, "r13_resnet_fixup");
+  expect_findings(rep, "r13_resnet_fixup", Set{});
+  const json& n = nums("r13_resnet_fixup");
+  EXPECT_EQ(num(mm(rep).at("arch.branch_rms_max")), 0.0);
+  EXPECT_EQ(mm(rep).at("arch.stack"), "layer1");
+  EXPECT_TRUE(nde2e::near_rel("arch.stream_rms_first", num(mm(rep).at("arch.stream_rms_first")),
+                              n.at("stream_rms_first").get<double>(), 1e-4));
+  EXPECT_EQ(finding(rep, "ACT007"), nullptr);
+  if (const json* l3 = layer_metrics(rep, "layer3.8"); l3 && l3->count("outlier.zero_channels"))
+    EXPECT_EQ(num(l3->at("outlier.zero_channels")), n.at("layer3_zero_channels").get<double>());
+  RUN_ROUND3(twin, "r13_resnet_no_norm_he_init");
+  expect_findings(twin, "r13_resnet_no_norm_he_init", Set{{"ACT002", "layer3.7.conv1"}, {"ARCH003", "layer1"}});
+  const json* f = finding(twin, "ARCH003");
+  ASSERT_NE(f, nullptr);
+  const json& t = nums("r13_resnet_no_norm_he_init");
+  EXPECT_TRUE(nde2e::near_rel("arch.branch_rms_max", num(f->at("evidence").at("arch.branch_rms_max")),
+                              t.at("branch_rms_max").get<double>(), 1e-3));
+  EXPECT_TRUE(nde2e::near_rel("arch.stream_rms_last", num(f->at("evidence").at("arch.stream_rms_last")),
+                              t.at("stream_rms_last").get<double>(), 1e-3));
+}
+
+// Framing written with Tensor.as_strided: a trace records x.stride() as
+// constants, so the traced file frames every other length at the traced
+// row stride, and padding moves real frames (Python: padded_rel_diff). The
+// tool reads that from the graph (seq.trace_baked_length, as_strided) and
+// reports SEQ008 (info) instead of padding contamination; the scripted
+// file frames every length right and nothing moves.
+TEST(Round13, StridesATraceRecordedAreABakedLength) {
+  RUN_ROUND3(rep, "r13_framing_traced");
+  expect_findings(rep, "r13_framing_traced", Set{});
+  EXPECT_EQ(mm(rep).at("seq.trace_baked_length"), true);
+  EXPECT_NE(mm(rep).at("seq.trace_baked_length_at").get<std::string>().find("aten::as_strided"), std::string::npos);
+  EXPECT_NE(info_finding(rep, "SEQ008", ""), nullptr) << rep.at("findings").dump(1);
+  EXPECT_GT(nums("r13_framing_traced").at("padded_rel_diff").get<double>(), 0.1);
+  RUN_ROUND3(twin, "r13_framing_scripted");
+  expect_findings(twin, "r13_framing_scripted", Set{});
+  EXPECT_EQ(mm(twin).count("seq.trace_baked_length") ? mm(twin).at("seq.trace_baked_length") : json(false), false);
+  EXPECT_EQ(nums("r13_framing_scripted").at("padded_rel_diff").get<double>(), 0.0);
+  EXPECT_EQ(finding(twin, "SEQ004"), nullptr);
+}
+
+// PatchTST folds each example's 3 series into the batch: its BatchNorm1d
+// normalizes over B * C = 12 rows per step, not over the 4 examples. The
+// per-step noise of the batch mean and variance is recomputed in Python
+// from the same input; the LayerNorm twin has no BatchNorm metrics.
+TEST(Round13, BatchNormRowsAreThoseOfItsOwnInput) {
+  RUN_ROUND3(rep, "r13_patchtst_batchnorm");
+  expect_findings(rep, "r13_patchtst_batchnorm", Set{});
+  const json& n = nums("r13_patchtst_batchnorm");
+  const json* bn = layer_metrics(rep, "layers.0.norm_sublayer1.batchnorm");
+  ASSERT_NE(bn, nullptr);
+  EXPECT_EQ(num(bn->at("bn.examples_per_pass")), n.at("rows").get<double>());
+  EXPECT_EQ(num(bn->at("bn.values_per_channel")), n.at("rows").get<double>() * n.at("patches").get<double>());
+  EXPECT_TRUE(nde2e::near_rel("bn.mean_noise", num(bn->at("bn.mean_noise")), n.at("mean_noise").get<double>(), 1e-3));
+  EXPECT_TRUE(nde2e::near_rel("bn.var_noise", num(bn->at("bn.var_noise")), n.at("var_noise").get<double>(), 1e-3));
+  RUN_ROUND3(twin, "r13_patchtst_layernorm");
+  expect_findings(twin, "r13_patchtst_layernorm", Set{});
+  const json* ln = layer_metrics(twin, "layers.0.norm_sublayer1");
+  ASSERT_NE(ln, nullptr);
+  EXPECT_EQ(ln->count("bn.examples_per_pass"), 0u);
+}
+
+// Transformers4Rec's feature-wise LayerNorms in a loop over a ModuleDict:
+// TorchScript unrolls it into one `if` per LayerNorm whose other branch
+// returns x unchanged. Each LayerNorm's statistics are those of its own
+// output (numel and RMS from Python), not of every feature the loop passed
+// through; LayerNorm(1) on the two continuous features is NORM002 with
+// output std 0. The twin normalizes only the embeddings.
+TEST(Round13, LayerNormsInAModuleDictLoopKeepTheirOwnOutputs) {
+  RUN_ROUND3(rep, "r13_feature_norms_scalar");
+  expect_findings(rep, "r13_feature_norms_scalar",
+                  Set{{"NORM002", "layer_norm.age_days"}, {"NORM002", "layer_norm.price"}});
+  const json& n = nums("r13_feature_norms_scalar");
+  for (const char* name : {"item_id", "category", "price", "age_days"}) {
+    const json* l = layer_metrics(rep, std::string("layer_norm.") + name);
+    ASSERT_NE(l, nullptr) << name;
+    EXPECT_EQ(num(l->at("act.numel")), n.at(name).at("numel").get<double>()) << name;
+    EXPECT_EQ(num(l->at("act.calls")), 1) << name;
+    const double want = n.at(name).at("rms").get<double>();
+    if (want == 0) EXPECT_EQ(num(l->at("act.rms")), 0.0) << name;
+    else EXPECT_TRUE(nde2e::near_rel(name, num(l->at("act.rms")), want, 1e-4));
+  }
+  RUN_ROUND3(twin, "r13_feature_norms_embeddings");
+  expect_findings(twin, "r13_feature_norms_embeddings", Set{});
+  const json& t = nums("r13_feature_norms_embeddings");
+  for (const char* name : {"item_id", "category"}) {
+    const json* l = layer_metrics(twin, std::string("layer_norm.") + name);
+    ASSERT_NE(l, nullptr) << name;
+    EXPECT_EQ(num(l->at("act.numel")), t.at(name).at("numel").get<double>()) << name;
+  }
+}
+
+// A tanh stack with N(0, 1) weights amplifies rounding: example 0 alone
+// and inside the batch differ (other GEMM blocking) about as much as when
+// its input moves by one ulp, which is then the floor: no BN005. The twin
+// centres its input with the batch mean, a real dependence on the batch:
+// BN005 far above that floor, and AXIS010 at the centring.
+TEST(Round13, RoundingAmplifiedByAChaoticStackIsNoBatchDependence) {
+  RUN_ROUND3(rep, "r13_tanh_chaotic");
+  Set sat;
+  for (int i = 1; i < 20; i += 2) sat.insert({"ACT004", "layers." + std::to_string(i)});
+  expect_findings(rep, "r13_tanh_chaotic", sat);
+  const json& m = mm(rep);
+  if (num(m.at("batchdep.max_rel_diff")) > 1e-3) {
+    ASSERT_TRUE(m.count("batchdep.input_ulp_rel_diff")) << m.dump(1);
+    EXPECT_LE(num(m.at("batchdep.over_floor")), 10.0);
+  }
+  RUN_ROUND3(twin, "r13_tanh_chaotic_batch_centred");
+  Set want = sat;
+  want.insert({"AXIS010", ""});
+  want.insert({"BN005", "layers.0"});
+  expect_findings(twin, "r13_tanh_chaotic_batch_centred", want);
+  EXPECT_GT(num(mm(twin).at("batchdep.max_rel_diff")), 0.5);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -388,7 +388,8 @@ void probe_features(Session& s) {
 
 const std::vector<std::string>& features_writes() {
   static const std::vector<std::string> names = {
-      "dead.", "logits.", "norm.groups_per_pass", "norm.values_per_group", "outlier."};
+      "dead.", "logits.", "norm.groups_per_pass", "norm.values_per_group", "norm.silenced_layers",
+      "norm.silenced_layer_names", "grad.zero_explained_by", "grad.rel_ratio_skipped", "outlier."};
   return names;
 }
 

@@ -1612,7 +1612,7 @@ const std::vector<std::string>& sequence_writes() {
       "norm.computing_dtype", "norm.eps", "norm.fails_at_other_length", "norm.input_layout",
       "norm.after_convolution", "norm.time_stats_in_causal_model", "norm.groupnorm_time_in_causal_model", "norm.causal_from", "norm.input_shape", "norm.input_standardization", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.op",
       "norm.over_batch", "norm.over_time", "norm.reduced_axes", "norm.reduces_batch", "norm.reduces_time",
-      "norm.spatial_size", "norm.statistic", "norm.time_axis_from", "norm.written_out", "pad.entry_kind",
+      "norm.reduces_time_unconfirmed", "norm.spatial_size", "norm.statistic", "norm.time_axis_from", "norm.written_out", "pad.entry_kind",
       "pad.enters_at", "pad.enters_through", "pad.entry_layer", "pad.entry_op", "pad.error", "pad.first_layer",
       "pad.first_layer_kind", "pad.how", "pad.hypothetical", "pad.mode", "pad.padding_declared", "pad.padding_declared_from",
       "pad.norm_layer", "pad.norms_over_time", "pad.padded_to",
