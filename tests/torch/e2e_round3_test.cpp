@@ -2119,6 +2119,27 @@ TEST(Round13, RoundingAmplifiedByAChaoticStackIsNoBatchDependence) {
   EXPECT_GT(num(mm(twin).at("batchdep.max_rel_diff")), 0.5);
 }
 
+// A deep narrow ReLU MLP born dead (Lu et al. 2019): one layer has all 4
+// units negative on every input, so the output is a constant. ACT006's sign
+// test cannot speak for 4 units; ACT011 names the first whole-dead layer
+// (Python: first_dead_layer), with the constant output as evidence. The
+// zero gradients before it are GRAD004/GRAD017's. The same weights with
+// LeakyReLU: nothing.
+TEST(Round13, ANarrowReluLayerBornDeadCutsTheNetwork) {
+  RUN_ROUND3(rep, "r13_narrow_relu_born_dead");
+  const json& n = nums("r13_narrow_relu_born_dead");
+  const std::string first = n.at("first_dead_layer");
+  expect_findings(rep, "r13_narrow_relu_born_dead", Set{{"ACT011", first}, {"GRAD004", "out"}, {"GRAD017", "hidden.23"}});
+  EXPECT_EQ(mm(rep).at("output.constant_over_batch"), true);
+  const json* f = finding(rep, "ACT011");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(num(f->at("evidence").at("dead.units")), 4);
+  EXPECT_EQ(num(f->at("evidence").at("dead.examples")), 64);
+  RUN_ROUND3(twin, "r13_narrow_leaky_relu");
+  expect_findings(twin, "r13_narrow_leaky_relu", Set{});
+  EXPECT_EQ(mm(twin).at("output.constant_over_batch"), false);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

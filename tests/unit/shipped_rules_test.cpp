@@ -64,6 +64,8 @@ const Expected kExpected[] = {
     {"ACT010", "softmax-collapse", nd::Severity::kWarning, "layer", "all", false, "",
      "softmax.other_rows >= 16 and softmax.other_max_prob_mean > 0.75 and softmax.other_entropy_ratio < 0.25 and "
      "softmax.other_logit_absmax > 15 and softmax.other_onehot_fraction <= 0.9 and softmax.other_to_output == false"},
+    {"ACT011", "dead-units", nd::Severity::kWarning, "layer", "first", true, "",
+     "dead.whole_layer == true and dead.mirror_p >= 0.001 and output.constant_over_batch == true"},
     {"ADAM001", "adam-second-moment-lag", nd::Severity::kWarning, "layer", "all", true, "",
      "adam.rms_ratio_max > 3 and adam.loss_is_training_loss == true"},
     {"ADAM002", "adam-second-moment-lag", nd::Severity::kWarning, "layer", "all", true, "", "adam.eps_fraction_max > 0.5"},

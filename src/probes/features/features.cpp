@@ -200,9 +200,23 @@ void probe_features(Session& s) {
         tail += std::exp(std::lgamma(n + 1.0) - std::lgamma(k + 1.0) - std::lgamma(n - k + 1.0) - n * std::log(2.0));
       m["dead.mirror_p"] = n > 0 ? std::min(1.0, tail) : 1.0;
     }
+    // Every unit dead on a batch of 8 or more: the layer outputs 0 for the
+    // whole batch (a deep narrow ReLU net "born dead", Lu et al. 2019),
+    // whatever the sign test says of a layer of 4 units.
+    m["dead.whole_layer"] = d.units >= 2 && d.dead == d.units && d.min_examples >= 8;
     if (d.dead > 0) ++dead_layers;
   }
   mm["dead.layers_with_dead_units"] = dead_layers;
+  // Whether the model's output is the same for every example of the batch
+  // (its first output tensor, batch on axis 0, exactly equal rows): the
+  // input no longer reaches it (a layer cut off everything before it).
+  {
+    const auto outs = Session::output_tensors(train->output);
+    if (!outs.empty() && outs.front().dim() >= 1 && outs.front().size(0) >= 2 && outs.front().is_floating_point()) {
+      const at::Tensor o = outs.front().detach();
+      mm["output.constant_over_batch"] = at::equal(o, o.narrow(0, 0, 1).expand_as(o));
+    }
+  }
 
   // ---- outlier channels of the residual stream --------------------------
   std::map<int64_t, const ResidualSite*> site_of;
@@ -388,7 +402,7 @@ void probe_features(Session& s) {
 
 const std::vector<std::string>& features_writes() {
   static const std::vector<std::string> names = {
-      "dead.", "logits.", "norm.groups_per_pass", "norm.values_per_group", "norm.silenced_layers",
+      "dead.", "logits.", "output.constant_over_batch", "norm.groups_per_pass", "norm.values_per_group", "norm.silenced_layers",
       "norm.silenced_layer_names", "grad.zero_explained_by", "grad.rel_ratio_skipped", "outlier."};
   return names;
 }
