@@ -1279,6 +1279,12 @@ void probe_sequence(Session& s) {
     if (const Entry e = entry_at(layer); !e.kind.empty()) return e.kind;
     for (const auto& t : im.taps())
       if (t.kind == TapKind::kSoftmaxInput && (t.module == layer || t.module.rfind(layer + ".", 0) == 0)) return "attention";
+    // A convolution or pooling module whose input axes the graph does not
+    // name (HF Canine's Conv1d after a transpose): named by its class.
+    if (const LayerMetrics* lm = s.doc.find_layer(layer)) {
+      if (lm->kind.find("Conv") != std::string::npos) return "convolution";
+      if (lm->kind.find("Pool") != std::string::npos) return "pooling";
+    }
     return "other";
   };
   // The normalization over time through which the change reaches real
