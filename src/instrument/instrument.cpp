@@ -1014,7 +1014,11 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
     r.cmp_ref_sq += ref_sq;
     ++r.cmp_calls;
   }
-  add(site.id, false, seq, site.kind == TapKind::kModuleOutput, m, x.numel());
+  // The first non-finite module output is looked for among primary outputs:
+  // a value a module made that others read (a traced CLIP block's
+  // attn_mask.to(dtype), -inf above the diagonal by design, read again by
+  // the next blocks: eval14 case 05) is no output of its computation.
+  add(site.id, false, seq, site.kind == TapKind::kModuleOutput && site.primary, m, x.numel());
   r.saturated += saturated;
   r.softmax.merge(sm);
   if (r.heads.size() < per_head.size()) r.heads.resize(per_head.size());
@@ -1463,6 +1467,24 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
           if (reshape(k) && u.offset == 0 && u.user->outputs().size() == 1) rw.push_back(u.user->output());
         }
       input_reaches_conv1d_.push_back(conv1d);
+      // Through views, slices and casts: is it the indices of a lookup?
+      static const std::set<std::string> shape_ops = {
+          "aten::to", "aten::contiguous", "aten::detach", "aten::clone", "aten::view", "aten::reshape", "aten::flatten",
+          "aten::unsqueeze", "aten::squeeze", "aten::slice", "aten::select", "aten::expand", "aten::repeat",
+          "aten::narrow", "aten::long", "aten::int", "aten::add", "aten::sub", "aten::masked_fill", "aten::where",
+          "aten::clamp", "aten::remainder", "aten::transpose", "aten::permute", "aten::t"};
+      bool lookup = false;
+      std::vector<const Value*> lw = {inputs[i]};
+      for (size_t w = 0; w < lw.size() && w < 256 && !lookup; ++w)
+        for (const auto& u : lw[w]->uses()) {
+          const std::string k = u.user->kind().toQualString();
+          if ((k == "aten::embedding" && u.offset == 1) || (k == "aten::embedding_bag" && u.offset == 1) ||
+              (k == "aten::index_select" && u.offset == 2) || (k == "aten::one_hot" && u.offset == 0))
+            lookup = true;
+          else if (shape_ops.count(k) && u.user->outputs().size() == 1 && is_tensor(u.user->output()))
+            lw.push_back(u.user->output());
+        }
+      input_indexes_table_.push_back(lookup);
     }
   }
 
@@ -2094,8 +2116,21 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         after = un;
         std::vector<Value*> elems;
         ids.emplace_back();
-        for (Value* e : un->outputs()) {
-          if (is_tensor(e)) {
+        // An element the module passes through unchanged (a traced CLIP
+        // residual block returns (x, attn_mask), the mask its own input) is
+        // no output of the module: not measured as one (its -inf entries
+        // are the caller's, eval14 case 05).
+        Node* made = p.v->node();
+        for (size_t k = 0; k < un->outputs().size(); ++k) {
+          Value* e = un->outputs()[k];
+          const bool passthrough = made->kind() == c10::prim::TupleConstruct && k < made->inputs().size() &&
+                                   [&] {
+                                     const Node* src = made->input(k)->node();
+                                     if (src->kind() == c10::prim::Param) return true;
+                                     const auto& ch = scopes.chain(src);
+                                     return !inside(ch, *it);
+                                   }();
+          if (is_tensor(e) && !passthrough) {
             TapSite& site = new_tap(TapKind::kModuleOutput, *it);
             site.output_index = outputs_seen[*it]++;
             site.primary = primary && ids.back().empty();

@@ -488,6 +488,11 @@ class InstrumentedModel {
   /// through reshapes only (unsqueeze, view, reshape, casts): a [B, T]
   /// waveform unsqueezed into Conv1d(1, C, ...) (Conv-TasNet's encoder).
   const std::vector<bool>& input_reaches_conv1d() const { return input_reaches_conv1d_; }
+  /// Per forward argument (self excluded): whether it reaches, through
+  /// views, slices and casts, the indices of a table lookup
+  /// (aten::embedding, embedding_bag, index_select, one_hot): token ids do,
+  /// a padding mask does not.
+  const std::vector<bool>& input_indexes_table() const { return input_indexes_table_; }
   /// Per forward argument (self excluded): true when it is read only by a
   /// periodic encoding, reaching aten::sin/cos through elementwise
   /// arithmetic, views, casts and concatenation before any op with weights
@@ -514,6 +519,7 @@ class InstrumentedModel {
   std::vector<TapSite> taps_;
   std::vector<std::set<std::string>> input_consumers_;
   std::vector<bool> input_reaches_conv1d_;
+  std::vector<bool> input_indexes_table_;
   std::vector<bool> periodic_inputs_;
   std::vector<bool> rescaled_inputs_;
   int64_t weight_standardizations_ = 0;

@@ -2140,6 +2140,27 @@ TEST(Round13, ANarrowReluLayerBornDeadCutsTheNetwork) {
   EXPECT_EQ(mm(twin).at("output.constant_over_batch"), false);
 }
 
+// A Phi-3-style decoder traced through forward(a, b) (input_ids,
+// attention_mask without their names) on a left-padded batch: the 0/1
+// argument that no embedding reads is the padding mask, so the length
+// comparison leaves out the padding rows (whose all-masked softmax is
+// uniform over every key, later ones included) and nothing changes at real
+// positions (Python: real_rel_diff, against all_positions_rel_diff). The
+// twin's causal mask lets every token see the next one: SEQ007.
+TEST(Round13, UnnamedMaskOfATracedLeftPaddedLM) {
+  RUN_ROUND3(rep, "r13_traced_lm_left_padded");
+  expect_findings(rep, "r13_traced_lm_left_padded", Set{});
+  const json& n = nums("r13_traced_lm_left_padded");
+  EXPECT_EQ(mm(rep).at("layout.padding_input"), "b");
+  EXPECT_LT(num(mm(rep).at("seqlen.rel_diff")), 1e-5);
+  EXPECT_LT(n.at("real_rel_diff").get<double>(), 1e-5);
+  EXPECT_GT(n.at("all_positions_rel_diff").get<double>(), 1e-2);
+  RUN_ROUND3(twin, "r13_traced_lm_sees_next_token");
+  expect_findings(twin, "r13_traced_lm_sees_next_token", Set{{"SEQ007", "layers.0"}});
+  EXPECT_TRUE(nde2e::near_rel("seqlen.rel_diff", num(mm(twin).at("seqlen.rel_diff")),
+                              nums("r13_traced_lm_sees_next_token").at("real_rel_diff").get<double>(), 1e-3));
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -111,7 +111,7 @@ const Expected kExpected[] = {
     {"BN001", "bn-stale-running-stats", nd::Severity::kWarning, "model", "all", false, "bn.first_layer_at_init",
      "bn.layers_at_init > 0"},
     {"BN002", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",
-     "bn.at_initial_values == false and bn.mean_z > 1 and bn.sample_examples >= 2"},
+     "bn.at_initial_values == false and bn.mean_z > 1 and bn.sample_examples >= 2 and bn.mean_z_over_noise > 3"},
     {"BN003", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",
      "bn.at_initial_values == false and bn.var_ratio_off > 4 and bn.mean_z <= 1 and bn.sample_examples >= 2 and "
      "bn.variance_shift_explains == false"},
@@ -183,7 +183,7 @@ const Expected kExpected[] = {
     {"IN002", "input-scale", nd::Severity::kWarning, "input", "all", true, "",
      "input.is_float == true and input.scale > 10 and input.scale_invariant == false and input.periodic_encoding != true "
      "and input.rescaled_in_model != true"},
-    {"LR001", "update-ratio", nd::Severity::kWarning, "layer", "all", true, "", "update.ratio_max > 0.01"},
+    {"LR001", "update-ratio", nd::Severity::kWarning, "layer", "all", true, "", "update.ratio_over_limit > 1"},
     {"MODE001", "saved-in-train-mode", nd::Severity::kWarning, "model", "all", false, "",
      "mode.saved_training == true and mode.dependent_ops > 0"},
     {"MODE002", "mode-switch-ineffective", nd::Severity::kWarning, "model", "all", false, "",

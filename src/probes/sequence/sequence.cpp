@@ -187,6 +187,24 @@ Layout infer_layout(const Session& s) {
       } else if (has(n, "token_type") || has(n, "segment")) {
         il.role = "segments";
         il.from = "integer [B, T] named " + a.name;
+      } else if (!time_major && opt.mask_input.empty() && s.inst && i < s.inst->input_indexes_table().size() &&
+                 !s.inst->input_indexes_table()[i] && i > 0 && t.numel() > 0 &&
+                 (t.eq(0).logical_or(t.eq(1))).all().item<bool>() && t.ne(0).any(1).all().item<bool>() &&
+                 [&] {
+                   // Another argument of the same [B, T] is read by a lookup:
+                   // the token ids this one masks.
+                   for (size_t j = 0; j < s.args.size() && j < s.inst->input_indexes_table().size(); ++j)
+                     if (j != i && s.inst->input_indexes_table()[j] && s.args[j].value.isTensor() &&
+                         s.args[j].value.toTensor().sizes() == t.sizes())
+                       return true;
+                   return false;
+                 }()) {
+        // Unnamed (a traced wrapper's forward(a, b)): 0/1 values beside token
+        // ids of the same shape, and no embedding reads it, as none reads an
+        // attention_mask (HF left-padded LMs traced through a wrapper).
+        il.role = "mask";
+        il.from = "integer [B, T] of 0/1 values beside the token ids, read by no embedding: a padding mask";
+        if (L.mask < 0) L.mask = static_cast<int>(i);
       } else {
         il.role = "tokens";
         il.from = time_major ? "integer [T, B]: token ids (batch axis 1)" : "integer [B, T]: token ids";
