@@ -2161,6 +2161,24 @@ TEST(Round13, UnnamedMaskOfATracedLeftPaddedLM) {
                               nums("r13_traced_lm_sees_next_token").at("real_rel_diff").get<double>(), 1e-3));
 }
 
+// A forecaster that standardizes each series over an expanding window
+// (causal RevIN) before anything reads it: raw series of scale about 17 reach
+// no weight, and doubling them doubles the output up to the eps (Python:
+// equivariance_rel_diff, above 1e-6 and below 1e-3), with every module at
+// the same scale: no IN002. The same forecaster without RevIN: IN002.
+TEST(Round13, CausalRevinTakesTheScaleOutInside) {
+  RUN_ROUND3(rep, "r13_forecaster_causal_revin");
+  expect_findings(rep, "r13_forecaster_causal_revin", Set{});
+  const json& n = nums("r13_forecaster_causal_revin");
+  const json& in = rep.at("inputs").at(0).at("metrics");
+  EXPECT_EQ(in.at("input.scale_invariant"), true);
+  EXPECT_TRUE(nde2e::near_rel("input.scale_equivariance_rel_diff", num(in.at("input.scale_equivariance_rel_diff")),
+                              n.at("equivariance_rel_diff").get<double>(), 0.05));
+  RUN_ROUND3(twin, "r13_forecaster_raw_series");
+  expect_findings(twin, "r13_forecaster_raw_series", Set{{"IN002", ""}});
+  EXPECT_EQ(twin.at("inputs").at(0).at("metrics").at("input.scale_invariant"), false);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3
