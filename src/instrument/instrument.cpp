@@ -2512,32 +2512,24 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     site.branch_normalized = r.branch_normalized;
     site.norm_module = r.norm_module;
     Node* add = r.add;
-    {
+    // A kResidualStream tap on operand `i` of the addition; its id.
+    auto tap_operand = [&](size_t i) {
       TapSite& t = new_tap(TapKind::kResidualStream, r.module);
-      site.in_tap = t.id;
-      Value* x = add->input(r.stream_index);
+      Value* x = add->input(i);
       Node* c = make_constant_int(*graph_, t.id);
       Node* tn = graph_->create(kTap, {c->output(), x});
       tn->output()->setType(x->type());
       c->insertBefore(add);
       tn->insertBefore(add);
-      add->replaceInput(r.stream_index, tn->output());
-    }
-    if (add->inputs().size() >= 2 && r.stream_index < 2 && is_tensor(add->input(1 - r.stream_index))) {
-      // The branch itself: what the block adds, measured rather than
-      // inferred from the two stream norms (sqrt(out^2 - in^2) is 0 when a
-      // branch shrinks the stream a little: eval13 case 08).
-      TapSite& t = new_tap(TapKind::kResidualStream, r.module);
-      site.branch_tap = t.id;
-      const size_t bi = 1 - r.stream_index;
-      Value* x = add->input(bi);
-      Node* c = make_constant_int(*graph_, t.id);
-      Node* tn = graph_->create(kTap, {c->output(), x});
-      tn->output()->setType(x->type());
-      c->insertBefore(add);
-      tn->insertBefore(add);
-      add->replaceInput(bi, tn->output());
-    }
+      add->replaceInput(i, tn->output());
+      return t.id;
+    };
+    site.in_tap = tap_operand(r.stream_index);
+    // The branch itself: what the block adds, measured rather than inferred
+    // from the two stream norms (sqrt(out^2 - in^2) is 0 when a branch
+    // shrinks the stream a little: eval13 case 08).
+    if (add->inputs().size() >= 2 && r.stream_index < 2 && is_tensor(add->input(1 - r.stream_index)))
+      site.branch_tap = tap_operand(1 - r.stream_index);
     {
       TapSite& t = new_tap(TapKind::kResidualStream, r.module);
       site.out_tap = t.id;
