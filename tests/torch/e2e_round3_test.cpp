@@ -2083,7 +2083,8 @@ TEST(Round13, LayerNormsInAModuleDictLoopKeepTheirOwnOutputs) {
     EXPECT_EQ(num(l->at("act.numel")), n.at(name).at("numel").get<double>()) << name;
     EXPECT_EQ(num(l->at("act.calls")), 1) << name;
     const double want = n.at(name).at("rms").get<double>();
-    if (want == 0) EXPECT_EQ(num(l->at("act.rms")), 0.0) << name;
+    // 0 in PyTorch 2.x; LibTorch 1.13's layer_norm leaves rounding of the mean (7e-6).
+    if (want == 0) EXPECT_LT(num(l->at("act.rms")), 1e-4) << name;
     else EXPECT_TRUE(nde2e::near_rel(name, num(l->at("act.rms")), want, 1e-4));
   }
   RUN_ROUND3(twin, "r13_feature_norms_embeddings");
