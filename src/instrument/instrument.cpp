@@ -1163,22 +1163,23 @@ const std::vector<std::string>& ScopeResolver::chain(const Node* node) {
             const Node* d = v->node();
             if (d->kind() != c10::prim::Constant && !made_inside(d)) outside_makers.push_back(d);
           }
-        bool whole_call = !outside_makers.empty();
-        const std::string scope = result.back();
-        std::function<void(const Block*)> rest = [&](const Block* b) {
-          for (const Node* n : b->nodes()) {
-            if (!whole_call) return;
-            if (n == node) continue;
-            if (n->callstack()) {
-              const auto& c = chain(n);
-              if (std::find(c.begin(), c.end(), scope) != c.end()) whole_call = false;
+        if (!outside_makers.empty()) {
+          // Whole: every node of the graph that runs in that module lies inside.
+          const std::string scope = result.back();
+          int64_t inside = 0;
+          std::function<void(const Block*)> count = [&](const Block* b) {
+            for (const Node* n : b->nodes()) {
+              if (n->callstack()) {
+                const auto& c = chain(n);
+                inside += std::find(c.begin(), c.end(), scope) != c.end() ? 1 : 0;
+              }
+              for (const Block* sb : n->blocks()) count(sb);
             }
-            for (const Block* sb : n->blocks()) rest(sb);
-          }
-        };
-        if (whole_call) rest(node->owningGraph()->block());
-        if (whole_call)
-          for (const Node* d : outside_makers) meet(chain(d));
+          };
+          for (const Block* b : node->blocks()) count(b);
+          if (inside == nodes_in_scope(node->owningGraph(), scope))
+            for (const Node* d : outside_makers) meet(chain(d));
+        }
       }
       found = !first;
     }
@@ -1277,6 +1278,24 @@ const std::vector<std::string>& ScopeResolver::chain(const Node* node) {
 }
 
 bool ScopeResolver::known(const Node*) const { return true; }
+
+int64_t ScopeResolver::nodes_in_scope(const torch::jit::Graph* graph, const std::string& scope) {
+  auto it = scope_nodes_.find(graph);
+  if (it == scope_nodes_.end()) {
+    std::map<std::string, int64_t> counts;
+    std::function<void(const Block*)> visit = [&](const Block* b) {
+      for (const Node* n : b->nodes()) {
+        if (n->callstack())
+          for (const auto& m : chain(n)) ++counts[m];
+        for (const Block* sb : n->blocks()) visit(sb);
+      }
+    };
+    visit(graph->block());
+    it = scope_nodes_.emplace(graph, std::move(counts)).first;
+  }
+  auto c = it->second.find(scope);
+  return c == it->second.end() ? 0 : c->second;
+}
 
 std::optional<std::string> ScopeResolver::module_path_of(const Value* v) const {
   const Node* d = v->node();
@@ -1448,43 +1467,47 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
           else kinds.insert(k);
         }
       input_consumers_.push_back(std::move(kinds));
-      // Through reshapes too: does a 1-D convolution read it?
-      auto reshape = [](const std::string& k) {
-        return through.count(k) > 0 || k == "aten::unsqueeze" || k == "aten::view" || k == "aten::reshape";
-      };
-      bool conv1d = false;
-      std::vector<const Value*> rw = {inputs[i]};
-      for (size_t w = 0; w < rw.size() && w < 64 && !conv1d; ++w)
-        for (const auto& u : rw[w]->uses()) {
-          const std::string k = u.user->kind().toQualString();
-          if (u.offset == 0 && (k == "aten::conv1d" || k == "aten::conv_transpose1d")) conv1d = true;
-          if (u.offset == 0 && (k == "aten::_convolution" || k == "aten::convolution")) {
-            // 1-D when the weight is 3-D (its type, when complete).
-            if (u.user->inputs().size() > 1)
-              if (auto tt = u.user->input(1)->type()->cast<c10::TensorType>())
-                if (tt->dim() && *tt->dim() == 3) conv1d = true;
+      // Whether a use reached from the argument through the uses `through`
+      // accepts satisfies `hit` (breadth first, at most `limit` values).
+      using UseTest = std::function<bool(const torch::jit::Use&, const std::string&)>;
+      auto reaches = [](const Value* from, size_t limit, const UseTest& through, const UseTest& hit) {
+        std::vector<const Value*> work = {from};
+        for (size_t w = 0; w < work.size() && w < limit; ++w)
+          for (const auto& u : work[w]->uses()) {
+            const std::string k = u.user->kind().toQualString();
+            if (hit(u, k)) return true;
+            if (through(u, k)) work.push_back(u.user->output());
           }
-          if (reshape(k) && u.offset == 0 && u.user->outputs().size() == 1) rw.push_back(u.user->output());
-        }
-      input_reaches_conv1d_.push_back(conv1d);
+        return false;
+      };
+      // Through reshapes too: does a 1-D convolution read it?
+      auto reshape = [](const torch::jit::Use& u, const std::string& k) {
+        return (through.count(k) > 0 || k == "aten::unsqueeze" || k == "aten::view" || k == "aten::reshape") &&
+               u.offset == 0 && u.user->outputs().size() == 1;
+      };
+      input_reaches_conv1d_.push_back(reaches(inputs[i], 64, reshape, [](const torch::jit::Use& u, const std::string& k) {
+        if (u.offset != 0) return false;
+        if (k == "aten::conv1d" || k == "aten::conv_transpose1d") return true;
+        // 1-D when the weight is 3-D (its type, when complete).
+        if ((k == "aten::_convolution" || k == "aten::convolution") && u.user->inputs().size() > 1)
+          if (auto tt = u.user->input(1)->type()->cast<c10::TensorType>()) return tt->dim() && *tt->dim() == 3;
+        return false;
+      }));
       // Through views, slices and casts: is it the indices of a lookup?
       static const std::set<std::string> shape_ops = {
           "aten::to", "aten::contiguous", "aten::detach", "aten::clone", "aten::view", "aten::reshape", "aten::flatten",
           "aten::unsqueeze", "aten::squeeze", "aten::slice", "aten::select", "aten::expand", "aten::repeat",
           "aten::narrow", "aten::long", "aten::int", "aten::add", "aten::sub", "aten::masked_fill", "aten::where",
           "aten::clamp", "aten::remainder", "aten::transpose", "aten::permute", "aten::t"};
-      bool lookup = false;
-      std::vector<const Value*> lw = {inputs[i]};
-      for (size_t w = 0; w < lw.size() && w < 256 && !lookup; ++w)
-        for (const auto& u : lw[w]->uses()) {
-          const std::string k = u.user->kind().toQualString();
-          if ((k == "aten::embedding" && u.offset == 1) || (k == "aten::embedding_bag" && u.offset == 1) ||
-              (k == "aten::index_select" && u.offset == 2) || (k == "aten::one_hot" && u.offset == 0))
-            lookup = true;
-          else if (shape_ops.count(k) && u.user->outputs().size() == 1 && is_tensor(u.user->output()))
-            lw.push_back(u.user->output());
-        }
-      input_indexes_table_.push_back(lookup);
+      input_indexes_table_.push_back(reaches(
+          inputs[i], 256,
+          [](const torch::jit::Use& u, const std::string& k) {
+            return shape_ops.count(k) && u.user->outputs().size() == 1 && is_tensor(u.user->output());
+          },
+          [](const torch::jit::Use& u, const std::string& k) {
+            return (k == "aten::embedding" && u.offset == 1) || (k == "aten::embedding_bag" && u.offset == 1) ||
+                   (k == "aten::index_select" && u.offset == 2) || (k == "aten::one_hot" && u.offset == 0);
+          }));
     }
   }
 
@@ -2582,16 +2605,9 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         const bool is_num = is_int || ty->kind() == c10::TypeKind::FloatType || ty->kind() == c10::TypeKind::NumberType;
         if (!is_num && !is_list) continue;
         auto c = torch::jit::toIValue(v);
-        if (!c && is_list && v->node()->kind() == torch::jit::prim::ListConstruct) {
-          // A list of constants the graph builds at run time.
-          std::vector<int64_t> l;
-          for (Value* e : v->node()->inputs()) {
-            auto ce = torch::jit::toIValue(e);
-            if (!ce || !ce->isInt()) break;
-            l.push_back(ce->toInt());
-          }
-          if (l.size() == v->node()->inputs().size()) c = c10::IValue(l);
-        }
+        // A list of constants the graph builds at run time.
+        if (!c && is_list)
+          if (auto l = structure::const_int_list(v)) c = c10::IValue(*l);
         if (!c) {
           all_constant = false;
           break;

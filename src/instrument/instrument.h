@@ -559,8 +559,13 @@ class ScopeResolver {
   const std::map<std::string, size_t>& paths() const { return index_; }
 
  private:
+  /// Nodes of `graph` (all blocks) with a call stack whose chain holds
+  /// `scope`; counted once per graph.
+  int64_t nodes_in_scope(const torch::jit::Graph* graph, const std::string& scope);
+
   const LoadedModel& model_;
   std::map<const void*, std::vector<std::string>> cache_;
+  std::map<const torch::jit::Graph*, std::map<std::string, int64_t>> scope_nodes_;
   std::map<std::string, size_t> index_;  // path -> modules_ index
 };
 
