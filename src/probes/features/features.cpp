@@ -45,11 +45,23 @@ struct FeatureStats {
   std::mutex mu;
   std::map<std::string, Dead> dead;          ///< module path -> dead units
   std::map<int64_t, Outlier> outlier;        ///< residual out tap id -> channels
-  std::map<const void*, std::string> writer; ///< storage data -> last leaf module writing it
+  /// A storage a leaf module's output used, held weakly: its data pointer
+  /// may be reused once it is freed (a later tensor at the same address is
+  /// not that module's output), so a match counts only while it is alive.
+  struct StorageRef {
+    std::string module;
+    c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+    /// Whether `t` lives in this very storage.
+    bool holds(const at::Tensor& t) const {
+      auto live = storage.lock();
+      return live && live.get() == t.storage().unsafeGetStorageImpl();
+    }
+  };
+  std::map<const void*, StorageRef> writer;  ///< storage data -> last leaf module writing it
   /// sizes -> the leaf module that last wrote a tensor of those sizes (in
   /// execution order): the head behind ops the model applies after it.
   std::map<std::vector<int64_t>, std::pair<std::string, at::Tensor>> last_of_shape;
-  std::set<const void*> residual_sums;       ///< storage data of residual additions' outputs
+  std::map<const void*, StorageRef> residual_sums;  ///< storage data of residual additions' outputs
   std::set<int64_t> residual_out;            ///< kResidualStream ids that are sums (not stream inputs)
   std::set<std::string> leaves;
 };
@@ -135,7 +147,7 @@ std::function<void(const TapSite&, const at::Tensor&)> feature_hook(const Sessio
     } else if (site.kind == TapKind::kResidualStream && f->residual_out.count(site.id) && x.dim() >= 2) {
       if (x.has_storage()) {
         std::lock_guard<std::mutex> lock(f->mu);
-        f->residual_sums.insert(x.storage().data());
+        f->residual_sums.insert_or_assign(x.storage().data(), FeatureStats::StorageRef{"", x.storage().getWeakStorageImpl()});
       }
       const int64_t axis = x.dim() == 3 ? 2 : 1;
       at::Tensor a = x.abs().movedim(axis, 0).reshape({x.size(axis), -1}).amax(1).to(at::kDouble).cpu();
@@ -147,7 +159,7 @@ std::function<void(const TapSite&, const at::Tensor&)> feature_hook(const Sessio
       o.hidden_axis = axis == 2 ? "last" : "1";
     } else if (site.kind == TapKind::kModuleOutput && f->leaves.count(site.module) && x.has_storage()) {
       std::lock_guard<std::mutex> lock(f->mu);
-      f->writer[x.storage().data()] = site.module;
+      f->writer.insert_or_assign(x.storage().data(), FeatureStats::StorageRef{site.module, x.storage().getWeakStorageImpl()});
       if (x.dim() >= 2 && x.is_floating_point()) f->last_of_shape[x.sizes().vec()] = {site.module, x.detach()};
     }
   };
@@ -270,7 +282,8 @@ void probe_features(Session& s) {
     if (!outs.empty() && outs[0].dim() >= 2 && outs[0].has_storage()) {
       const at::Tensor y = outs[0].detach();
       auto w = f.writer.find(y.storage().data());
-      std::string head = w == f.writer.end() ? std::string("?") : w->second;
+      if (w != f.writer.end() && !w->second.holds(y)) w = f.writer.end();
+      std::string head = w == f.writer.end() ? std::string("?") : w->second.module;
       // The output written by an op after the head, outside any module
       // (Gemma's soft-cap cap * tanh(logits / cap), a temperature, MPT's
       // logit_scale): the head is the last leaf module that wrote a tensor
@@ -280,7 +293,9 @@ void probe_features(Session& s) {
         auto ls = f.last_of_shape.find(y.sizes().vec());
         // Not a residual stream (x + proj(norm(x)) returned as it is): a
         // branch dominating the sum makes it nearly a function of the branch.
-        if (ls != f.last_of_shape.end() && !f.residual_sums.count(y.storage().data()) &&
+        auto rs = f.residual_sums.find(y.storage().data());
+        const bool residual_sum = rs != f.residual_sums.end() && rs->second.holds(y);
+        if (ls != f.last_of_shape.end() && !residual_sum &&
             is_function_of(y, ls->second.second)) {
           head = ls->second.first;
           head_from = "the last module whose output has the output's sizes; the output is a function of it alone";
