@@ -1965,29 +1965,60 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         most = blocks[r.stack].size();
         main_stack = r.stack;
       }
+    // The stack that feeds the head: the main stack, unless another stack of
+    // two or more blocks runs after it (a hierarchical model's later stage:
+    // PiT's transformers.2 after its deepest stage transformers.1, whose
+    // pooling conv the walk from the main stack would take for the head;
+    // eval15). A one-block stack after it is a head's own block (timm's
+    // AttentionPoolLatent), not a stage.
+    std::string final_stack = main_stack;
+    {
+      std::map<std::string, size_t> last_site;
+      for (size_t i = 0; i < residual_sites.size(); ++i) last_site[residual_sites[i].stack] = i;
+      size_t latest = last_site.count(main_stack) ? last_site[main_stack] : 0;
+      for (const auto& [stack, at] : last_site)
+        if (at > latest && blocks[stack].size() >= 2) {
+          latest = at;
+          final_stack = stack;
+        }
+    }
     for (auto it = residual_sites.rbegin(); it != residual_sites.rend(); ++it)
-      if (it->stack == main_stack) {
+      if (it->stack == final_stack) {
         final_norm = structure::find_final_norm(*it, block_norms, scopes);
         break;
       }
+    final_norm.stack = final_stack;
     // From the output side: the head is the last parameterized op before the
     // output; what feeds it decides (a UNet's final GroupNorm before its
     // output conv is a final norm whatever the forward walk met on the way).
     if (!residual_sites.empty()) {
       const structure::FinalNorm back =
-          structure::find_final_norm_from_output(*graph_, residual_sites, block_norms, scopes, main_stack);
+          structure::find_final_norm_from_output(*graph_, residual_sites, block_norms, scopes, final_stack);
       // When the output walk cannot say what feeds its head, the head named
       // is the one that reads the stream: the forward walk's first
       // parameterized op after the stack when both lie in one head module
       // (classifier.mlp.0 of classifier.mlp's Linear-ReLU-Linear, not the
       // output walk's last layer classifier.mlp.2).
       const std::string fwd_head = final_norm.head_module;
-      if (back.status != "unknown") final_norm = back;
+      if (back.status != "unknown") {
+        final_norm = back;
+        final_norm.stack = final_stack;
+      }
       else if (!back.head_module.empty())
         final_norm.head_module = !fwd_head.empty() && !parent_module(fwd_head).empty() &&
                                          parent_module(fwd_head) == parent_module(back.head_module)
                                      ? fwd_head
                                      : back.head_module;
+    }
+  }
+  {
+    // The contraction computing the output when no module does (CLIP's and
+    // SimCLR's similarity logits in the root's own forward).
+    const structure::OutputProduct op = structure::find_output_product(*graph_);
+    if (!op.kind.empty()) {
+      output_product_.kind = op.kind;
+      output_product_.op = op.op;
+      output_product_.module = innermost_module(op.node);
     }
   }
   std::map<Node*, int64_t> bn_input_tap;
@@ -2566,6 +2597,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   final_norm_.status = final_norm.status;
   final_norm_.norm_module = final_norm.norm_module;
   final_norm_.head_module = final_norm.head_module;
+  final_norm_.stack = final_norm.stack;
 
   // Tensor factories whose sizes a trace recorded as constants.
   if (model.kind == "traced") {

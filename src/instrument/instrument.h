@@ -134,9 +134,20 @@ struct ResidualSite {
 /// head: "present" (a norm: norm_module), "absent" (head_module, or the
 /// output when empty), "unknown" (the graph path was not followed), "n/a".
 struct FinalNormSite {
-  std::string status = "n/a";
-  std::string norm_module;
-  std::string head_module;
+  std::string status = "n/a";  ///< "present" | "absent" | "unknown" | "n/a"
+  std::string norm_module;     ///< the final norm when present
+  std::string head_module;     ///< the head the stack feeds ("" = the output)
+  std::string stack;           ///< the stack whose last block feeds the head (the last stage of two or more blocks)
+};
+
+/// The contraction that computes the model's output when no module's output
+/// is it: "similarity" (two activations contracted over their last axes:
+/// contrastive logits) or "linear" (an activation and a 2-D parameter: a
+/// head written in forward). Empty kind when the output is not one.
+struct OutputProductSite {
+  std::string kind;    ///< "similarity" | "linear" | ""
+  std::string op;      ///< "aten::matmul" ...
+  std::string module;  ///< innermost named_modules() path running it ("" = the root's own forward)
 };
 
 /// A batch_norm or dropout op: the module running it and whether tracing
@@ -439,6 +450,8 @@ class InstrumentedModel {
   /// Residual additions in execution order, and the final-norm check after the last one.
   const std::vector<ResidualSite>& residuals() const { return residuals_; }
   const FinalNormSite& final_norm() const { return final_norm_; }
+  /// The contraction computing the output outside any module (see OutputProductSite).
+  const OutputProductSite& output_product() const { return output_product_; }
   /// batch_norm / dropout nodes whose training flag was a graph constant
   /// (tracing baked the mode in); the value the constant held.
   int64_t baked_batch_norm() const { return baked_bn_; }
@@ -529,6 +542,7 @@ class InstrumentedModel {
   std::vector<OpFact> op_facts_;
   std::vector<ReductionSite> reductions_;
   FinalNormSite final_norm_;
+  OutputProductSite output_product_;
   std::map<std::string, std::vector<int64_t>> by_module_;
   int64_t baked_bn_ = 0, baked_dropout_ = 0, graph_nodes_ = 0, bn_nodes_ = 0, dropout_nodes_ = 0;
   std::vector<bool> baked_values_;

@@ -743,6 +743,12 @@ std::unordered_map<const Value*, Roles> infer_roles(const std::vector<Node*>& no
       for (size_t j = 0; j < n->outputs().size(); ++j)
         if (n->output(j) == v && j < r->size()) return (*r)[j];
     }
+    // B * N of two sizes: the two axes merged (x.reshape(B * N, -1), PyG's
+    // dense-to-flat node features; eval15 case 03).
+    if (kind_of(n) == "aten::mul" && n->inputs().size() == 2 && !is_tensor(n->input(0)) && !is_tensor(n->input(1))) {
+      const auto a = size_role(n->input(0)), b = size_role(n->input(1));
+      if (a && b && *a != "?" && *b != "?") return *a + "*" + *b;
+    }
     return std::nullopt;
   };
   static const std::unordered_set<std::string> kSame = {
@@ -934,12 +940,17 @@ std::unordered_map<const Value*, Roles> infer_roles(const std::vector<Node*>& no
               continue;
             }
             any_named = true;
-            size_t q = p;
-            while (q < rank && (*in0)[q] != r[j]) ++q;
-            if (q == rank) {
+            // The input axes it names: one (x.size(d)), or consecutive ones
+            // merged (B * N).
+            size_t q = p, span = 0;
+            for (; q < rank && span == 0; ++q)
+              for (size_t e = q + 1; e <= rank && span == 0; ++e)
+                if (merge_roles(*in0, q, e) == r[j]) span = e - q;
+            if (span == 0) {
               aligned = false;
               break;
             }
+            --q;
             if (pending != m) {
               if (q == p) aligned = false;
               else a[pending] = merge_roles(*in0, p, q);
@@ -948,7 +959,7 @@ std::unordered_map<const Value*, Roles> infer_roles(const std::vector<Node*>& no
               aligned = false;  // input axes dropped without an axis to hold them
             }
             a[j] = r[j];
-            p = q + 1;
+            p = q + span;
           }
           if (aligned && pending != m) {
             if (p < rank) a[pending] = merge_roles(*in0, p, rank);

@@ -575,5 +575,149 @@ FinalNorm find_final_norm_from_output(torch::jit::Graph& graph, const std::vecto
   return f;
 }
 
+namespace {
+
+// A tensor computed from parameters and constants alone (a temperature
+// parameter, logit_scale.exp().clamp(max=100), 1 / self.tau): scaling by it
+// keeps the output a function of one contraction.
+bool parameter_derived(Value* v, int depth = 0) {
+  if (depth > 8) return false;
+  if (!is_tensor(v)) return v->node()->kind() == c10::prim::Constant || v->type()->kind() != c10::TypeKind::TensorType;
+  Node* n = v->node();
+  const auto k = n->kind();
+  if (k == c10::prim::GetAttr || k == c10::prim::Constant) return true;
+  static const std::unordered_set<std::string> kOps = {
+      "aten::exp", "aten::clamp", "aten::clamp_max", "aten::clamp_min", "aten::reciprocal", "aten::log",
+      "aten::mul", "aten::div", "aten::add", "aten::sub", "aten::to", "aten::detach", "aten::neg", "aten::abs",
+      "aten::softplus", "aten::sigmoid", "aten::sqrt", "aten::pow"};
+  if (!kOps.count(kind_of(n))) return false;
+  for (Value* in : n->inputs())
+    if (!parameter_derived(in, depth + 1)) return false;
+  return true;
+}
+
+// A 2-D parameter seen through transposes and views (W.t(), W.T, W.transpose(0, 1)).
+bool weight_operand(Value* v) {
+  for (int i = 0; i < 8; ++i) {
+    Node* n = strip(v)->node();
+    if (n->kind() == c10::prim::GetAttr) return true;
+    const std::string k = kind_of(n);
+    if (k != "aten::t" && k != "aten::transpose" && k != "aten::permute" && k != "aten::view" && k != "aten::reshape" &&
+        k != "aten::numpy_T" && k != "aten::mT")
+      return false;
+    v = n->input(0);
+  }
+  return false;
+}
+
+// b enters a @ b transposed (b.t(), b.T, b.transpose(-2, -1), b.mT): a and
+// b are both [..., n, d] and the product contracts their last axes.
+bool transposed_operand(Value* v) {
+  const std::string k = kind_of(strip(v)->node());
+  return k == "aten::t" || k == "aten::transpose" || k == "aten::numpy_T" || k == "aten::mT" || k == "aten::permute";
+}
+
+OutputProduct classify_contraction(Node* n) {
+  OutputProduct r;
+  const std::string k = kind_of(n);
+  Value *a = nullptr, *b = nullptr;
+  bool contracts_last = false;
+  if (k == "aten::matmul" || k == "aten::mm" || k == "aten::bmm") {
+    a = n->input(0);
+    b = n->input(1);
+    contracts_last = transposed_operand(b);
+  } else if (k == "aten::linear") {
+    a = n->input(0);
+    b = n->input(1);
+    contracts_last = true;
+  } else if (k == "aten::einsum") {
+    const auto eq = torch::jit::toIValue(n->input(0));
+    Node* list = n->input(1)->node();
+    if (!eq || !eq->isString() || list->kind() != c10::prim::ListConstruct || list->inputs().size() != 2) return r;
+    a = list->input(0);
+    b = list->input(1);
+    std::string e = eq->toStringRef();
+    e.erase(std::remove(e.begin(), e.end(), ' '), e.end());
+    const auto comma = e.find(','), arrow = e.find("->");
+    if (comma == std::string::npos || arrow == std::string::npos || comma == 0 || arrow <= comma + 1) return r;
+    const char la = e[comma - 1], lb = e[arrow - 1];
+    contracts_last = la == lb && e.find(la, arrow) == std::string::npos;
+  } else {
+    return r;
+  }
+  const bool wa = weight_operand(a), wb = weight_operand(b);
+  if (wa != wb) {
+    r.kind = "linear";
+  } else if (!wa && contracts_last) {
+    r.kind = "similarity";
+  } else {
+    return r;
+  }
+  r.op = k;
+  r.node = n;
+  return r;
+}
+
+OutputProduct product_behind(Value* v, int depth) {
+  if (depth > 48) return {};
+  v = strip(v);
+  Node* n = v->node();
+  const std::string k = kind_of(n);
+  static const std::unordered_set<std::string> kRearrange = {
+      "aten::view", "aten::reshape", "aten::flatten", "aten::index", "aten::slice", "aten::select",
+      "aten::transpose", "aten::t", "aten::permute", "aten::squeeze", "aten::unsqueeze", "aten::narrow",
+      "aten::masked_select", "aten::masked_fill", "aten::numpy_T", "aten::mT", "aten::contiguous"};
+  if (kRearrange.count(k)) return product_behind(n->input(0), depth + 1);
+  if (k == "aten::cat" || k == "aten::stack") {
+    Node* list = n->input(0)->node();
+    if (list->kind() != c10::prim::ListConstruct || list->inputs().empty()) return {};
+    OutputProduct first;
+    for (Value* e : list->inputs()) {
+      OutputProduct p = product_behind(e, depth + 1);
+      if (p.kind.empty()) return {};
+      if (first.kind.empty()) first = p;
+    }
+    return first;
+  }
+  if (k == "aten::mul" || k == "aten::div" || k == "aten::add" || k == "aten::sub" || k == "aten::true_divide") {
+    if (n->inputs().size() < 2) return {};
+    Value* x = n->input(0);
+    Value* y = n->input(1);
+    if (parameter_derived(y)) return product_behind(x, depth + 1);
+    // logit_scale * logits: the scale first (not for x / y or x - y).
+    if ((k == "aten::mul" || k == "aten::add") && parameter_derived(x)) return product_behind(y, depth + 1);
+    return {};
+  }
+  return classify_contraction(n);
+}
+
+}  // namespace
+
+OutputProduct find_output_product(torch::jit::Graph& graph) {
+  Value* out = nullptr;
+  for (Value* r : graph.return_node()->inputs()) {
+    if (is_tensor(r)) {
+      out = r;
+    } else {
+      Node* c = r->node();
+      if (c->kind() == c10::prim::TupleConstruct || c->kind() == c10::prim::ListConstruct) {
+        for (Value* e : c->inputs())
+          if (is_tensor(e)) {
+            out = e;
+            break;
+          }
+      } else if (c->kind() == c10::prim::DictConstruct) {
+        for (size_t i = 0; i + 1 < c->inputs().size(); i += 2) {
+          const auto key = torch::jit::toIValue(c->input(i));
+          if (key && key->isString() && key->toStringRef() == "logits" && is_tensor(c->input(i + 1))) out = c->input(i + 1);
+        }
+      }
+    }
+    break;
+  }
+  if (!out) return {};
+  return product_behind(out, 0);
+}
+
 }  // namespace structure
 }  // namespace nd

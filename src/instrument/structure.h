@@ -78,6 +78,7 @@ struct FinalNorm {
   std::string status = "n/a";   ///< "present" | "absent" | "unknown" | "n/a" (no stack)
   std::string norm_module;      ///< the final norm when present
   std::string head_module;      ///< the first parameterized module after the stack when absent ("" = output)
+  std::string stack;            ///< the residual stack judged (set by the caller)
 };
 FinalNorm find_final_norm(const Residual& last, const std::vector<NormNode>& norms, ScopeResolver& scopes);
 
@@ -94,6 +95,23 @@ FinalNorm find_final_norm(const Residual& last, const std::vector<NormNode>& nor
 FinalNorm find_final_norm_from_output(torch::jit::Graph& graph, const std::vector<Residual>& residuals,
                                       const std::vector<NormNode>& norms, ScopeResolver& scopes,
                                       const std::string& main_stack = "");
+
+/// The op that computes the model's output when no module does: the walk
+/// back from the first tensor the graph returns (a dict's "logits") through
+/// rearrangements (view, index, slice, cat, transpose ...) and scalings by
+/// constants or parameters (a temperature, CLIP's logit_scale.exp(), a
+/// bias) to a contraction. kind "similarity": both operands are
+/// activations, contracted over their last axes (a @ b.t(), F.linear(a, b),
+/// einsum "nd,md->nm"): CLIP's and SimCLR's contrastive logits; "linear":
+/// one operand is a 2-D parameter (x @ self.wte.weight.t(), a tied head
+/// written in forward). Empty kind when the output is not reached that way
+/// (a module's output, a sum, a feature map a @ b with b not transposed).
+struct OutputProduct {
+  std::string kind;                  ///< "similarity" | "linear" | "" (not found)
+  std::string op;                    ///< "aten::matmul" ...
+  torch::jit::Node* node = nullptr;  ///< the contraction
+};
+OutputProduct find_output_product(torch::jit::Graph& graph);
 
 }  // namespace structure
 }  // namespace nd

@@ -937,11 +937,13 @@ TEST(Round6, ZeroConvsBeforeEveryOutputAreTheConvention) {
 // torchaudio's Conformer builds its padding mask from lengths.max(): a
 // longer padded batch raises, so the padding probe refills the sample's own
 // padded frames with other values instead. The fault's depthwise conv reads
-// them (SEQ004 there, the change near Python's with other noise); the twin
+// them (SEQ003 there: a kernel-7 conv over the axis the graph calls spatial
+// after torchaudio's transpose; the change near Python's with other noise); the twin
 // zeroes them first and no real frame moves.
 TEST(Round6, PaddingRefilledWhenALongerBatchCannotRun) {
   RUN_ROUND3(rep, "r6_conformer_conv_leak", {"--mask-input", "lengths"});
-  expect_findings(rep, "r6_conformer_conv_leak", Set{{"SEQ004", "conformer_layers.0.conv_module.sequential.2"}});
+  expect_findings(rep, "r6_conformer_conv_leak", Set{{"SEQ003", "conformer_layers.0.conv_module.sequential.2"}});
+  EXPECT_EQ(mm(rep).at("pad.entry_kind"), "convolution");
   const json& m = mm(rep);
   EXPECT_EQ(m.at("pad.how"), "the sample's own 36 padded positions are refilled with other values");
   EXPECT_EQ(num(m.at("pad.padded_to")), 32);
@@ -1395,11 +1397,15 @@ TEST(Round8, UnusedPoolerOfAModelBeingTrained) {
 // an eval forward (the `if self.training` forgotten): every pass restores
 // the buffers, so the alone/batch comparison starts from the saved state
 // each time and measures Python's 0.0135 (fresh copies each); BN005 at the
-// normalizer names the var over axis 0 and the four buffers it writes. The
+// normalizer names the var over axis 0 and the four buffers it writes, and
+// MODE007 the second call on the same batch that differs from the first
+// (both true; eval15 expected the latter for a VQ-VAE's EMA codebook). The
 // twin updates only in training: clean, no buffer writes.
 TEST(Round8, NormalizerUpdatingItsStatisticsInEval) {
   RUN_ROUND3(rep, "r8_normalizer_updates_in_eval");
-  expect_findings(rep, "r8_normalizer_updates_in_eval", Set{{"BN005", "actor_obs_normalizer"}});
+  expect_findings(rep, "r8_normalizer_updates_in_eval",
+                  Set{{"BN005", "actor_obs_normalizer"}, {"MODE007", "actor_obs_normalizer"}});
+  EXPECT_GT(num(mm(rep).at("evalstate.rel_diff")), 1e-5);
   const json& m = mm(rep);
   EXPECT_TRUE(nde2e::near_rel("batchdep.max_rel_diff", num(m.at("batchdep.max_rel_diff")),
                               nums("r8_normalizer_updates_in_eval").at("alone_vs_batch").get<double>(), 1e-3));
@@ -2178,6 +2184,91 @@ TEST(Round13, CausalRevinTakesTheScaleOutInside) {
   RUN_ROUND3(twin, "r13_forecaster_raw_series");
   expect_findings(twin, "r13_forecaster_raw_series", Set{{"IN002", ""}});
   EXPECT_EQ(twin.at("inputs").at(0).at("metrics").at("input.scale_invariant"), false);
+}
+
+// ---- round 15 (eval15) ----------------------------------------------------
+
+// timm's PiT: three stages (2, 6, 4 blocks) joined by pooling; the deepest
+// stage is the middle one. The final norm is asked of the last stage, which
+// feeds the head: with PiT's final LayerNorm on the class tokens nothing is
+// reported (the walk from the deepest stage took the next stage's pooling
+// for the head: a false ARCH002 on timm's pit_ti); without it ARCH002 names
+// the last stage, its last block and the stream there (Python's RMS).
+TEST(Round15, TheLastStageOfAHierarchicalModelFeedsTheHead) {
+  RUN_ROUND3(rep, "r15_pit_final_norm");
+  expect_findings(rep, "r15_pit_final_norm", Set{});
+  EXPECT_EQ(mm(rep).at("arch.stack"), "transformers.1.blocks");
+  EXPECT_EQ(mm(rep).at("arch.final_stack"), "transformers.2.blocks");
+  EXPECT_EQ(mm(rep).at("arch.final_norm"), "present");
+  EXPECT_EQ(mm(rep).at("arch.final_norm_layer"), "norm");
+  RUN_ROUND3(twin, "r15_pit_no_final_norm");
+  expect_findings(twin, "r15_pit_no_final_norm", Set{{"ARCH002", "head"}});
+  const json* f = finding(twin, "ARCH002");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("evidence").at("arch.final_stack"), "transformers.2.blocks");
+  EXPECT_EQ(f->at("evidence").at("arch.final_stack_last_block"), "transformers.2.blocks.3");
+  EXPECT_EQ(num(f->at("evidence").at("arch.final_stack_pre_norm_blocks")), 4);
+  EXPECT_TRUE(nde2e::near_rel("arch.final_stack_stream_rms", num(f->at("evidence").at("arch.final_stack_stream_rms")),
+                              nums("r15_pit_no_final_norm").at("final_stack_stream_rms").get<double>(), 1e-3));
+}
+
+// SimCLR's NT-Xent logits built in forward: cat([positives, negatives]) /
+// 0.07 of features @ features.T, no module writes them. The logits are found
+// by the contraction they come from (two activations over their last axes)
+// and judged: without F.normalize, log Z averages Python's 42.6 (ACT008 at
+// the root); with it, 16.0 and nothing reported.
+TEST(Round15, SimilarityLogitsComputedInForwardAreJudged) {
+  RUN_ROUND3(rep, "r15_simclr_raw_dot_logits");
+  expect_findings(rep, "r15_simclr_raw_dot_logits", Set{{"ACT008", ""}});
+  const json& n = nums("r15_simclr_raw_dot_logits");
+  EXPECT_TRUE(nde2e::near_rel("logits.logz_abs_mean", num(mm(rep).at("logits.logz_abs_mean")),
+                              n.at("logz_abs_mean").get<double>(), 1e-3));
+  EXPECT_TRUE(nde2e::near_rel("logits.absmax", num(mm(rep).at("logits.absmax")), n.at("absmax").get<double>(), 1e-3));
+  EXPECT_EQ(num(mm(rep).at("logits.classes")), n.at("classes").get<double>());
+  EXPECT_EQ(num(mm(rep).at("logits.rows")), n.at("rows").get<double>());
+  EXPECT_NE(rep.at("probes").at("features").at("logits_head_from").get<std::string>().find("two activations"),
+            std::string::npos);
+  RUN_ROUND3(twin, "r15_simclr_cosine_logits");
+  expect_findings(twin, "r15_simclr_cosine_logits", Set{});
+  EXPECT_TRUE(nde2e::near_rel("logits.logz_abs_mean", num(mm(twin).at("logits.logz_abs_mean")),
+                              nums("r15_simclr_cosine_logits").at("logz_abs_mean").get<double>(), 1e-3));
+}
+
+// WeNet's ConvolutionModule masks the padded frames before pointwise_conv1;
+// bias and GLU make them non-zero and the depthwise conv (kernel 15) reads
+// them into real frames: the masks argument is (B, 1, T) booleans, read as
+// the padding mask, and the change (Python: padded_rel_diff) enters at the
+// depthwise conv, whose axis the graph calls spatial after the transpose:
+// SEQ003 (convolution over time). icefall masks after the GLU: no change.
+TEST(Round15, AConvolutionAfterATransposeReadsThePadding) {
+  RUN_ROUND3(rep, "r15_conformer_conv_mask_before_pw1");
+  expect_findings(rep, "r15_conformer_conv_mask_before_pw1", Set{{"SEQ003", "encoders.0.conv_module.depthwise_conv"}});
+  EXPECT_EQ(mm(rep).at("pad.padding_declared"), true);
+  EXPECT_EQ(mm(rep).at("pad.entry_kind"), "convolution");
+  EXPECT_TRUE(nde2e::near_rel("pad.rel_diff", num(mm(rep).at("pad.rel_diff")),
+                              nums("r15_conformer_conv_mask_before_pw1").at("padded_rel_diff").get<double>(), 1e-3));
+  EXPECT_EQ(rep.at("probes").at("layout").at("inputs").at(1).at("role"), "mask");
+  RUN_ROUND3(twin, "r15_conformer_conv_mask_after_glu");
+  expect_findings(twin, "r15_conformer_conv_mask_after_glu", Set{});
+  EXPECT_EQ(mm(twin).at("pad.padding_declared"), true);
+  EXPECT_LT(num(mm(twin).at("pad.rel_diff")), 1e-6);
+}
+
+// PyG's graph-mode LayerNorm on [B * N, F] node rows: without the batch
+// vector its mean and std run over every graph's nodes. The flattened axis
+// is batch (B * N merged from x's axes), the features hidden, not time; the
+// example alone differs from inside the batch by Python's 0.664. With the
+// batch vector (scatter sums via index_add_) each graph is on its own.
+TEST(Round15, GraphNormWithoutItsBatchVectorMixesTheGraphs) {
+  RUN_ROUND3(rep, "r15_gnn_graph_norm_whole_batch");
+  expect_findings(rep, "r15_gnn_graph_norm_whole_batch", Set{{"AXIS002", "norm"}, {"AXIS010", "norm"}, {"BN005", "norm"}});
+  const json* l = layer_metrics(rep, "norm");
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->at("norm.input_layout"), "[batch, hidden]");
+  EXPECT_TRUE(nde2e::near_rel("batchdep.max_rel_diff", num(mm(rep).at("batchdep.max_rel_diff")),
+                              nums("r15_gnn_graph_norm_whole_batch").at("alone_vs_batch_example0").get<double>(), 1e-3));
+  RUN_ROUND3(twin, "r15_gnn_graph_norm_per_graph");
+  expect_findings(twin, "r15_gnn_graph_norm_per_graph", Set{});
 }
 
 }  // namespace

@@ -156,9 +156,40 @@ void probe_architecture(Session& s) {
   }
   mm["arch.placement"] = main_blocks > 0 ? placement : std::string("no residual blocks");
   const auto& fin = im.final_norm();
+  // The stack whose last block feeds the head: the main stack, or a later
+  // stage of a hierarchical model (PiT's, a hybrid's transformer after its
+  // CNN stages). Its own counts and placement; "final norm" is asked of it.
+  const std::string final_stack = fin.stack.empty() ? main_stack : fin.stack;
+  int64_t final_blocks = 0, final_pre = 0, final_post = 0;
+  std::string final_last_block;
+  double final_last_out = std::nan("");
+  std::set<std::string> final_placements;
+  for (const auto& b : blocks) {
+    if (b.stack != final_stack) continue;
+    const std::string pl = b.placements.size() == 1 ? *b.placements.begin() : "mixed";
+    ++final_blocks;
+    if (pl == "pre-norm") ++final_pre;
+    if (pl == "post-norm") ++final_post;
+    final_placements.insert(b.placements.begin(), b.placements.end());
+    final_last_block = b.path;
+    final_last_out = rms_of(b.adds.back()->out_tap);
+  }
+  std::string final_placement = "none";
+  if (final_blocks > 0) {
+    if (final_pre == final_blocks) final_placement = "pre-norm";
+    else if (final_post == final_blocks) final_placement = "post-norm";
+    else if (final_pre > 0 || final_post > 0) final_placement = "mixed";
+    else final_placement = final_placements.size() == 1 ? *final_placements.begin() : "mixed";
+  }
+  mm["arch.final_stack"] = final_stack;
+  mm["arch.final_stack_pre_norm_blocks"] = final_pre;
+  mm["arch.final_stack_last_block"] = final_last_block;
+  mm["arch.final_stack_stream_rms"] = finite_or_null(final_last_out);
   // A post-norm stack ends in its own norm, a CNN's norms sit inside its
   // branches: "final norm" is a pre-norm question.
-  mm["arch.final_norm"] = (placement == "post-norm" || placement == "in-branch") ? std::string("n/a") : fin.status;
+  mm["arch.final_norm"] = (final_blocks == 0 || final_placement == "post-norm" || final_placement == "in-branch")
+                              ? std::string("n/a")
+                              : fin.status;
   mm["arch.final_norm_layer"] = fin.norm_module;
   mm["arch.head_layer"] = fin.head_module;
   mm["arch.last_block"] = last_block;
@@ -276,7 +307,7 @@ void probe_architecture(Session& s) {
   s.doc.probes["architecture"] = {{"blocks", rows},
                                   {"main_stack", main_stack},
                                   {"placement", mm["arch.placement"]},
-                                  {"final_norm", {{"status", fin.status}, {"norm", fin.norm_module}, {"head", fin.head_module}}},
+                                  {"final_norm", {{"status", fin.status}, {"norm", fin.norm_module}, {"head", fin.head_module}, {"stack", final_stack}}},
                                   {"stream_rms_from", col ? "train pass" : "not measured (the train pass did not run)"}};
 }
 
@@ -288,7 +319,8 @@ const std::vector<std::string>& architecture_writes() {
       "arch.stream_growth_max_block", "arch.stream_growth_max_factor", "arch.stream_growth_max_share",
       "arch.branch_rms_max", "arch.branch_rms_max_block", "arch.branch_rms_median_others", "arch.branch_rms_ratio",
       "arch.stream_rms_first", "arch.branches_normalized", "arch.stream_late_ratio",
-      "arch.stream_rms_last", "arch.block_norms_under_eps", "arch.block_norm_ms_to_eps_max", "arch.head_zero_init"};
+      "arch.stream_rms_last", "arch.final_stack", "arch.final_stack_pre_norm_blocks", "arch.final_stack_last_block",
+      "arch.final_stack_stream_rms", "arch.block_norms_under_eps", "arch.block_norm_ms_to_eps_max", "arch.head_zero_init"};
   return names;
 }
 

@@ -307,12 +307,30 @@ void probe_features(Session& s) {
       // from a decoder: an audio or image decoder ends in one too, with
       // samples or pixels along its axes, so it is not judged.
       bool linear_head = false;
-      for (const auto& mi : s.model.modules)
-        if (mi.path == head && !is_norm_kind(mi.kind))
-          for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
-            if (p.value.dim() == 2) linear_head = true;
-      for (const auto& no : im.norm_ops())
-        if (no.module == head) linear_head = false;
+      const OutputProductSite& product = im.output_product();
+      if (head == "?" && !product.kind.empty()) {
+        // No module wrote the output: one contraction in a forward did,
+        // through rearrangements and scalings only (SimCLR's
+        // cat([positives, negatives]) / temperature of features @
+        // features.t(), CLIP's logit_scale.exp() * image @ text.t(), a tied
+        // head x @ wte.weight.t()). Its last axis holds the classes: the
+        // other examples, the texts, the vocabulary (eval14 case 05, eval15
+        // case 10).
+        head = product.module;
+        head_from = product.kind == "similarity"
+                        ? "a product of two activations over their last axes (" + product.op +
+                              "): similarity logits computed in " + (head.empty() ? std::string("the model's own forward") : head)
+                        : "a product with a 2-D parameter (" + product.op + "): a head written in " +
+                              (head.empty() ? std::string("the model's own forward") : head);
+        linear_head = true;
+      } else {
+        for (const auto& mi : s.model.modules)
+          if (mi.path == head && !is_norm_kind(mi.kind))
+            for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
+              if (p.value.dim() == 2) linear_head = true;
+        for (const auto& no : im.norm_ops())
+          if (no.module == head) linear_head = false;
+      }
       const int64_t cdim = y.dim() - 1;
       const int64_t classes = y.size(cdim);
       if (linear_head && classes > 1) {

@@ -1217,16 +1217,6 @@ void probe_normalization(Session& s) {
     });
   }
 
-  // One cause, one finding: a module whose eval forward both mixes the batch
-  // into its statistics and writes them to its buffers (rsl_rl's
-  // EmpiricalNormalization updated in eval) is BN005's, whose cause names the
-  // writes; MODE007 stays silent then.
-  {
-    auto wb = mm.find("batchdep.writes_buffers");
-    const bool bn005 = val(mm, "batchdep.max_rel_diff", 0) > 1e-3 && val(mm, "batchdep.over_floor", 0) > 10;  // BN005's gate
-    mm["evalstate.explained_by_batch_dependence"] = bn005 && wb != mm.end() && wb->second == true;
-  }
-
   // ---- mode problems -----------------------------------------------------
   const int64_t mode_ops = im.batch_norm_nodes() + im.dropout_nodes();
   mm["mode.dependent_ops"] = mode_ops;

@@ -154,20 +154,27 @@ Layout infer_layout(const Session& s) {
     // A missing-value indicator (time-series past_observed_mask) is named a
     // mask but marks observed values, not padding: a forecaster reading the
     // last context_length positions cannot be padded after them.
-    const bool named_mask = opt.mask_input.empty() ? (has(n, "mask") && !has(n, "observed") && t.dim() == 2)
-                                                   : (opt.mask_input == a.name || opt.mask_input == std::to_string(i));
     // A mask of one frame axis and a singleton channel axis: Grad-TTS and
-    // VITS pass x_mask as [B, 1, T] to broadcast over [B, C, T] features.
+    // VITS pass x_mask as [B, 1, T] to broadcast over [B, C, T] features,
+    // WeNet and ESPnet encoder layers take masks as (B, 1, T) booleans. Named
+    // a mask and holding only 0/1 values, it is one without --mask-input;
+    // [B, T, 1] only with it (a feature of size 1 otherwise).
+    const bool singleton_mask = t.dim() == 3 && t.size(1) == 1 && t.size(2) > 1 && !time_major && t.numel() > 0 &&
+                                !t.is_complex() && t.eq(0).logical_or(t.eq(1)).all().item<bool>();
+    const bool named_mask = opt.mask_input.empty()
+                                ? (has(n, "mask") && !has(n, "observed") && (t.dim() == 2 || singleton_mask))
+                                : (opt.mask_input == a.name || opt.mask_input == std::to_string(i));
     int64_t squeeze = -1;
-    if (named_mask && t.dim() == 3 && !time_major && !opt.mask_input.empty()) {
+    if (named_mask && t.dim() == 3 && !time_major) {
       if (t.size(1) == 1 && t.size(2) > 1) squeeze = 1;
-      else if (t.size(2) == 1 && t.size(1) > 1) squeeze = 2;
+      else if (t.size(2) == 1 && t.size(1) > 1 && !opt.mask_input.empty()) squeeze = 2;
     }
     if (named_mask && (t.dim() == 2 || squeeze > 0)) {
       il.role = "mask";
       il.time_axis = squeeze == 1 ? 2 : time_major ? 0 : 1;
       il.mask_squeeze = squeeze;
-      il.from = opt.mask_input.empty() ? "[B, T] named " + a.name : "--mask-input " + opt.mask_input;
+      il.from = opt.mask_input.empty() ? (squeeze == 1 ? "0/1 values named " : "[B, T] named ") + a.name
+                                       : "--mask-input " + opt.mask_input;
       if (time_major) il.from += " (batch axis 1: [T, B])";
       if (squeeze == 1) il.from += " ([B, 1, T]: one channel, broadcast over the features)";
       if (squeeze == 2) il.from += " ([B, T, 1]: broadcast over the features)";
@@ -1267,6 +1274,33 @@ void probe_sequence(Session& s) {
         if ((pass == 0 && f.module == layer && !layer.empty()) || (pass == 1 && within(f.module) && !layer.empty()) ||
             (pass == 2 && !conv && reads))
           return {conv ? "convolution" : "pooling", f.op + (conv ? " over time" : " over the time axis"), f.module};
+      }
+    // The layer is a convolution module whose op's axes the graph names only
+    // "spatial" (a transpose to [batch, channel, time] hid the time role:
+    // WeNet's ConvolutionModule.depthwise_conv after x.transpose(1, 2)):
+    // with a kernel wider than 1 it reads neighbouring positions along that
+    // axis, the padded ones among them; the measured change at real positions
+    // starts in it (eval15 case 01).
+    if (!layer.empty())
+      for (const auto& f : im.op_facts()) {
+        if (f.module != layer || f.op.find("conv") == std::string::npos) continue;
+        const auto roles = resolve_roles(f.input_roles, L);
+        bool spatial = !f.dims.empty();
+        for (int64_t d : f.dims) {
+          const int64_t w = d < 0 ? d + static_cast<int64_t>(roles.size()) : d;
+          const std::string role = w >= 0 && w < static_cast<int64_t>(roles.size()) ? roles[static_cast<size_t>(w)] : "";
+          if (role != "spatial" && role != "time") spatial = false;
+        }
+        if (!spatial) continue;
+        int64_t widest = 0;
+        for (const auto& mi : s.model.modules)
+          if (mi.path == layer)
+            for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
+              if (p.name == "weight" && p.value.dim() >= 3)
+                for (int64_t d = 2; d < p.value.dim(); ++d) widest = std::max(widest, p.value.size(d));
+        if (widest > 1)
+          return {"convolution", f.op + " over the padded axis (kernel " + std::to_string(widest) +
+                                     "; the graph names the axis spatial)", f.module};
       }
     // A mean/sum whose output the layer reads, over an axis whose role the
     // graph does not show (the tensor came out of an op that hides roles, such
