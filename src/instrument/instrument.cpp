@@ -384,6 +384,23 @@ at::Tensor round_impl(int64_t id, int64_t dtype, bool inplace, const at::Tensor&
   // A native run (tensors already in the format): only the Inf/NaN watch.
   const bool wide = x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble;
   at::Tensor y = wide ? x.to(fmt).to(x.scalar_type()) : x;
+  // float32's own extremes (torch.finfo(torch.float32).min as a mask fill,
+  // (1 - mask) * finfo.min, scores + that) are what the code computed as
+  // torch.finfo(dtype).min: a trace recorded float32's, the model run in
+  // fp16/bf16 computes that format's (-65504 in fp16), finite. Rounded to
+  // the format they would be -inf and fully masked softmax rows NaN, which
+  // the real run never gives (HF left-padded LMs traced, eval16). Values at
+  // least half float32's largest: no computation reaches them except from
+  // those constants (any real overflow in the format happened far below).
+  if (wide && (fmt == at::kHalf || fmt == at::kBFloat16)) {
+    const double f32max = static_cast<double>(std::numeric_limits<float>::max());
+    const at::Tensor finite_x = at::isfinite(x);
+    const at::Tensor extreme = x.abs().ge(0.5 * f32max).logical_and(finite_x);
+    if (extreme.any().item<bool>()) {
+      const double fmax = fmt == at::kHalf ? 65504.0 : 3.3895313892515355e38;  // finfo(bfloat16).max
+      y = at::where(extreme, x.sign() * fmax, y);
+    }
+  }
   Collector* col = ctx->collector;
   const bool want_event = col->round_events.size() < 64;
   if (want_event || col->round_first_inf < 0 || col->round_first_nan < 0) {
@@ -1509,6 +1526,16 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
                    (k == "aten::index_select" && u.offset == 2) || (k == "aten::one_hot" && u.offset == 0);
           }));
     }
+  }
+  // The padding_idx each embedding lookup passes (aten::embedding's third
+  // argument): a constant in a traced graph, where the Embedding module keeps
+  // no padding_idx attribute, self.padding_idx in a scripted one.
+  for (Node* n : graph_->nodes()) {
+    if (std::string(n->kind().toQualString()) != "aten::embedding" || n->inputs().size() < 3) continue;
+    std::optional<int64_t> idx;
+    if (auto c = torch::jit::toIValue(n->input(2)); c && c->isInt()) idx = c->toInt();
+    else if (auto a = scopes.attribute(n->input(2)); a && a->isInt()) idx = a->toInt();
+    if (idx && *idx >= 0) embedding_padding_idx_[innermost_module(n)] = *idx;
   }
 
   // Arguments read only by a periodic encoding (sin/cos of the raw value:

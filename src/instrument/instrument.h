@@ -506,6 +506,9 @@ class InstrumentedModel {
   /// (aten::embedding, embedding_bag, index_select, one_hot): token ids do,
   /// a padding mask does not.
   const std::vector<bool>& input_indexes_table() const { return input_indexes_table_; }
+  /// padding_idx >= 0 of each aten::embedding in forward's graph, by the
+  /// module running it (traced Embeddings keep it only in the graph).
+  const std::map<std::string, int64_t>& embedding_padding_idx() const { return embedding_padding_idx_; }
   /// Per forward argument (self excluded): true when it is read only by a
   /// periodic encoding, reaching aten::sin/cos through elementwise
   /// arithmetic, views, casts and concatenation before any op with weights
@@ -543,6 +546,7 @@ class InstrumentedModel {
   std::vector<ReductionSite> reductions_;
   FinalNormSite final_norm_;
   OutputProductSite output_product_;
+  std::map<std::string, int64_t> embedding_padding_idx_;
   std::map<std::string, std::vector<int64_t>> by_module_;
   int64_t baked_bn_ = 0, baked_dropout_ = 0, graph_nodes_ = 0, bn_nodes_ = 0, dropout_nodes_ = 0;
   std::vector<bool> baked_values_;

@@ -700,12 +700,10 @@ OutputProduct find_output_product(torch::jit::Graph& graph) {
       out = r;
     } else {
       Node* c = r->node();
+      // The first element, as the features probe reads the output (a
+      // nested tuple first: not followed, the probe would read another tensor).
       if (c->kind() == c10::prim::TupleConstruct || c->kind() == c10::prim::ListConstruct) {
-        for (Value* e : c->inputs())
-          if (is_tensor(e)) {
-            out = e;
-            break;
-          }
+        if (!c->inputs().empty() && is_tensor(c->input(0))) out = c->input(0);
       } else if (c->kind() == c10::prim::DictConstruct) {
         for (size_t i = 0; i + 1 < c->inputs().size(); i += 2) {
           const auto key = torch::jit::toIValue(c->input(i));

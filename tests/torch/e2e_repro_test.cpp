@@ -92,7 +92,9 @@ TEST(Repro, FullyMaskedRowsAreNaNOnlyWithMinusInfinity) {
   RUN_REPRO(rep, "c07_attn_neginf_padded_rows");
   EXPECT_EQ(serious(rep), (Set{{"ATTN002", "attn"}, {"ACT001", "attn"}}));
   for (const auto& l : rep.at("layers"))
-    if (l.at("path") == "attn") EXPECT_EQ(l.at("metrics").value("fwd.nonfinite_passed_to", ""), "attn.o");
+    if (l.at("path") == "attn") {
+      EXPECT_EQ(l.at("metrics").value("fwd.nonfinite_passed_to", ""), "attn.o");
+    }
   const json* f = finding(rep, "ATTN002");
   ASSERT_NE(f, nullptr);
   // 4 heads x the padded query positions of lengths 16, 11, 7, 13 of 16: 4 x (0 + 5 + 9 + 3).

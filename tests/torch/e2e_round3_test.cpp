@@ -2018,8 +2018,9 @@ TEST(Round13, FixupResNetIsNormalizationFreeByDesign) {
   EXPECT_TRUE(nde2e::near_rel("arch.stream_rms_first", num(mm(rep).at("arch.stream_rms_first")),
                               n.at("stream_rms_first").get<double>(), 1e-4));
   EXPECT_EQ(finding(rep, "ACT007"), nullptr);
-  if (const json* l3 = layer_metrics(rep, "layer3.8"); l3 && l3->count("outlier.zero_channels"))
+  if (const json* l3 = layer_metrics(rep, "layer3.8"); l3 && l3->count("outlier.zero_channels")) {
     EXPECT_EQ(num(l3->at("outlier.zero_channels")), n.at("layer3_zero_channels").get<double>());
+  }
   RUN_ROUND3(twin, "r13_resnet_no_norm_he_init");
   expect_findings(twin, "r13_resnet_no_norm_he_init", Set{{"ACT002", "layer3.7.conv1"}, {"ARCH003", "layer1"}});
   const json* f = finding(twin, "ARCH003");
@@ -2269,6 +2270,78 @@ TEST(Round15, GraphNormWithoutItsBatchVectorMixesTheGraphs) {
                               nums("r15_gnn_graph_norm_whole_batch").at("alone_vs_batch_example0").get<double>(), 1e-3));
   RUN_ROUND3(twin, "r15_gnn_graph_norm_per_graph");
   expect_findings(twin, "r15_gnn_graph_norm_per_graph", Set{});
+}
+
+// ---- round 16 (eval16) ----------------------------------------------------
+
+// The Annotated Transformer's masked_fill(mask == 0, -1e9) cannot run in
+// fp16 (PyTorch refuses the value: Python saw the raise): PREC010 at the
+// attention whose forward raised. -1e4 fits fp16: nothing. A decoder traced
+// with float32's min baked into its additive mask: a real fp16 run computes
+// fp16's min and stays finite (9 fully masked query rows), so the emulation
+// maps the baked constant to the format's largest value and reports nothing
+// (a false PREC001/PREC005 on eval16's traced GPT-2, Llama and Qwen2).
+TEST(Round16, MaskConstantsInFp16) {
+  const std::vector<std::string> fp16 = {"--precision", "fp16"};
+  RUN_ROUND3(rep, "r16_annotated_mask_minus_1e9", fp16);
+  EXPECT_EQ(nums("r16_annotated_mask_minus_1e9").at("native_raises"), true);
+  expect_findings(rep, "r16_annotated_mask_minus_1e9", Set{{"PREC010", "layers.0.self_attn"}});
+  EXPECT_EQ(mm(rep).at("prec.native_overflow"), true);
+  EXPECT_EQ(mm(rep).at("prec.native_failed_after"), "layers.0.self_attn.linears.2");
+  RUN_ROUND3(twin, "r16_annotated_mask_minus_1e4", fp16);
+  EXPECT_EQ(nums("r16_annotated_mask_minus_1e4").at("native_raises"), false);
+  expect_findings(twin, "r16_annotated_mask_minus_1e4", Set{});
+  RUN_ROUND3(dec, "r16_traced_decoder_f32min_mask", fp16);
+  expect_findings(dec, "r16_traced_decoder_f32min_mask", Set{});
+  EXPECT_EQ(mm(dec).at("prec.mode"), "emulated");
+  EXPECT_EQ(mm(dec).at("prec.forward_finite"), true);
+  EXPECT_GT(nums("r16_traced_decoder_f32min_mask").at("fully_masked_rows").get<double>(), 0);
+}
+
+// torchvision EfficientNet's stochastic depth widens the deep BatchNorms'
+// input in training; in eval it is narrower, so against the running
+// statistics (estimated over 200 batches) the eval-pass variance ratio of
+// features.7.block.7 is Python's 0.31 while the train-mode pass's is 0.98:
+// nothing is reported (BN003/BN009 said stale on eval16's EfficientNet).
+// Statistics from 2 batches at momentum 0.1 are off in both modes: BN003.
+TEST(Round16, BatchNormDeviationOnlyInEvalIsNotStaleness) {
+  RUN_ROUND3(rep, "r16_effnet_bn_fits_training");
+  expect_findings(rep, "r16_effnet_bn_fits_training", Set{});
+  const json& n = nums("r16_effnet_bn_fits_training");
+  const json* l = layer_metrics(rep, n.at("layer").get<std::string>());
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->at("bn.train_stats_from"), "train pass");
+  EXPECT_EQ(l->at("bn.train_confirms"), false);
+  EXPECT_EQ(num(mm(rep).at("bn.train_mode_stale_layers")), 0);
+  EXPECT_TRUE(nde2e::near_rel("bn.var_ratio", num(l->at("bn.var_ratio")), n.at("var_ratio_eval").get<double>(), 0.02));
+  EXPECT_TRUE(nde2e::near_rel("bn.var_ratio_train", num(l->at("bn.var_ratio_train")),
+                              n.at("var_ratio_train").get<double>(), 0.15));
+  RUN_ROUND3(twin, "r16_effnet_bn_two_batches");
+  expect_findings(twin, "r16_effnet_bn_two_batches", Set{{"BN003", "stem.1"}});
+  const json* f = finding(twin, "BN003");
+  ASSERT_NE(f, nullptr);
+  EXPECT_TRUE(nde2e::near_rel("bn.var_ratio", num(f->at("evidence").at("bn.var_ratio")),
+                              nums("r16_effnet_bn_two_batches").at("var_ratio_eval").get<double>(), 0.02));
+  EXPECT_EQ(f->at("evidence").at("bn.train_confirms"), true);
+  const json* stem = layer_metrics(twin, "stem.1");
+  ASSERT_NE(stem, nullptr);
+  EXPECT_GT(num(stem->at("bn.var_ratio_off_train")), 2);
+}
+
+// A BERT traced with input_ids only has no masking; its sample is
+// right-padded with [PAD] = the word embedding's padding_idx 0, which the
+// trace keeps only as aten::embedding's argument. The padding is read from
+// those tokens and the change at real positions (Python: padded_rel_diff) is
+// SEQ004. Traced with the attention mask: nothing changes.
+TEST(Round16, PaddingTokensOfATraceWithoutItsMask) {
+  RUN_ROUND3(rep, "r16_bert_traced_ids_only");
+  expect_findings(rep, "r16_bert_traced_ids_only", Set{{"SEQ004", "bert.layer.0"}});
+  EXPECT_NE(mm(rep).at("pad.padding_declared_from").get<std::string>().find("padding_idx 0 tokens"), std::string::npos);
+  EXPECT_TRUE(nde2e::near_rel("pad.rel_diff", num(mm(rep).at("pad.rel_diff")),
+                              nums("r16_bert_traced_ids_only").at("padded_rel_diff").get<double>(), 0.05));
+  RUN_ROUND3(twin, "r16_bert_traced_with_mask");
+  expect_findings(twin, "r16_bert_traced_with_mask", Set{});
+  EXPECT_LT(num(mm(twin).at("pad.rel_diff")), 1e-5);
 }
 
 }  // namespace

@@ -111,10 +111,11 @@ const Expected kExpected[] = {
     {"BN001", "bn-stale-running-stats", nd::Severity::kWarning, "model", "all", false, "bn.first_layer_at_init",
      "bn.layers_at_init > 0"},
     {"BN002", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",
-     "bn.at_initial_values == false and bn.mean_z > 1 and bn.sample_examples >= 2 and bn.mean_z_over_noise > 3"},
+     "bn.at_initial_values == false and bn.mean_z > 1 and bn.train_confirms == true and bn.sample_examples >= 2 and "
+     "bn.mean_z_over_noise > 3"},
     {"BN003", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",
-     "bn.at_initial_values == false and bn.var_ratio_off > 4 and bn.mean_z <= 1 and bn.sample_examples >= 2 and "
-     "bn.variance_shift_explains == false"},
+     "bn.at_initial_values == false and bn.var_ratio_off > 4 and bn.train_confirms == true and bn.mean_z <= 1 and "
+     "bn.sample_examples >= 2 and bn.variance_shift_explains == false"},
     {"BN004", "train-eval-drift", nd::Severity::kWarning, "model", "all", true, "drift.first_layer",
      "drift.rel_output_diff > 0.5 and drift.over_floor > 10 and drift.explained_by_stale_stats == false and "
      "drift.over_bn_noise > 3 and drift.over_train_noise > 3 and drift.sample_examples >= 2"},
@@ -127,7 +128,7 @@ const Expected kExpected[] = {
     {"BN008", "bn-small-batch-noise", nd::Severity::kInfo, "layer", "first", true, "",
      "bn.train_batch_size_given == false and bn.examples_per_pass < 16 and bn.mean_noise > 0.1"},
     {"BN009", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",
-     "bn.at_initial_values == false and bn.layers_past_single_gate == 0 and bn.eval_error > 0.25 and bn.eval_error_over_floor > 5 and drift.rel_output_diff > 0.1 and drift.explained_by_stale_stats == true and drift.over_floor > 10 and "
+     "bn.at_initial_values == false and bn.layers_past_single_gate == 0 and bn.eval_error > 0.25 and bn.train_confirms == true and bn.eval_error_over_floor > 5 and drift.rel_output_diff > 0.1 and drift.explained_by_stale_stats == true and drift.over_floor > 10 and "
      "bn.variance_shift_explains == false"},
     {"BN010", "bn-batch-of-one", nd::Severity::kInfo, "layer", "all", false, "",
      "bn.values_per_channel <= 1 and bn.training_batch_assumed == true"},
@@ -220,6 +221,8 @@ const Expected kExpected[] = {
      "prec.divisor_eps_vanishes == true"},
     {"PREC009", "fp16-overflow-risk", nd::Severity::kWarning, "layer", "all", true, "",
      "prec.internal_overflow == true"},
+    {"PREC010", "fp16-overflow-risk", nd::Severity::kError, "model", "all", false, "prec.native_failed_in",
+     "prec.native_overflow == true"},
     {"REPLAY001", "activation-growth", nd::Severity::kWarning, "model", "all", true, "replay.act_growth_layer",
      "replay.act_growth_max > 100"},
     {"REPLAY002", "nonfinite-forward", nd::Severity::kError, "model", "all", true, "replay.nonfinite_layer",

@@ -265,8 +265,17 @@ PassSpec normalization_nodropout_spec(bool train) {
   return p;
 }
 
+/// The train pass with BatchNorm input statistics: what the running
+/// statistics estimate (BN002/BN003 confirm a deviation there).
+PassSpec normalization_train_spec() {
+  PassSpec tr = train_pass_spec();
+  tr.batch_norm_stats = true;
+  return tr;
+}
+
 void declare_normalization_passes(Session& s) {
   s.declare(normalization_eval_spec());
+  s.declare(normalization_train_spec());
   s.declare(normalization_nodropout_spec(true));
   s.declare(normalization_nodropout_spec(false));
 }
@@ -281,6 +290,14 @@ void probe_normalization(Session& s) {
   const std::shared_ptr<const PassResult> eval_p = s.pass(normalization_eval_spec());
   const PassResult& eval = *eval_p;
   const auto eval_stats = module_stats(im, *eval.collector);
+  // The train pass (shared with forward_backward), for the BatchNorm input
+  // statistics in training mode; none when it could not run.
+  std::shared_ptr<const PassResult> train_p;
+  try {
+    train_p = s.pass(normalization_train_spec());
+  } catch (const Error& e) {
+    if (e.kind() == error_kind::kTimeout) throw;
+  }
 
   // Execution order from the eval pass when the train pass could not run.
   bool have_order = false;
@@ -426,6 +443,33 @@ void probe_normalization(Session& s) {
         }
         m["bn.var_ratio"] = metric_number(gm);
         m["bn.var_ratio_off"] = metric_number(std::max(gm, 1.0 / gm));
+        // The same against the train-mode pass's batch statistics: what the
+        // running statistics estimate (upstream BatchNorms on batch
+        // statistics, dropout and drop-path active). Stale statistics are off
+        // there too; a deep layer whose eval-mode input drifted from its
+        // train-mode one (torchvision EfficientNet's stochastic depth
+        // upstream, eval16: 0.232 in eval, 0.82 in train) is not stale. The
+        // eval pass's values where the train pass has none for this layer.
+        double gm_train = gm, z_train = z.mean().item<double>();
+        // The combined error (bn.eval_error below) against the train-mode input.
+        double err_train = ((ratio.sqrt() - 1).pow(2) + z.pow(2)).mean().sqrt().item<double>();
+        std::string from = "eval pass (the train pass has no statistics of this layer)";
+        if (train_p && train_p->collector) {
+          const auto& tr = train_p->collector->records()[static_cast<size_t>(t.id)];
+          if (tr.bn.mean.defined() && tr.bn.mean.numel() == channels && tr.bn.examples * tr.bn.spatial >= 16) {
+            const at::Tensor ratio_t = (tr.bn.var + eps) / (rv + eps);
+            const at::Tensor z_t = (tr.bn.mean - rm).abs() / (rv + eps).sqrt();
+            gm_train = ratio_t.log().mean().exp().item<double>();
+            z_train = z_t.mean().item<double>();
+            err_train = ((ratio_t.sqrt() - 1).pow(2) + z_t.pow(2)).mean().sqrt().item<double>();
+            from = "train pass";
+          }
+        }
+        m["bn.eval_error_train"] = metric_number(err_train);
+        m["bn.var_ratio_train"] = metric_number(gm_train);
+        m["bn.var_ratio_off_train"] = metric_number(std::max(gm_train, 1.0 / gm_train));
+        m["bn.mean_z_train"] = metric_number(z_train);
+        m["bn.train_stats_from"] = from;
         // The three together (issue 16.8): the RMS difference between the
         // eval-mode output (running statistics) and the train-mode output
         // (batch statistics) of this layer, in units of the batch-normalized
@@ -527,16 +571,46 @@ void probe_normalization(Session& s) {
     auto it = m.find(k);
     return it != m.end() && it->second.is_number() ? it->second.get<double>() : dflt;
   };
+  // Whether a deviation measured in the eval pass is the running
+  // statistics' (bn.train_confirms): the layer's input in the train-mode
+  // pass, which the running statistics estimate, deviates too (half the eval
+  // gates: mean z 0.5, variance ratio 2x, combined error 0.125 and 2.5x its
+  // noise floor), or some
+  // BatchNorm of the model is stale against its train-mode input (combined
+  // error above 0.25 and 5x its noise floor: then eval-mode inputs downstream
+  // move with it, as stale statistics compound). A deviation in eval only,
+  // with every layer fitting its train-mode input, is the input moving
+  // between modes upstream (stochastic depth, eval16's EfficientNet), not
+  // stale statistics.
+  int64_t train_stale_layers = 0;
+  for (const auto& l : s.doc.layers)
+    if (l.metrics.count("bn.train_stats_from") && l.metrics.at("bn.train_stats_from") == "train pass" &&
+        val(l.metrics, "bn.eval_error_train", 0) > kStaleEvalError &&
+        val(l.metrics, "bn.eval_error_train", 0) > kStaleOverFloor * val(l.metrics, "bn.eval_error_floor", 0))
+      ++train_stale_layers;
+  if (bn_layers > 0) mm["bn.train_mode_stale_layers"] = train_stale_layers;
+  for (auto& l : s.doc.layers) {
+    if (!l.metrics.count("bn.var_ratio_train")) continue;
+    const double err_train = val(l.metrics, "bn.eval_error_train", 0);
+    const bool own = val(l.metrics, "bn.mean_z_train", 0) > 0.5 || val(l.metrics, "bn.var_ratio_off_train", 1) > 2 ||
+                     (err_train > kStaleEvalError / 2 &&
+                      err_train > kStaleOverFloor / 2 * val(l.metrics, "bn.eval_error_floor", 0));
+    l.metrics["bn.train_confirms"] = own || train_stale_layers > 0;
+  }
+  auto confirms = [&](const MetricMap& m) {
+    auto it = m.find("bn.train_confirms");
+    return it == m.end() || it->second == true;
+  };
   auto is_stale_single = [&](const MetricMap& m) {  // BN001, BN002, BN003's gates
     auto it = m.find("bn.at_initial_values");
     if (it != m.end() && it->second == true) return true;
     if (val(m, "bn.running_nonfinite_count", 0) > 0) return true;  // BN011
     if (val(m, "bn.running_var_negative_count", 0) > 0) return true;  // BN012
-    return val(m, "bn.mean_z", 0) > 1 || val(m, "bn.var_ratio_off", 1) > 4;
+    return (val(m, "bn.mean_z", 0) > 1 || val(m, "bn.var_ratio_off", 1) > 4) && confirms(m);
   };
   auto is_stale = [&](const MetricMap& m) {  // ... or BN009's combined gate
-    return is_stale_single(m) ||
-           (val(m, "bn.eval_error", 0) > kStaleEvalError && val(m, "bn.eval_error_over_floor", 0) > kStaleOverFloor);
+    return is_stale_single(m) || (val(m, "bn.eval_error", 0) > kStaleEvalError &&
+                                  val(m, "bn.eval_error_over_floor", 0) > kStaleOverFloor && confirms(m));
   };
   // Variance shift (Li et al. 2019, "Understanding the disharmony between
   // dropout and batch normalization"): a dropout before the BatchNorm with

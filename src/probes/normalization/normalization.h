@@ -16,6 +16,8 @@ void probe_normalization(Session& s);
 /// (train or eval, flags following the mode).
 PassSpec normalization_eval_spec();
 PassSpec normalization_nodropout_spec(bool train);
+/// The shared train pass (forward_backward's) with BatchNorm input statistics.
+PassSpec normalization_train_spec();
 /// Session::declare for the passes of probe_normalization on the session's
 /// batch (before any pass runs).
 void declare_normalization_passes(Session& s);

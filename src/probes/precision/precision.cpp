@@ -553,7 +553,8 @@ void probe_precision(Session& s) {
 
   PassResult lp_pass;
   bool ran = false;
-  std::string native_error, native_after;
+  std::string native_error, native_after, native_in;
+  bool native_in_known = false;
   {
     // Native: parameters, buffers and float inputs cast to the format.
     StateGuard guard(s.model.module);
@@ -583,6 +584,49 @@ void probe_precision(Session& s) {
           if (t.kind == TapKind::kModuleOutput && r.first_fire > last) {
             last = r.first_fire;
             native_after = t.module;
+          }
+        }
+        // The module whose forward raised: the one holding both the last
+        // module that finished and the first, in the fp32 train pass's order,
+        // that never did (self_attn for a masked_fill between
+        // self_attn.linears.2 and self_attn.linears.3).
+        const auto train = s.train();
+        if (train && train->collector) {
+          int64_t next_fire = -1;
+          std::string next;
+          for (const auto& t : taps) {
+            if (t.kind != TapKind::kModuleOutput) continue;
+            const int64_t ref = train->collector->records()[static_cast<size_t>(t.id)].first_fire;
+            if (ref < 0 || s.failed_collector->records()[static_cast<size_t>(t.id)].first_fire >= 0) continue;
+            if (next_fire < 0 || ref < next_fire) next_fire = ref, next = t.module;
+          }
+          if (next_fire >= 0) {
+            auto parts = [](const std::string& p) {
+              std::vector<std::string> v;
+              std::stringstream ss(p);
+              for (std::string x; std::getline(ss, x, '.');) v.push_back(x);
+              return v;
+            };
+            const auto a = parts(native_after), b = parts(next);
+            std::string common;
+            for (size_t i = 0; i < a.size() && i < b.size() && a[i] == b[i]; ++i) common += (common.empty() ? "" : ".") + a[i];
+            native_in = native_after.empty() ? next : common;
+            // A container that never runs a forward of its own (a ModuleList
+            // holding both) is not where it raised: its nearest ancestor that
+            // produced an output in the fp32 pass is.
+            auto ran = [&](const std::string& m) {
+              if (m.empty()) return true;
+              for (const auto& t : taps)
+                if (t.kind == TapKind::kModuleOutput && t.module == m &&
+                    train->collector->records()[static_cast<size_t>(t.id)].first_fire >= 0)
+                  return true;
+              return false;
+            };
+            while (!ran(native_in)) {
+              const auto dot = native_in.rfind('.');
+              native_in = dot == std::string::npos ? std::string() : native_in.substr(0, dot);
+            }
+            native_in_known = true;
           }
         }
       }
@@ -683,6 +727,12 @@ void probe_precision(Session& s) {
     mm["prec.native_error"] = native_error;
     if (!op.empty()) mm["prec.native_missing_op"] = op;
     if (!native_after.empty()) mm["prec.native_failed_after"] = native_after;
+    // c10's "value cannot be converted to type c10::Half without overflow":
+    // a number written into a tensor of the format is beyond its range (the
+    // Annotated Transformer's masked_fill(mask == 0, -1e9) on fp16 scores).
+    // The model as written cannot run in the format at all.
+    mm["prec.native_overflow"] = native_error.find("without overflow") != std::string::npos;
+    if (native_in_known) mm["prec.native_failed_in"] = native_in;
     s.doc.assumptions.push_back("the " + f.name + " forward could not run natively on LibTorch " + libtorch_version() +
                                 " (" + (op.empty() ? native_error : op) + "); it was emulated: fp32 kernels with weights, inputs "
                                 "and every module output rounded to " + f.name + ", LayerNorm/RMSNorm internals recomputed in " +

@@ -53,6 +53,11 @@ struct Layout {
   /// are padded before the first position.
   bool left_padded = false;
   bool sequence = false;
+  /// No mask or lengths argument, but the token ids of this input end (or
+  /// start) with runs of the model's padding_idx in some rows and not in
+  /// others: the sample is padded, and nothing tells the model where.
+  int pad_tokens = -1;
+  int64_t pad_token = -1;
   at::Tensor real;  // [B, T] bool
 };
 
@@ -80,7 +85,10 @@ std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
 /// and its models find padding by src_tokens.eq(padding_idx): padding with 0
 /// appends real tokens); else, for token ids, the padding_idx of the model's
 /// Embedding modules when they agree on one; else 0.
-void infer_pad_values(const Session& s, Layout& L) {
+/// The padding_idx values (>= 0) of the model's embedding lookups: Embedding
+/// modules' attribute, and aten::embedding's argument in the graph (a traced
+/// Embedding keeps it only there); `first_module` names one that has it.
+std::set<int64_t> model_padding_idx(const Session& s, std::string* first_module = nullptr) {
   std::set<int64_t> padding_idx;
   std::string idx_module;
   for (const auto& mi : s.model.modules) {
@@ -91,6 +99,18 @@ void infer_pad_values(const Session& s, Layout& L) {
       if (idx_module.empty()) idx_module = mi.path;
     }
   }
+  if (s.inst)
+    for (const auto& [path, idx] : s.inst->embedding_padding_idx()) {
+      padding_idx.insert(idx);
+      if (idx_module.empty()) idx_module = path.empty() ? std::string("<root>") : path;
+    }
+  if (first_module) *first_module = idx_module;
+  return padding_idx;
+}
+
+void infer_pad_values(const Session& s, Layout& L) {
+  std::string idx_module;
+  const std::set<int64_t> padding_idx = model_padding_idx(s, &idx_module);
   for (size_t i = 0; i < L.inputs.size(); ++i) {
     InputLayout& il = L.inputs[i];
     if (il.time_axis < 0 || (il.role != "tokens" && il.role != "features") || !s.args[i].value.isTensor()) continue;
@@ -354,6 +374,40 @@ Layout infer_layout(const Session& s) {
     L.real = at::arange(L.T, at::kLong).view({1, -1}) < len;
   } else if (L.T > 0 && L.batch > 0) {
     L.real = at::ones({L.batch, L.T}, at::kBool);
+    // Token ids padded with the model's padding_idx and no mask argument (a
+    // BERT traced with input_ids alone, eval16): runs of it at the end of
+    // some rows and not of others (right padding), or at the start (left).
+    const std::set<int64_t> idx = model_padding_idx(s);
+    if (idx.size() == 1 && L.batch >= 2 && L.T >= 2)
+      for (size_t i = 0; i < L.inputs.size() && L.pad_tokens < 0; ++i) {
+        const InputLayout& il = L.inputs[i];
+        // Ids from a file: synthesized ones end in padding_idx by chance.
+        if (il.role != "tokens" || il.time_axis != 1 || !s.args[i].value.isTensor() ||
+            s.args[i].source.rfind("synthetic:", 0) == 0)
+          continue;
+        const at::Tensor ids = s.args[i].value.toTensor();
+        if (ids.dim() != 2 || ids.size(0) != L.batch || ids.size(1) != L.T) continue;
+        const at::Tensor is_pad = ids.eq(*idx.begin());
+        // Trailing run per row: positions from the last non-pad on.
+        const at::Tensor pos = at::arange(L.T, at::kLong).view({1, -1});
+        const at::Tensor last_real = at::where(is_pad.logical_not(), pos, at::full_like(pos, -1)).amax(1, true);
+        const at::Tensor first_real =
+            at::where(is_pad.logical_not(), pos, at::full_like(pos, L.T)).amin(1, true);
+        const at::Tensor right = pos > last_real, left = pos < first_real;
+        // Padded rows, one of them by two or more (a single trailing id
+        // equal to padding_idx may be a real token of a random sample).
+        const auto padded_rows = [](const at::Tensor& p) { return p.any(1); };
+        if (std::max(right.sum(1).max().item<int64_t>(), left.sum(1).max().item<int64_t>()) < 2) continue;
+        const bool right_ok = padded_rows(right).any().item<bool>() && padded_rows(right).logical_not().any().item<bool>() &&
+                              last_real.ge(0).all().item<bool>();
+        const bool left_ok = !right_ok && padded_rows(left).any().item<bool>() &&
+                             padded_rows(left).logical_not().any().item<bool>() && first_real.lt(L.T).all().item<bool>();
+        if (!right_ok && !left_ok) continue;
+        L.pad_tokens = static_cast<int>(i);
+        L.pad_token = *idx.begin();
+        L.left_padded = left_ok;
+        L.real = (right_ok ? right : left).logical_not();
+      }
   }
   infer_pad_values(s, L);
   return L;
@@ -742,9 +796,15 @@ void probe_sequence(Session& s) {
   std::string declared;  // what says the model is fed padded batches ("" when nothing does)
   if (L.sequence) {
     s.doc.probes["layout"]["seq_len"] = L.T;
+    const std::string pad_tokens_text =
+        L.pad_tokens >= 0 ? "padding_idx " + std::to_string(L.pad_token) + " tokens in " +
+                                s.args[static_cast<size_t>(L.pad_tokens)].name + " (" +
+                                (L.left_padded ? "left" : "right") + " padded; no mask argument)"
+                          : std::string();
     s.doc.probes["layout"]["padding"] = L.mask >= 0 ? "mask " + s.args[static_cast<size_t>(L.mask)].name
                                         : L.lengths >= 0 ? "lengths " + s.args[static_cast<size_t>(L.lengths)].name
-                                                         : std::string("none (every position real)");
+                                        : L.pad_tokens >= 0 ? pad_tokens_text
+                                                            : std::string("none (every position real)");
     for (const auto& il : L.inputs)
       if (!il.pad_from.empty()) {
         // The primary sequence input's padding value (each input's is in its row).
@@ -768,6 +828,7 @@ void probe_sequence(Session& s) {
     // SEQ003 and SEQ006 read).
     if (L.mask >= 0) declared = "padding mask " + s.args[static_cast<size_t>(L.mask)].name;
     else if (L.lengths >= 0) declared = "lengths " + s.args[static_cast<size_t>(L.lengths)].name;
+    else if (L.pad_tokens >= 0) declared = "the sample's " + pad_tokens_text;
     else
       for (const auto& il : L.inputs)
         if (il.pad_from == "--pad-value" || il.pad_from.rfind("padding_idx of ", 0) == 0 ||
@@ -777,8 +838,11 @@ void probe_sequence(Session& s) {
         }
     s.doc.model_metrics["pad.padding_declared"] = !declared.empty();
     s.doc.model_metrics["pad.padding_declared_from"] = declared;
-    s.doc.model_metrics["layout.padding_input"] = L.mask >= 0 ? s.args[static_cast<size_t>(L.mask)].name
-                                                : L.lengths >= 0 ? s.args[static_cast<size_t>(L.lengths)].name : "";
+    s.doc.model_metrics["layout.padding_input"] =
+        L.mask >= 0      ? s.args[static_cast<size_t>(L.mask)].name
+        : L.lengths >= 0 ? s.args[static_cast<size_t>(L.lengths)].name
+        : L.pad_tokens >= 0 ? s.args[static_cast<size_t>(L.pad_tokens)].name + " (padding_idx tokens, no mask argument)"
+                            : "";
   }
   s.doc.model_metrics["layout.sequence"] = L.sequence;
 
