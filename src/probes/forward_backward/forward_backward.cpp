@@ -36,7 +36,7 @@ struct ParamGrad {
   double w2_sumsq = 0, g2_sumsq = 0;
   int64_t rows = 0, zero_rows = 0;
   double sumsq = 0, absmax_param = 0;
-  int64_t param_nonfinite = 0;
+  int64_t param_nonfinite = 0, param_numel = 0;
 };
 
 ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const std::set<const void*>& silenced,
@@ -48,6 +48,7 @@ ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const
       const TensorStats ws = compute_stats(w.detach());
       pg.absmax_param = std::max(pg.absmax_param, ws.absmax());
       pg.param_nonfinite += ws.nonfinite();
+      pg.param_numel += w.numel();
     }
     if (!w.requires_grad()) continue;
     ++pg.params;
@@ -536,7 +537,11 @@ void probe_forward_backward(Session& s) {
       if (++blocked <= 6) silenced_names += (blocked > 1 ? ", " : "") + (mi.path.empty() ? std::string("<root>") : mi.path);
     }
     if (mi.parameters > 0) {
-      m["param.absmax"] = metric_number(pg.absmax_param);
+      // The largest finite magnitude; "nan" when no element is finite (a
+      // layer whose weights are all NaN has no largest value, not 0: eval16).
+      m["param.absmax"] = metric_number(pg.param_numel > 0 && pg.param_nonfinite == pg.param_numel
+                                            ? std::nan("")
+                                            : pg.absmax_param);
       m["param.nonfinite_count"] = pg.param_nonfinite;
     }
     // No backward ran (class ids out): no parameter gradient was measured,

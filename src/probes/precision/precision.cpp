@@ -671,7 +671,7 @@ void probe_precision(Session& s) {
   // The producer overflowed: it made Inf (not NaN first) in an op that is
   // not an inversion (exp of a large score, a square): the format's range
   // was exceeded inside a module whose outputs stay in range in fp32.
-  bool producer_overflow = false;
+  bool producer_overflow = false, producer_log_zero = false;
   if (pim_round) {
     const auto& rs = pim_round->round_sites();
     const Collector& c = *lp_pass.collector;
@@ -712,7 +712,12 @@ void probe_precision(Session& s) {
       producer_variance = site.one_pass_variance_root;  // rsqrt(0) is Inf: a zero variance also cancels
       if (site.divisor_eps > 0 && round_scalar(site.divisor_eps, f) == 0) producer_eps = site.divisor_eps;
       producer_statistic = site.norm_statistic && inf >= 0;
-      producer_overflow = inf >= 0 && !inverting_op(site.op) && producer_eps == 0;
+      // log of a value that rounded to 0 in the format (softmax
+      // probabilities below fp16's smallest subnormal, then log: CTC's
+      // log(softmax(x)), eval16): -inf from an underflow, not an overflow.
+      static const std::set<std::string> log_ops = {"aten::log", "aten::log_", "aten::log2", "aten::log10"};
+      producer_log_zero = inf >= 0 && log_ops.count(site.op) > 0;
+      producer_overflow = inf >= 0 && !inverting_op(site.op) && producer_eps == 0 && !producer_log_zero;
     }
     if (inf >= 0 && nan >= 0 && nan != inf && nan < static_cast<int64_t>(rs.size())) {
       propagator_layer = rs[static_cast<size_t>(nan)].module;
@@ -797,6 +802,7 @@ void probe_precision(Session& s) {
         if (norm_explains && eps_gone && n->overflow_rows == 0) cause = "norm-eps";
         else if (producer_eps > 0 && c.ref_beyond == 0) cause = "norm-eps";
         else if (c.ref_beyond > 0 || (n && n->overflow_rows > 0) || producer_overflow) cause = "overflow";
+        else if (producer_log_zero) cause = "underflow (a value rounded to 0 in the format, then log)";
         else if (producer_variance) cause = "variance-cancellation";
         else if (producer_domain) cause = "domain";
         else cause = "other";
