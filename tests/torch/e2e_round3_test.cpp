@@ -2285,9 +2285,18 @@ TEST(Round16, MaskConstantsInFp16) {
   const std::vector<std::string> fp16 = {"--precision", "fp16"};
   RUN_ROUND3(rep, "r16_annotated_mask_minus_1e9", fp16);
   EXPECT_EQ(nums("r16_annotated_mask_minus_1e9").at("native_raises"), true);
-  expect_findings(rep, "r16_annotated_mask_minus_1e9", Set{{"PREC010", "layers.0.self_attn"}});
-  EXPECT_EQ(mm(rep).at("prec.native_overflow"), true);
-  EXPECT_EQ(mm(rep).at("prec.native_failed_after"), "layers.0.self_attn.linears.2");
+  if (TORCH_VERSION_MAJOR < 2 && mm(rep).count("prec.native_missing_op")) {
+    // LibTorch 1.13 has no CPU fp16 kernel for the projections: its native
+    // run stops there, before the masked_fill, and the emulation writes -1e9
+    // as -inf, which masks as intended. Nothing is reported, nothing false.
+    std::printf("LibTorch 1.13: the native fp16 run stops at %s (no CPU kernel), before the masked_fill; "
+                "PREC010 needs a native fp16 run\n", mm(rep).at("prec.native_missing_op").dump().c_str());
+    EXPECT_EQ(serious(rep), Set{});
+  } else {
+    expect_findings(rep, "r16_annotated_mask_minus_1e9", Set{{"PREC010", "layers.0.self_attn"}});
+    EXPECT_EQ(mm(rep).at("prec.native_overflow"), true);
+    EXPECT_EQ(mm(rep).at("prec.native_failed_after"), "layers.0.self_attn.linears.2");
+  }
   RUN_ROUND3(twin, "r16_annotated_mask_minus_1e4", fp16);
   EXPECT_EQ(nums("r16_annotated_mask_minus_1e4").at("native_raises"), false);
   expect_findings(twin, "r16_annotated_mask_minus_1e4", Set{});
