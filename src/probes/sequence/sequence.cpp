@@ -80,11 +80,6 @@ std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
   return out;
 }
 
-/// The value each sequence input is padded with: --pad-value; else the one
-/// value the sample's own padded positions hold (fairseq pads tokens with 1,
-/// and its models find padding by src_tokens.eq(padding_idx): padding with 0
-/// appends real tokens); else, for token ids, the padding_idx of the model's
-/// Embedding modules when they agree on one; else 0.
 /// The padding_idx values (>= 0) of the model's embedding lookups: Embedding
 /// modules' attribute, and aten::embedding's argument in the graph (a traced
 /// Embedding keeps it only there); `first_module` names one that has it.
@@ -108,6 +103,11 @@ std::set<int64_t> model_padding_idx(const Session& s, std::string* first_module 
   return padding_idx;
 }
 
+/// The value each sequence input is padded with: --pad-value; else the one
+/// value the sample's own padded positions hold (fairseq pads tokens with 1,
+/// and its models find padding by src_tokens.eq(padding_idx): padding with 0
+/// appends real tokens); else, for token ids, the padding_idx of the model's
+/// Embedding modules when they agree on one; else 0.
 void infer_pad_values(const Session& s, Layout& L) {
   std::string idx_module;
   const std::set<int64_t> padding_idx = model_padding_idx(s, &idx_module);
