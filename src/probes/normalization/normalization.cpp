@@ -450,9 +450,16 @@ void probe_normalization(Session& s) {
         // train-mode one (torchvision EfficientNet's stochastic depth
         // upstream, eval16: 0.232 in eval, 0.82 in train) is not stale. The
         // eval pass's values where the train pass has none for this layer.
-        double gm_train = gm, z_train = z.mean().item<double>();
-        // The combined error (bn.eval_error below) against the train-mode input.
-        double err_train = ((ratio.sqrt() - 1).pow(2) + z.pow(2)).mean().sqrt().item<double>();
+        // The three together (issue 16.8): the RMS difference between the
+        // eval-mode output (running statistics) and the train-mode output
+        // (batch statistics) of this layer, in units of the batch-normalized
+        // output: per channel sqrt((sqrt(ratio) - 1)^2 + z^2), RMS over
+        // channels (bn.eval_error below, and against the train-mode input).
+        auto combined_error = [](const at::Tensor& r, const at::Tensor& zz) {
+          return ((r.sqrt() - 1).pow(2) + zz.pow(2)).mean().sqrt().item<double>();
+        };
+        const double err = combined_error(ratio, z);
+        double gm_train = gm, z_train = z.mean().item<double>(), err_train = err;
         std::string from = "eval pass (the train pass has no statistics of this layer)";
         if (train_p && train_p->collector) {
           const auto& tr = train_p->collector->records()[static_cast<size_t>(t.id)];
@@ -461,7 +468,7 @@ void probe_normalization(Session& s) {
             const at::Tensor z_t = (tr.bn.mean - rm).abs() / (rv + eps).sqrt();
             gm_train = ratio_t.log().mean().exp().item<double>();
             z_train = z_t.mean().item<double>();
-            err_train = ((ratio_t.sqrt() - 1).pow(2) + z_t.pow(2)).mean().sqrt().item<double>();
+            err_train = combined_error(ratio_t, z_t);
             from = "train pass";
           }
         }
@@ -470,14 +477,9 @@ void probe_normalization(Session& s) {
         m["bn.var_ratio_off_train"] = metric_number(std::max(gm_train, 1.0 / gm_train));
         m["bn.mean_z_train"] = metric_number(z_train);
         m["bn.train_stats_from"] = from;
-        // The three together (issue 16.8): the RMS difference between the
-        // eval-mode output (running statistics) and the train-mode output
-        // (batch statistics) of this layer, in units of the batch-normalized
-        // output: per channel sqrt((sqrt(ratio) - 1)^2 + z^2), RMS over
-        // channels. Its floor is the sampling noise of the sample batch's own
-        // statistics, from the spread of the per-example statistics.
-        at::Tensor err = ((ratio.sqrt() - 1).pow(2) + z.pow(2)).mean().sqrt();
-        m["bn.eval_error"] = metric_number(err.item<double>());
+        // bn.eval_error's floor is the sampling noise of the sample batch's
+        // own statistics, from the spread of the per-example statistics.
+        m["bn.eval_error"] = metric_number(err);
         if (b.examples >= 2) {
           const double n = static_cast<double>(b.examples);
           at::Tensor sd = b.var.clamp_min(1e-12).sqrt();
@@ -485,7 +487,7 @@ void probe_normalization(Session& s) {
           at::Tensor vn = b.example_var.std(0) / std::sqrt(n) / b.var.clamp_min(1e-12);
           const double floor = (mn.pow(2) + (vn / 2).pow(2)).mean().sqrt().item<double>();
           m["bn.eval_error_floor"] = metric_number(floor);
-          m["bn.eval_error_over_floor"] = floor > 0 ? metric_number(err.item<double>() / floor) : MetricValue("inf");
+          m["bn.eval_error_over_floor"] = floor > 0 ? metric_number(err / floor) : MetricValue("inf");
         }
       }
     }

@@ -601,16 +601,6 @@ void probe_precision(Session& s) {
             if (next_fire < 0 || ref < next_fire) next_fire = ref, next = t.module;
           }
           if (next_fire >= 0) {
-            auto parts = [](const std::string& p) {
-              std::vector<std::string> v;
-              std::stringstream ss(p);
-              for (std::string x; std::getline(ss, x, '.');) v.push_back(x);
-              return v;
-            };
-            const auto a = parts(native_after), b = parts(next);
-            std::string common;
-            for (size_t i = 0; i < a.size() && i < b.size() && a[i] == b[i]; ++i) common += (common.empty() ? "" : ".") + a[i];
-            native_in = native_after.empty() ? next : common;
             // A container that never runs a forward of its own (a ModuleList
             // holding both) is not where it raised: its nearest ancestor that
             // produced an output in the fp32 pass is.
@@ -622,10 +612,9 @@ void probe_precision(Session& s) {
                   return true;
               return false;
             };
-            while (!ran(native_in)) {
-              const auto dot = native_in.rfind('.');
-              native_in = dot == std::string::npos ? std::string() : native_in.substr(0, dot);
-            }
+            native_in = native_after.empty() ? next : native_after;
+            while (!native_in.empty() && (!within_module(next, native_in) || !ran(native_in)))
+              native_in = parent_module(native_in);
             native_in_known = true;
           }
         }
