@@ -2047,6 +2047,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       output_product_.op = op.op;
       output_product_.module = innermost_module(op.node);
     }
+    output_class_axis_ = structure::output_class_axis(*graph_);
   }
   std::map<Node*, int64_t> bn_input_tap;
 
@@ -2818,10 +2819,25 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       if (any)
         for (Value* o : n->outputs()) fp32.insert(o);
     }
+    // Values computed from constants alone (no model input, parameter or
+    // buffer in their cone: rotary frequencies `base ** (arange(0, d, 2,
+    // dtype=torch.float) / d)`, position tables, masks before they meet the
+    // data). Tensors the model creates are float32 unless it asks otherwise,
+    // and a traced graph bakes `dtype=x.dtype` as float32 anyway, so the
+    // format of such a computation is not the model's: not rounded. Where it
+    // meets the data (the mask added to the scores) the result is rounded.
+    std::set<const Value*> constant_only;
+    for (Node* n : now) {
+      if (n->kind() == c10::prim::Param || !n->blocks().empty()) continue;
+      bool all = true;
+      for (Value* in : n->inputs()) all = all && constant_only.count(in) > 0;
+      if (all || n->kind() == c10::prim::Constant)
+        for (Value* o : n->outputs()) constant_only.insert(o);
+    }
     for (Node* n : now) {
       const std::string k = n->kind().toQualString();
       if (k.rfind("normdoctor::", 0) == 0 || k.rfind("prim::", 0) == 0 || kViews.count(k) || k.rfind("aten::", 0) != 0) continue;
-      if (!n->outputs().empty() && fp32.count(n->output(0))) continue;
+      if (!n->outputs().empty() && (fp32.count(n->output(0)) || constant_only.count(n->output(0)))) continue;
       const bool inplace = k.back() == '_';
       for (Value* o : n->outputs()) {
         if (!is_tensor(o) || o->uses().empty()) continue;

@@ -452,6 +452,10 @@ class InstrumentedModel {
   const FinalNormSite& final_norm() const { return final_norm_; }
   /// The contraction computing the output outside any module (see OutputProductSite).
   const OutputProductSite& output_product() const { return output_product_; }
+  /// structure::output_class_axis of the forward graph: -1 when a Linear
+  /// writes the output (classes last), 1 when a convolution does, nullopt
+  /// when the graph does not say.
+  std::optional<int64_t> output_class_axis() const { return output_class_axis_; }
   /// batch_norm / dropout nodes whose training flag was a graph constant
   /// (tracing baked the mode in); the value the constant held.
   int64_t baked_batch_norm() const { return baked_bn_; }
@@ -546,6 +550,7 @@ class InstrumentedModel {
   std::vector<ReductionSite> reductions_;
   FinalNormSite final_norm_;
   OutputProductSite output_product_;
+  std::optional<int64_t> output_class_axis_;
   std::map<std::string, int64_t> embedding_padding_idx_;
   std::map<std::string, std::vector<int64_t>> by_module_;
   int64_t baked_bn_ = 0, baked_dropout_ = 0, graph_nodes_ = 0, bn_nodes_ = 0, dropout_nodes_ = 0;

@@ -693,7 +693,10 @@ OutputProduct product_behind(Value* v, int depth) {
 
 }  // namespace
 
-OutputProduct find_output_product(torch::jit::Graph& graph) {
+namespace {
+// The output the loss and the features probe read: a returned tensor, the
+// first element of a returned tuple/list, or a dict's "logits".
+Value* primary_output(torch::jit::Graph& graph) {
   Value* out = nullptr;
   for (Value* r : graph.return_node()->inputs()) {
     if (is_tensor(r)) {
@@ -713,8 +716,67 @@ OutputProduct find_output_product(torch::jit::Graph& graph) {
     }
     break;
   }
+  return out;
+}
+}  // namespace
+
+OutputProduct find_output_product(torch::jit::Graph& graph) {
+  Value* out = primary_output(graph);
   if (!out) return {};
   return product_behind(out, 0);
+}
+
+std::optional<int64_t> output_class_axis(torch::jit::Graph& graph) {
+  Value* v = primary_output(graph);
+  for (int depth = 0; v && depth < 32; ++depth) {
+    Node* n = v->node();
+    const std::string k = kind_of(n);
+    // Casts, dropout and normdoctor's own taps and rounding (their tensor is
+    // their last input): the tensor they pass on.
+    if (is_trivial(k) || k.rfind("normdoctor::", 0) == 0) {
+      Value* t = nullptr;
+      for (Value* in : n->inputs())
+        if (is_tensor(in)) {
+          t = in;
+          if (is_trivial(k) && k != "normdoctor::tap") break;  // aten casts: the first input
+        }
+      if (!t) return std::nullopt;
+      v = t;
+      continue;
+    }
+    // A bias, a temperature, a soft-cap (cap * tanh(logits / cap)): the
+    // same axes as the tensor they scale.
+    if (k == "aten::mul" || k == "aten::div" || k == "aten::add" || k == "aten::sub" || k == "aten::true_divide") {
+      if (n->inputs().size() < 2) return std::nullopt;
+      Value* x = n->input(0);
+      Value* y = n->input(1);
+      if (!is_tensor(y) || parameter_derived(y)) v = x;
+      else if (is_tensor(x) && parameter_derived(x) && (k == "aten::mul" || k == "aten::add")) v = y;
+      else return std::nullopt;
+      continue;
+    }
+    if (k == "aten::tanh" || k == "aten::log_softmax" || k == "aten::softmax") {
+      // Only a softmax over the last axis keeps "classes last" evidence.
+      if (k != "aten::tanh") {
+        const auto d = const_number(n->input(1));
+        const auto* tt = n->input(0)->type()->castRaw<c10::TensorType>();
+        const auto rank = tt ? tt->dim() : c10::nullopt;
+        if (!d || !(*d == -1 || (rank && *d == static_cast<double>(*rank) - 1))) return std::nullopt;
+      }
+      v = n->input(0);
+      continue;
+    }
+    if (k == "aten::linear" || k == "aten::addmm") return -1;
+    if (k == "aten::matmul" || k == "aten::mm" || k == "aten::bmm" || k == "aten::einsum") {
+      const OutputProduct p = classify_contraction(n);
+      return p.kind == "linear" ? std::optional<int64_t>(-1) : std::nullopt;
+    }
+    if (k == "aten::_convolution" || k == "aten::conv1d" || k == "aten::conv2d" || k == "aten::conv3d" ||
+        k == "aten::conv_transpose1d" || k == "aten::conv_transpose2d" || k == "aten::conv_transpose3d")
+      return 1;
+    return std::nullopt;
+  }
+  return std::nullopt;
 }
 
 }  // namespace structure

@@ -113,5 +113,14 @@ struct OutputProduct {
 };
 OutputProduct find_output_product(torch::jit::Graph& graph);
 
+/// The class axis of the output the loss reads, from the op that writes it
+/// (through casts, dropout, a bias, a temperature, a soft-cap, a softmax
+/// over the last axis): -1 (the last axis) for a Linear or a contraction
+/// with a weight (a language model's [B, T, V] head), 1 for a convolution
+/// ([N, C, L] per-position classes, PyTorch's cross_entropy convention);
+/// nullopt when the graph does not say. Used only when both axes fit the
+/// target's shape.
+std::optional<int64_t> output_class_axis(torch::jit::Graph& graph);
+
 }  // namespace structure
 }  // namespace nd

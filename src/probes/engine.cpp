@@ -290,7 +290,8 @@ at::Tensor pick_loss_output(const c10::IValue& out, const CheckOptions& opt, std
 // normalized output (LayerNorm/RMSNorm last) is constant and would make
 // every gradient vanish.
 at::Tensor compute_loss(const at::Tensor& y0, const CheckOptions& opt, const std::string& what,
-                        const c10::optional<at::Tensor>& target, std::string& desc) {
+                        const c10::optional<at::Tensor>& target, std::optional<int64_t> class_axis_hint,
+                        std::string& desc, double& chance) {
   const at::Tensor y = y0.to(at::kFloat);
   if (target) {
     const at::Tensor& t = *target;
@@ -303,9 +304,15 @@ at::Tensor compute_loss(const at::Tensor& y0, const CheckOptions& opt, const std
       v.erase(v.begin() + axis);
       return v;
     };
+    // When both fit ([B, T, V] with T == V against [B, T] ids), the op
+    // writing the output decides: a Linear writes classes last, a
+    // convolution on axis 1; without evidence, axis 1 as F.cross_entropy.
     const bool ids = !t.is_floating_point() && t.dim() == y.dim() - 1 && y.dim() >= 2;
-    const bool axis1 = ids && t.sizes().vec() == without(1);
-    const bool last = ids && !axis1 && y.dim() >= 3 && t.sizes().vec() == without(y.dim() - 1);
+    const bool fits1 = ids && t.sizes().vec() == without(1);
+    const bool fits_last = ids && y.dim() >= 3 && t.sizes().vec() == without(y.dim() - 1);
+    const bool both = fits1 && fits_last;
+    const bool last = fits_last && (!fits1 || (class_axis_hint && *class_axis_hint == -1));
+    const bool axis1 = fits1 && !last;
     if ((opt.loss == "auto" || opt.loss == "cross_entropy") && (axis1 || last)) {
       const int64_t classes = y.size(axis1 ? 1 : y.dim() - 1);
       const at::Tensor tl = t.to(at::kLong).to(y.device());
@@ -319,7 +326,14 @@ at::Tensor compute_loss(const at::Tensor& y0, const CheckOptions& opt, const std
                              std::to_string(tl.masked_select(labelled).min().item<int64_t>()) + ".." +
                              std::to_string(tl.masked_select(labelled).max().item<int64_t>()));
       desc = "cross_entropy of " + what + " against --target " + opt.target_file +
-             (last ? " (classes on the last axis)" : "");
+             (last && both ? " (classes on the last axis: a Linear writes the output; axis 1 has as many entries)"
+              : last       ? " (classes on the last axis)"
+              : both && class_axis_hint && *class_axis_hint == 1
+                  ? " (classes on axis 1: a convolution writes the output; the last axis has as many entries)"
+              : both ? " (classes on axis 1, as F.cross_entropy reads [N, C, d1]; the last axis has as many entries "
+                       "and the graph does not say which holds the classes)"
+                     : "");
+      chance = std::log(static_cast<double>(classes));
       return last ? at::cross_entropy_loss(y.reshape({-1, classes}), tl.reshape({-1}))
                   : at::cross_entropy_loss(y, tl);
     }
@@ -642,7 +656,8 @@ PassResult Session::run_pass(PassSpec spec) {
         r.backward_skipped = which;
         r.loss_description = "none: " + which;
       } else {
-        at::Tensor loss = compute_loss(y, opt, which, target, r.loss_description);
+        at::Tensor loss = compute_loss(y, opt, which, target, opt.output_index ? std::nullopt : im.output_class_axis(),
+                                       r.loss_description, r.loss_chance);
         r.loss = loss.detach();
         if (loss.requires_grad()) {
           // This pass's gradients are its own (PassResult::grads): nothing

@@ -3,9 +3,9 @@
 
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
-#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -78,6 +78,10 @@ struct PassResult {
     return it == grads.end() ? at::Tensor() : it->second;
   }
   std::string loss_description;
+  /// The loss of a uniform prediction, ln(C), when the loss is a
+  /// cross-entropy against --target class ids over C classes (NaN otherwise):
+  /// a loss far below it says the model has learned.
+  double loss_chance = std::numeric_limits<double>::quiet_NaN();
   /// Backward passes on a model returning several floating tensors, the loss
   /// reading one of them (no --output-index): the parameters that got no
   /// (or an all-zero) gradient from the loss but a nonzero one from the other outputs (by
@@ -177,8 +181,9 @@ class Session {
   std::vector<ArgValue> args;
   std::unique_ptr<InstrumentedModel> inst;
   /// batch_layout's graph evidence, computed once: per forward argument, the
-  /// recurrent op (aten::gru/lstm/rnn_*) with batch_first=False that reads it
-  /// with its axes in order ("" when none): such an argument is [T, B, F].
+  /// recurrent op (aten::gru/lstm/rnn_*) or scripted module with
+  /// batch_first=False that reads it with its axes in order ("" when none):
+  /// such an argument is [T, B, F].
   mutable std::optional<std::vector<std::string>> time_major_readers;
   MetricsDoc doc;
   std::chrono::steady_clock::time_point started;

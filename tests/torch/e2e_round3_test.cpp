@@ -2353,6 +2353,161 @@ TEST(Round16, PaddingTokensOfATraceWithoutItsMask) {
   EXPECT_LT(num(mm(twin).at("pad.rel_diff")), 1e-5);
 }
 
+
+// ---- round 17 ---------------------------------------------------------------
+
+// PyTorch's word_language_model TransformerModel reads [T, B] token ids
+// through nn.TransformerEncoder(batch_first=False): the scripted
+// MultiheadAttention's batch_first constant says axis 1 is the batch, with no
+// --batch-dim or --seq-dim. Declared causal, the model without its mask leaks
+// the future at the first attention (SEQ007); with the mask nothing does.
+TEST(Round17, TimeMajorBatchFromMultiheadAttention) {
+  const std::vector<std::string> causal = {"--causal"};
+  RUN_ROUND3(rep, "r9_tutorial_lm_no_mask", causal);
+  const json& bl = rep.at("probes").at("batch_layout");
+  EXPECT_EQ(bl.at("axes").at("src"), 1) << bl.dump();
+  EXPECT_EQ(bl.at("batch"), 4);
+  EXPECT_NE(bl.at("from").get<std::string>().find("'transformer_encoder.layers.0.self_attn' with batch_first=False"),
+            std::string::npos)
+      << bl.dump();
+  expect_findings(rep, "r9_tutorial_lm_no_mask", Set{{"SEQ007", "transformer_encoder.layers.0.self_attn"}});
+  RUN_ROUND3(twin, "r9_tutorial_lm_builds_mask", causal);
+  EXPECT_EQ(twin.at("probes").at("batch_layout").at("axes").at("src"), 1);
+  expect_findings(twin, "r9_tutorial_lm_builds_mask", Set{});
+}
+
+// PhiMoE's rotary embedding computes base ** (arange(0, d, 2, dtype=float) / d)
+// in forward: 1e6 ** 0.875 = 1.8e5 is beyond fp16's maximum, but a tensor the
+// model creates is float32 in a real fp16 run; the emulation leaves values
+// computed from constants alone unrounded (PREC009 said "aten::pow overflows
+// to Inf in fp16" on eval17's PhiMoE).
+TEST(Round17, RotaryFrequenciesFromConstantsAreNotRounded) {
+  const std::vector<std::string> fp16 = {"--precision", "fp16", "--causal"};
+  RUN_ROUND3(rep, "r17_dynamic_rope_fp16", fp16);
+  EXPECT_GT(nums("r17_dynamic_rope_fp16").at("base_pow_max").get<double>(), 65504.0);
+  expect_findings(rep, "r17_dynamic_rope_fp16", Set{});
+  EXPECT_FALSE(has_rule(rep, "PREC009"));
+  EXPECT_EQ(mm(rep).at("prec.mode"), "emulated");
+  const json* rot = layer_metrics(rep, "self_attn.rotary_emb");
+  ASSERT_NE(rot, nullptr);
+  EXPECT_FALSE(rot->contains("prec.internal_overflow")) << rot->dump(1);
+}
+
+// [B, T, V] logits with T == V against [B, T] targets: a Linear writes them,
+// so the classes are on the last axis (nanoGPT's loss); a Conv1d frame
+// classifier's [B, C, T] with C == T keeps axis 1. Both losses are Python's.
+TEST(Round17, LossReadsTheClassesWhereTheHeadWritesThem) {
+  RUN_ROUND3(lm, "r17_nanogpt_vocab_eq_block", {"--target", round3("r17_nanogpt_vocab_eq_block.target.pt")});
+  const json& loss = lm.at("probes").at("loss");
+  EXPECT_TRUE(nde2e::near_rel("loss", num(loss.at("value")),
+                              nums("r17_nanogpt_vocab_eq_block").at("loss_classes_last").get<double>(), 1e-4));
+  EXPECT_NE(loss.at("description").get<std::string>().find("classes on the last axis: a Linear writes the output"),
+            std::string::npos)
+      << loss.dump();
+  RUN_ROUND3(w2l, "r17_wav2letter_classes_eq_frames", {"--target", round3("r17_wav2letter_classes_eq_frames.target.pt")});
+  const json& wl = w2l.at("probes").at("loss");
+  EXPECT_TRUE(nde2e::near_rel("loss", num(wl.at("value")),
+                              nums("r17_wav2letter_classes_eq_frames").at("loss_axis1").get<double>(), 1e-4));
+  EXPECT_NE(wl.at("description").get<std::string>().find("classes on axis 1: a convolution writes the output"),
+            std::string::npos)
+      << wl.dump();
+}
+
+// Adam's eps against sqrt(v_hat) over the elements that have a second
+// moment: 801 of every 1000 embedding rows never had a gradient (v_hat = 0),
+// which is no eps problem (ADAM002 said 0.801 before); with TensorFlow's
+// epsilon 1.0 every element is dominated by eps.
+TEST(Round17, AdamEpsJudgedWhereTheSecondMomentExists) {
+  for (const std::string name : {"r17_nbow_adam", "r17_nbow_adam_eps1"}) {
+    SCOPED_TRACE(name);
+    RUN_ROUND3(rep, name, {"--optimizer-state", round3(name + ".optim.pt"), "--target", round3(name + ".target.pt")});
+    expect_findings(rep, name, manifest_findings(name));
+    const json* embed = layer_metrics(rep, "embed");
+    ASSERT_NE(embed, nullptr);
+    EXPECT_NEAR(num(embed->at("adam.eps_fraction_max")), nums(name).at("embed_eps_fraction").get<double>(), 1e-3);
+  }
+  EXPECT_GT(nums("r17_nbow_adam").at("embed_eps_fraction_with_unused").get<double>(), 0.5);
+}
+
+// An SGD state saved at the end of a cosine schedule holds lr 0.01; given
+// --lr 0.1 (the peak), the update ratio is the next step's, at the saved lr
+// (Python's 0.00807 for fc.weight), and the difference is an assumption.
+TEST(Round17, UpdateRatioAtTheSavedLearningRate) {
+  const std::string name = "r17_nbow_sgd_cosine";
+  const json& n = nums(name);
+  RUN_ROUND3(rep, name, {"--optimizer-state", round3(name + ".optim.pt"), "--target", round3(name + ".target.pt"), "--lr", "0.1"});
+  expect_findings(rep, name, Set{});
+  EXPECT_NEAR(num(mm(rep).at("update.lr")), n.at("saved_lr").get<double>(), 1e-9);
+  EXPECT_NEAR(num(mm(rep).at("update.lr_given")), 0.1, 1e-12);
+  bool said = false;
+  for (const auto& a : rep.at("probes").at("assumptions"))
+    said = said || a.get<std::string>().find("--lr 0.1 differs from the saved optimizer state's lr 0.01") != std::string::npos;
+  EXPECT_TRUE(said) << rep.at("probes").at("assumptions").dump(1);
+  double fc = -1;
+  for (const auto& r : rep.at("probes").at("update").at("params"))
+    if (r.at("param") == "fc.weight") fc = num(r.at("ratio"));
+  EXPECT_TRUE(nde2e::near_rel("fc.weight ratio", fc, n.at("fc_ratio_next_step").get<double>(), 1e-3));
+  // Without the state, --lr is all there is: a first SGD step at lr 0.1.
+  RUN_ROUND3(peak, name, {"--target", round3(name + ".target.pt"), "--lr", "0.1"});
+  EXPECT_TRUE(nde2e::finding_pairs(peak).count({"LR001", "fc"})) << peak.at("findings").dump(1);
+}
+
+// A pointer network trained 600 AdamW steps to a loss of 7e-5 has learned to
+// put 0.96 of its first layer's attention on one key, logits 34.8. Judged as
+// at initialization (nothing says otherwise) that is ATTN001 and ATTN003;
+// its targets (a loss far below ln 16) or its optimizer state (step 600) say
+// it was trained, and a learned sharp head is no collapse.
+TEST(Round17, TrainedModelsLearnSharpAttention) {
+  const std::string name = "r17_pointer_trained";
+  const json& n = nums(name);
+  RUN_ROUND3(plain, name);
+  EXPECT_EQ(mm(plain).at("run.trained"), false);
+  EXPECT_EQ(serious(plain), (Set{{"ATTN001", "h.0"}, {"ATTN003", "h.0"}})) << plain.at("findings").dump(1);
+  const json* h0 = layer_metrics(plain, "h.0");
+  ASSERT_NE(h0, nullptr);
+  EXPECT_TRUE(nde2e::near_rel("attn.logit_absmax", num(h0->at("attn.logit_absmax")), n.at("layer0_logit_absmax").get<double>(), 1e-3));
+  RUN_ROUND3(tgt, name, {"--target", round3(name + ".target.pt")});
+  EXPECT_EQ(mm(tgt).at("run.trained"), true);
+  EXPECT_TRUE(nde2e::near_rel("loss", num(mm(tgt).at("loss.value")), n.at("loss").get<double>(), 1e-2));
+  EXPECT_NEAR(num(mm(tgt).at("loss.chance")), n.at("chance").get<double>(), 1e-5);
+  expect_findings(tgt, name, Set{});
+  RUN_ROUND3(opt, name, {"--optimizer-state", round3(name + ".optim.pt")});
+  EXPECT_EQ(mm(opt).at("run.trained"), true);
+  EXPECT_EQ(mm(opt).at("run.trained_from"), "the saved optimizer state is at step 600");
+  for (const char* id : {"ATTN001", "ATTN003", "ATTN004", "ACT005", "ARCH004"}) EXPECT_FALSE(has_rule(opt, id)) << id;
+}
+
+// A CNN trained over 11 checkpoints: the loss falls from 1.39 to 0.034 and
+// the logits grow 13x as the predictions become confident. The output is no
+// first mover (TL003 named <root> before); nothing in the timeline fires.
+TEST(Round17, ConfidentLogitsAreNoFirstMover) {
+  const std::string name = "r17_cnn_confident";
+  const json& n = nums(name);
+  EXPECT_GT(n.at("logit_rms").back().get<double>() / n.at("logit_rms").front().get<double>(), 10);
+  EXPECT_LT(n.at("loss").back().get<double>(), 0.05);
+  RUN_ROUND3(rep, name, {"--weights", round3(name + ".ckpts/step_*.pt"), "--target", round3(name + ".target.pt")});
+  EXPECT_EQ(num(mm(rep).at("timeline.checkpoints")), 11);
+  expect_findings(rep, name, Set{});
+  if (mm(rep).contains("timeline.first_mover_layer")) EXPECT_NE(mm(rep).at("timeline.first_mover_layer"), "");
+}
+
+// Moonshine's front end traced at 8000 samples runs at that length only, and
+// one more sample adds no frame under its stride of 64: the sample's own
+// 4500 padded positions are refilled instead. Unmasked, they reach real
+// frames through conv1 (Python: 0.57 relative at real frames); with the input
+// masked first, nothing changes.
+TEST(Round17, PaddingRefilledWhenLongerBatchesRaise) {
+  RUN_ROUND3(rep, "r17_moonshine_groupnorm_unmasked");
+  expect_findings(rep, "r17_moonshine_groupnorm_unmasked", Set{{"SEQ003", "conv1"}});
+  EXPECT_NE(mm(rep).at("pad.how").get<std::string>().find("padded positions are refilled"), std::string::npos);
+  EXPECT_GT(num(mm(rep).at("pad.rel_diff")), 0.3);
+  EXPECT_GT(nums("r17_moonshine_groupnorm_unmasked").at("refilled_rel_diff_real_frames").get<double>(), 0.3);
+  RUN_ROUND3(twin, "r17_moonshine_masked_input");
+  expect_findings(twin, "r17_moonshine_masked_input", Set{});
+  EXPECT_LT(num(mm(twin).at("pad.rel_diff")), 1e-6);
+  EXPECT_EQ(nums("r17_moonshine_masked_input").at("refilled_rel_diff_real_frames").get<double>(), 0.0);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -53,7 +53,7 @@ const Expected kExpected[] = {
     {"ACT003", "fp16-overflow-risk", nd::Severity::kWarning, "layer", "first", true, "", "act.fp16_headroom < 2"},
     {"ACT004", "saturated-activation", nd::Severity::kWarning, "layer", "all", true, "", "sat.fraction > 0.5"},
     {"ACT005", "softmax-collapse", nd::Severity::kWarning, "layer", "all", false, "",
-     "softmax.onehot_fraction > 0.9 and softmax.rows >= 4"},
+     "softmax.onehot_fraction > 0.9 and softmax.rows >= 4 and run.trained == false"},
     {"ACT006", "dead-units", nd::Severity::kWarning, "layer", "all", true, "",
      "dead.fraction > 0.25 and dead.over_chance >= 4 and dead.mirror_p < 0.001"},
     {"ACT007", "outlier-features", nd::Severity::kWarning, "layer", "first", true, "",
@@ -76,17 +76,21 @@ const Expected kExpected[] = {
      "arch.blocks >= 8 and arch.norm_layers == 0 and arch.branch_rms_max > 0"},
     {"ARCH004", "residual-stream-growth", nd::Severity::kWarning, "model", "all", true, "arch.stream_growth_layer",
      "arch.branches_normalized == false and arch.pre_norm_blocks >= 2 and arch.stream_growth > 100 and "
-     "arch.block_norms_under_eps == false"},
+     "arch.block_norms_under_eps == false and run.trained == false"},
     {"ARCH005", "residual-stream-growth", nd::Severity::kInfo, "model", "all", true, "arch.branch_rms_max_block",
      "arch.pre_norm_blocks >= 3 and arch.branch_rms_ratio >= 10 and arch.stream_growth_max_factor >= 2 and "
      "arch.stream_growth <= 100 and arch.block_norms_under_eps == false"},
     {"ARCH006", "residual-stream-growth", nd::Severity::kWarning, "model", "all", true, "arch.last_block",
      "arch.branches_normalized == false and arch.pre_norm_blocks >= 4 and arch.stream_late_ratio >= 1.3 and "
      "arch.stream_growth > 10 and arch.stream_growth <= 100 and arch.block_norms_under_eps == false"},
-    {"ATTN001", "attention-logit-growth", nd::Severity::kWarning, "layer", "all", false, "", "attn.logit_absmax > 30"},
+    {"ATTN001", "attention-logit-growth", nd::Severity::kWarning, "layer", "all", false, "",
+     "attn.logit_absmax > 30 and run.trained == false"},
     {"ATTN002", "nonfinite-forward", nd::Severity::kError, "layer", "all", true, "", "attn.masked_nan_rows > 0"},
     {"ATTN003", "softmax-collapse", nd::Severity::kWarning, "layer", "all", false, "",
-     "attn.logit_absmax > 30 and softmax.max_prob_mean > 0.75 and attn.rows >= 16 and softmax.onehot_fraction <= 0.9"},
+     "attn.logit_absmax > 30 and softmax.max_prob_mean > 0.75 and attn.rows >= 16 and softmax.onehot_fraction <= 0.9 and "
+     "run.trained == false"},
+    {"ATTN004", "attention-logit-growth", nd::Severity::kWarning, "layer", "all", false, "",
+     "attn.logit_absmax > 50 and run.trained == true"},
     {"AXIS001", "norm-over-time-axis", nd::Severity::kError, "layer", "all", false, "",
      "norm.over_time == true and norm.over_batch == false and norm.input_standardization == false"},
     {"AXIS002", "norm-over-batch-axis", nd::Severity::kError, "layer", "all", false, "", "norm.over_batch == true"},

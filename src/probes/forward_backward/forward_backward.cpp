@@ -176,6 +176,41 @@ void build_inventory(Session& s) {
 
 }
 
+
+/// run.trained: whether the evidence says the model has been trained, not
+/// freshly initialized. Sharp attention, a growing residual stream and
+/// near-one-hot softmax rows are failure modes at initialization
+/// ("softmax-collapse: ... before the model has learned", failure-modes.md)
+/// and what training produces on purpose afterwards (learned attention to
+/// one key, massive activations, confident predictions). Evidence: a
+/// cross-entropy against --target below half of a uniform prediction's
+/// ln(C) (the model predicts far better than chance), or a saved optimizer
+/// state of 100 or more steps (past the warm-up of common recipes; a
+/// normdoctor choice). Without either the model is taken as untrained, and
+/// run.trained_from says what was missing.
+static void record_training_evidence(Session& s, double loss, double chance) {
+  std::string from;
+  if (std::isfinite(loss) && std::isfinite(chance) && chance > 0 && loss < 0.5 * chance) {
+    std::ostringstream m;
+    m << "the loss against --target, " << loss << ", is below half of a uniform prediction's ln(C) = " << chance;
+    from = m.str();
+  }
+  double steps = 0;
+  if (s.optimizer)
+    for (const auto& [k, st] : s.optimizer->by_param) steps = std::max(steps, st.step);
+  if (from.empty() && steps >= 100) {
+    std::ostringstream m;
+    m << "the saved optimizer state is at step " << steps;
+    from = m.str();
+  }
+  s.doc.model_metrics["run.trained"] = !from.empty();
+  s.doc.model_metrics["run.trained_from"] =
+      !from.empty() ? from
+                    : std::string("nothing says the model was trained (no cross-entropy against --target below half of "
+                                  "chance, no saved optimizer state of 100 or more steps): judged as at initialization");
+  if (std::isfinite(chance)) s.doc.model_metrics["loss.chance"] = chance;
+}
+
 void probe_forward_backward(Session& s) {
   const auto& taps = s.inst->taps();
   const PassSpec spec = train_pass_spec();
@@ -240,6 +275,7 @@ void probe_forward_backward(Session& s) {
   s.doc.model_metrics["loss.value"] = metric_number(loss_v);
   s.doc.model_metrics["loss.finite"] = std::isfinite(loss_v);
   s.doc.probes["loss"]["value"] = metric_number(loss_v);
+  record_training_evidence(s, loss_v, r.loss_chance);
 
   std::map<std::string, size_t> idx;
   for (size_t i = 0; i < s.doc.layers.size(); ++i) idx[s.doc.layers[i].path] = i;
@@ -957,11 +993,15 @@ void probe_forward_backward(Session& s) {
   auto lookup = [](const LayerMetrics* lm) { return lm->kind == "Embedding" || lm->kind == "EmbeddingBag"; };
   double ref = 0;
   int seen = 0;
+  std::string ref_layer;
   for (auto* lm : leaves) {
     if (several_depths(lm) || lookup(lm)) continue;
     const double rms = lm->metrics["act.rms"].get<double>();
     if (rms > 0 && std::isfinite(rms)) {
-      ref = std::max(ref, rms);
+      if (rms > ref) {
+        ref = rms;
+        ref_layer = lm->path;
+      }
       if (++seen == 3) break;
     }
   }
@@ -978,6 +1018,11 @@ void probe_forward_backward(Session& s) {
       }
     }
     s.doc.model_metrics["act.growth_reference_rms"] = ref;
+    s.doc.model_metrics["act.growth_reference_layer"] = ref_layer;
+    // The reference is the largest of the first three: growth that starts
+    // inside them (StyleGAN2's mapping network) is measured from its third step.
+    s.doc.model_metrics["act.growth_reference_note"] = ", the largest RMS of the first " + std::to_string(seen) +
+                                                       " layers, at " + (ref_layer.empty() ? "<root>" : ref_layer);
     s.doc.model_metrics["act.growth_max"] = gmax;
     s.doc.model_metrics["act.growth_max_layer"] = gmax_layer;
     // Growth that only the last leaf shows, when it multiplies by a weight
@@ -1438,7 +1483,7 @@ const std::vector<std::string>& forward_backward_writes() {
       // bn.batch_of_one, bn.values_per_channel: a train pass that BatchNorm
       // refused (one value per channel), turned into evidence for BN006/BN010
       "act.", "attn.", "bn.batch_of_one", "bn.values_per_channel", "fwd.", "grad.", "loss.", "moe.", "norm.eps", "norm.gain_absmax", "norm.gain_mean",
-      "norm.gain_p99", "param.", "sat.", "softmax."};
+      "norm.gain_p99", "param.", "run.trained", "run.trained_from", "sat.", "softmax."};
   return names;
 }
 

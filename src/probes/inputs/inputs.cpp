@@ -14,6 +14,7 @@
 #include "formats/input_spec.h"
 #include "instrument/instrument.h"
 #include "instrument/stats.h"
+#include "metrics/metrics.h"
 #include "model/batch_file.h"
 #include "model/synth_inputs.h"
 #include "probes/inputs/inputs.h"
@@ -194,10 +195,15 @@ std::vector<ArgValue> synthesize(const LoadedModel& m, const std::vector<std::st
 }  // namespace
 
 namespace {
-/// Per forward argument: the recurrent op with batch_first=False that reads
-/// it, its axes in their order (through linears, norms, activations,
-/// elementwise ops; not through a transpose, permute or reshape), or "".
-/// nn.GRU / nn.LSTM default to batch_first=False: their input is [T, B, F].
+/// Per forward argument: what reads it as time-major, its axes in their
+/// order (through linears, norms, activations, elementwise ops; not through
+/// a transpose, permute or reshape), or "": a recurrent op with
+/// batch_first=False ("aten::gru with batch_first=False"), or a scripted
+/// module whose batch_first (a class constant or attribute) is False
+/// ("module 'enc.layers.0.self_attn' with batch_first=False":
+/// nn.MultiheadAttention, inside nn.TransformerEncoderLayer and
+/// nn.Transformer). nn.GRU / nn.LSTM and nn.MultiheadAttention default to
+/// batch_first=False: their input is [T, B, F].
 std::vector<std::string> find_time_major_readers(const Session& s) {
   std::vector<std::string> out(s.args.size());
   try {
@@ -210,18 +216,36 @@ std::vector<std::string> find_time_major_readers(const Session& s) {
         "aten::unflatten", "aten::unsqueeze", "aten::squeeze", "aten::movedim", "aten::swapaxes", "aten::matmul",
         "aten::bmm", "aten::einsum", "aten::cat", "aten::stack", "aten::select", "aten::index_select",
         "aten::expand", "aten::repeat", "aten::mean", "aten::sum", "prim::ListConstruct", "prim::TupleConstruct"};
-    std::function<void(torch::jit::Block*)> walk = [&](torch::jit::Block* b) {
+    // Nodes in graph order (blocks included), for finding a module's first input.
+    std::vector<torch::jit::Node*> order;
+    std::function<void(torch::jit::Block*)> collect = [&](torch::jit::Block* b) {
       for (torch::jit::Node* n : b->nodes()) {
-        for (torch::jit::Block* sb : n->blocks()) walk(sb);
-        const std::string k = n->kind().toQualString();
-        if (!rnn.count(k) || n->inputs().size() < 9) continue;
-        torch::jit::Value* bf = n->inputs().back();
-        std::optional<bool> first;
-        if (auto c = torch::jit::toIValue(bf); c && c->isBool()) first = c->toBool();
-        if (auto a = scopes.attribute(bf); !first && a && a->isBool()) first = a->toBool();
-        if (!first || *first) continue;
-        // Back from the recurrent op's input to an argument, axes kept in order.
-        std::vector<const torch::jit::Value*> work = {n->input(0)};
+        order.push_back(n);
+        for (torch::jit::Block* sb : n->blocks()) collect(sb);
+      }
+    };
+    collect(g->block());
+    auto in_scope = [&](const torch::jit::Node* n, const std::string& path) {
+      const auto& c = scopes.chain(n);
+      return std::find(c.begin(), c.end(), path) != c.end();
+    };
+    // The first tensor a module's code reads from outside it (its forward's
+    // first tensor argument: `query` of nn.MultiheadAttention, `src` of
+    // nn.TransformerEncoder[Layer]), or nullptr.
+    auto first_input = [&](const std::string& path) -> const torch::jit::Value* {
+      for (const torch::jit::Node* n : order) {
+        if (!in_scope(n, path)) continue;
+        for (const torch::jit::Value* in : n->inputs()) {
+          if (in->type()->kind() != c10::TypeKind::TensorType) continue;
+          const torch::jit::Node* d = in->node();
+          if (d->kind() == c10::prim::Param || !in_scope(d, path)) return in;
+        }
+      }
+      return nullptr;
+    };
+    // Back from a time-major reader's input to an argument, axes kept in order.
+    auto mark = [&](const torch::jit::Value* start, const std::string& reader) {
+      std::vector<const torch::jit::Value*> work = {start};
         std::set<const torch::jit::Value*> seen;
         for (size_t w = 0; w < work.size() && w < 256; ++w) {
           const torch::jit::Value* v = work[w];
@@ -229,7 +253,7 @@ std::vector<std::string> find_time_major_readers(const Session& s) {
           const torch::jit::Node* d = v->node();
           if (d->kind() == c10::prim::Param) {
             const size_t i = v->offset();
-            if (i >= 1 && i - 1 < out.size() && out[i - 1].empty()) out[i - 1] = k;
+            if (i >= 1 && i - 1 < out.size() && out[i - 1].empty()) out[i - 1] = reader;
             continue;
           }
           if (d->kind() == c10::prim::If) {
@@ -242,9 +266,36 @@ std::vector<std::string> find_time_major_readers(const Session& s) {
           for (const torch::jit::Value* in : d->inputs())
             if (in->type()->kind() == c10::TypeKind::TensorType) work.push_back(in);
         }
-      }
     };
-    walk(g->block());
+    for (torch::jit::Node* n : order) {
+      const std::string k = n->kind().toQualString();
+      if (rnn.count(k) && n->inputs().size() >= 9) {
+        torch::jit::Value* bf = n->inputs().back();
+        std::optional<bool> first;
+        if (auto c = torch::jit::toIValue(bf); c && c->isBool()) first = c->toBool();
+        if (auto a = scopes.attribute(bf); !first && a && a->isBool()) first = a->toBool();
+        if (first && !*first) mark(n->input(0), k + " with batch_first=False");
+      }
+    }
+    // nn.MultiheadAttention (and the nn.TransformerEncoderLayer /
+    // nn.Transformer built on it) defaults to batch_first=False, a constant of
+    // its scripted class (__constants__): its query is [T, B, E].
+    std::set<std::string> batch_first_false;
+    for (const auto& mi : s.model.modules) {
+      const auto type = mi.module.type();
+      std::optional<c10::IValue> bf;
+      if (type->hasConstant("batch_first")) bf = type->getConstant("batch_first");
+      else if (mi.module.hasattr("batch_first")) bf = mi.module.attr("batch_first");
+      if (!mi.path.empty() && bf && bf->isBool() && !bf->toBool()) batch_first_false.insert(mi.path);
+    }
+    for (const std::string& path : batch_first_false) {
+      // The outermost such module names the reader; its inner ones read the same tensor.
+      bool inner = false;
+      for (const std::string& o : batch_first_false)
+        inner |= o != path && within_module(path, o);
+      if (inner) continue;
+      if (const torch::jit::Value* v = first_input(path)) mark(v, "module '" + path + "' with batch_first=False");
+    }
   } catch (const std::exception&) {
     // No TorchScript forward (an exported program): no graph evidence.
   }
@@ -277,7 +328,10 @@ BatchLayout batch_layout(const Session& s) {
   if (!bd)
     for (size_t i = 0; i < s.args.size() && i < s.time_major_readers->size(); ++i) {
       const at::Tensor* t = tensor(i);
-      if (!t || t->dim() != 3 || (*s.time_major_readers)[i].empty()) continue;
+      // [T, B, F] features, or [T, B] token ids that an embedding makes [T, B, E]
+      // (PyTorch's word_language_model: nn.TransformerEncoder / nn.LSTM read them time-major).
+      const bool ids = t && t->dim() == 2 && !t->is_floating_point() && t->scalar_type() != at::kBool;
+      if (!t || (t->dim() != 3 && !ids) || (*s.time_major_readers)[i].empty()) continue;
       time_major[i] = true;
     }
   for (int rule = 0; rule < 3 && L.batch == 0; ++rule) {
@@ -285,8 +339,7 @@ BatchLayout batch_layout(const Session& s) {
       for (size_t i = 0; i < s.args.size() && L.batch == 0; ++i)
         if (time_major[i]) {
           L.batch = tensor(i)->size(1);
-          L.from = "axis 1 of '" + s.args[i].name + "': " + (*s.time_major_readers)[i] +
-                   " with batch_first=False reads it as [T, B, F]";
+          L.from = "axis 1 of '" + s.args[i].name + "': " + (*s.time_major_readers)[i] + " reads it time-major ([T, B, ...])";
         }
     for (size_t i = 0; i < s.args.size() && L.batch == 0; ++i) {
       const at::Tensor* t = tensor(i);

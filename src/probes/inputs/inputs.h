@@ -23,8 +23,10 @@ struct BatchLayout {
 /// (axis D of the first tensor that has it), else from a lengths vector
 /// (integer [B] named *len*), else from a padding mask ([B, T] bool or named
 /// *mask*: nn.Transformer's key padding mask stays [B, T] when the inputs
-/// are [T, B, F]), else from axis 1 of a rank-3 argument that a recurrent op
-/// with batch_first=False (nn.GRU/nn.LSTM's default) reads in axis order,
+/// are [T, B, F]), else from axis 1 of a rank-3 argument (or rank-2 token
+/// ids an embedding widens) that a recurrent op
+/// or a scripted nn.MultiheadAttention / nn.TransformerEncoder[Layer] with
+/// batch_first=False (their default) reads in axis order,
 /// else from axis 0 of the first tensor. Each tensor's batch
 /// axis is --batch-dim when its size there is B, else axis 0 when its size
 /// is B, else its first axis of size B, else none.

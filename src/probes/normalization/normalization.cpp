@@ -1312,6 +1312,7 @@ void probe_normalization(Session& s) {
     std::vector<std::string> training_names, baked_names;
     std::set<std::string> seen, seen_baked;
     int64_t ops = 0, frozen = 0;
+    bool bn_ops = false, dropout_ops = false;
     for (const auto& mo : im.mode_ops()) {
       if (mo.baked) {
         if (mo.baked_value && seen_baked.insert(mo.module).second) baked_names.push_back(mo.module);
@@ -1321,6 +1322,7 @@ void probe_normalization(Session& s) {
       auto it = by_path.find(mo.module);
       if (it == by_path.end() || !it->second->training) continue;
       ++ops;
+      (mo.op == "batch_norm" ? bn_ops : dropout_ops) = true;
       if (!seen.insert(mo.module).second) continue;
       training_names.push_back(mo.module);
       bool has = false, all_frozen = true;
@@ -1336,6 +1338,10 @@ void probe_normalization(Session& s) {
       mm["mode.submodules_in_training_names"] = short_list(training_names);
       mm["mode.first_submodule_in_training"] = training_names.front();
       mm["mode.frozen_submodules_in_training"] = frozen;
+      mm["mode.submodule_effect"] =
+          bn_ops && dropout_ops ? "normalize with batch statistics, update their running statistics and apply dropout"
+          : bn_ops              ? "normalize with batch statistics and update their running statistics"
+                                : "apply dropout";
     }
     if (!baked_names.empty()) mm["mode.baked_training_true_modules"] = short_list(baked_names);
   }

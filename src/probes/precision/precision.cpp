@@ -158,23 +158,24 @@ void norm_internals(const at::Tensor& x0, const Format& f, NormSite& n) {
   at::Tensor zero = n.rms || n.l2 ? (sumsq == 0) : ((xd - xd.mean(1, true)).pow(2).mean(1) == 0);
   const double eps_f = round_scalar(n.eps.value_or(0.0), f);
   at::Tensor xr = round_to(x, f);
-  at::Tensor y, sq;
+  at::Tensor y, sq, stat;  // stat: the row's statistic, [rows, 1]
   if (n.l2) {
     // y = x / (||x|| + eps)
     sq = round_to(xr * xr, f);
-    at::Tensor denom = round_to(round_to(round_to(sq.sum(1, true), f).sqrt(), f) + eps_f, f);
+    stat = round_to(sq.sum(1, true), f);
+    at::Tensor denom = round_to(round_to(stat.sqrt(), f) + eps_f, f);
     y = round_to(xr / denom, f);
   } else if (n.rms) {
     sq = round_to(xr * xr, f);
-    at::Tensor ms = round_to(sq.mean(1, true), f);
-    at::Tensor denom = round_to(ms + eps_f, f);
+    stat = round_to(sq.mean(1, true), f);
+    at::Tensor denom = round_to(stat + eps_f, f);
     y = round_to(xr * round_to(denom.rsqrt(), f), f);
   } else {
     at::Tensor mu = round_to(xr.mean(1, true), f);
     at::Tensor d = round_to(xr - mu, f);
     sq = round_to(d * d, f);
-    at::Tensor var = round_to(sq.mean(1, true), f);
-    at::Tensor denom = round_to(var + eps_f, f);
+    stat = round_to(sq.mean(1, true), f);
+    at::Tensor denom = round_to(stat + eps_f, f);
     y = round_to(d * round_to(denom.rsqrt(), f), f);
   }
   // Rows whose input was already non-finite are not the norm's doing.
@@ -182,7 +183,9 @@ void norm_internals(const at::Tensor& x0, const Format& f, NormSite& n) {
   n.rows += x.size(0);
   n.zero_rows += zero.logical_and(fin_rows).sum().item<int64_t>();
   n.nonfinite += bad.sum().item<int64_t>();
-  n.overflow_rows += at::isinf(sq).any(1).logical_and(fin_rows).sum().item<int64_t>();
+  // A row overflows when one of its squares does, or their sum / mean does
+  // (SSD's L2Norm: no square beyond 65504, their sum over 512 channels is).
+  n.overflow_rows += at::isinf(sq).any(1).logical_or(at::isinf(stat).squeeze(1)).logical_and(fin_rows).sum().item<int64_t>();
   at::Tensor s_fin = sumsq.masked_fill(fin_rows.logical_not(), 0);
   if (s_fin.numel()) n.sumsq_max = std::max(n.sumsq_max, s_fin.max().item<double>());
   n.measured = true;
@@ -845,6 +848,9 @@ void probe_precision(Session& s) {
       if ((norm_in_format && stat_overflowed) || (producer_statistic && !inversion)) {
         lm->metrics["prec.norm_internal_overflow"] = true;
         lm->metrics["prec.norm_internal_overflow_op"] = mm["prec.producer_op"];
+        if (nit != norms.end() && nit->second.measured && nit->second.overflow_rows > 0)
+          lm->metrics["prec.norm_overflow_note"] = "; the statistic overflows in " + std::to_string(nit->second.overflow_rows) +
+                                                   " of " + std::to_string(nit->second.rows) + " rows";
       }
     }
   }

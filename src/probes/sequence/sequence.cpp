@@ -920,57 +920,64 @@ void probe_sequence(Session& s) {
         }
       }
     }
-    {
-      // Padding by pad_tries in turn: a model that raises at every longer
-      // length keeps the first error as evidence.
-      const std::vector<int64_t>& tries = pad_tries;
-      for (size_t k = 0; k < tries.size() && !padded_eval; ++k) {
-        PassSpec pe = spec("eval-seq-padded", false, resize_time(s, L, L.T + tries[k]));
-        pe.reference = &*ref_eval->collector;
-        pe.real_positions = L.real;
-        pe.align_end = L.left_padded;
-        try {
-          padded_eval = s.run_pass(std::move(pe));
-          P = tries[k];
-          if (k > 0) {
-            pad_retry_note = "padding to " + std::to_string(L.T + tries[0]) + " positions raised (" + pad_error +
-                             "); padded to " + std::to_string(L.T + P) + " instead";
-            clear_pad_error();
-          }
-        } catch (const Error& e) {
-          if (e.kind() == error_kind::kTimeout || e.kind() == error_kind::kOutOfMemory) throw;
-          if (k == 0) {
-            pad_error = first_line_after_pass(e.what());
-            pad_pass = "eval-seq-padded";
-            pad_kind = e.kind();
-          }
-        }
-      }
-    }
-    // A model that raises at every longer length (it builds its padding
-    // mask from lengths.max(), as torchaudio's Conformer does) is asked the
-    // same question inside its length: the sample's own padded positions
-    // refilled with other values must leave the real ones alone.
-    if (!padded_eval && !pad_error.empty()) {
+    // A model that raises at the first longer length (a traced graph with
+    // its sizes baked in; one that builds its padding mask from
+    // lengths.max(), as torchaudio's Conformer does) is asked the same
+    // question inside its length when the sample has padded positions of its
+    // own: refilled with other values, they must leave the real ones alone.
+    // A smaller padding may add nothing a strided front end reads (one more
+    // sample under a stride of 64), so it comes only after.
+    std::string refill_failed = "the sample has no padded positions of its own to refill";
+    auto try_refill = [&]() -> bool {
       std::vector<c10::IValue> refilled = refill_padding(s, L, s.opt.seed);
-      if (!refilled.empty()) {
-        PassSpec pr = spec("eval-seq-refilled", false, refilled);
-        pr.reference = &*ref_eval->collector;
-        pr.real_positions = L.real;
-        try {
-          padded_eval = s.run_pass(std::move(pr));
-          const int64_t n_pad = L.real.logical_not().sum().item<int64_t>();
-          pad_retry_note = "padding to " + std::to_string(L.T + P) + " positions raised (" + pad_error +
-                           "); the sample's own " + std::to_string(n_pad) + " padded positions were refilled with other values instead";
-          pad_how = "the sample's own " + std::to_string(n_pad) + " padded positions are refilled with other values";
-          P = 0;
-          refilled_args = std::move(refilled);
+      if (refilled.empty()) return false;
+      refill_failed = "refilling the sample's own padded positions raised too";
+      PassSpec pr = spec("eval-seq-refilled", false, refilled);
+      pr.reference = &*ref_eval->collector;
+      pr.real_positions = L.real;
+      try {
+        padded_eval = s.run_pass(std::move(pr));
+      } catch (const Error& e) {
+        if (e.kind() == error_kind::kTimeout || e.kind() == error_kind::kOutOfMemory) throw;
+        return false;
+      }
+      const int64_t n_pad = L.real.logical_not().sum().item<int64_t>();
+      pad_retry_note = "padding to " + std::to_string(L.T + pad_tries.front()) + " positions raised (" + pad_error +
+                       "); the sample's own " + std::to_string(n_pad) + " padded positions were refilled with other values instead";
+      pad_how = "the sample's own " + std::to_string(n_pad) + " padded positions are refilled with other values";
+      P = 0;
+      refilled_args = std::move(refilled);
+      clear_pad_error();
+      return true;
+    };
+    bool refill_tried = false;
+    for (size_t k = 0; k < pad_tries.size() && !padded_eval; ++k) {
+      if (k == 1 && !refill_tried) {
+        refill_tried = true;
+        if (try_refill()) break;
+      }
+      PassSpec pe = spec("eval-seq-padded", false, resize_time(s, L, L.T + pad_tries[k]));
+      pe.reference = &*ref_eval->collector;
+      pe.real_positions = L.real;
+      pe.align_end = L.left_padded;
+      try {
+        padded_eval = s.run_pass(std::move(pe));
+        P = pad_tries[k];
+        if (k > 0) {
+          pad_retry_note = "padding to " + std::to_string(L.T + pad_tries[0]) + " positions raised (" + pad_error +
+                           "); padded to " + std::to_string(L.T + P) + " instead (" + refill_failed + ")";
           clear_pad_error();
-        } catch (const Error& e) {
-          if (e.kind() == error_kind::kTimeout || e.kind() == error_kind::kOutOfMemory) throw;
+        }
+      } catch (const Error& e) {
+        if (e.kind() == error_kind::kTimeout || e.kind() == error_kind::kOutOfMemory) throw;
+        if (k == 0) {
+          pad_error = first_line_after_pass(e.what());
+          pad_pass = "eval-seq-padded";
+          pad_kind = e.kind();
         }
       }
     }
+    if (!padded_eval && !pad_error.empty() && !refill_tried) try_refill();
     // Train mode differs from eval mode (dropout off) only where a norm uses
     // batch statistics in training: batch_norm, or instance_norm with
     // running statistics. Without one, the eval comparison says it all.

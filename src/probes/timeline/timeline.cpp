@@ -305,9 +305,32 @@ void probe_timeline(Session& s) {
   std::optional<Move> best;
   // Only checkpoints before the first non-finite one: that one is TL001/TL002's.
   const size_t horizon = nf_fwd >= 0 ? static_cast<size_t>(nf_fwd) : nf_grad >= 0 ? static_cast<size_t>(nf_grad) : n;
+  // The model's output is not a mover: a classifier's logits (the root's
+  // output, and the head module writing the same tensor) grow on purpose as
+  // its predictions become confident while the loss falls. Its statistics
+  // stay in probes.timeline; the output itself is judged by ACT008.
+  auto same_series = [](const Series& a, const Series& b) {
+    if (a.size() != b.size()) return false;
+    bool any = false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i].has_value() != b[i].has_value()) return false;
+      if (!a[i]) continue;
+      any = true;
+      const double x = *a[i], y = *b[i];
+      if (!(x == y || std::fabs(x - y) <= 1e-6 * std::max(std::fabs(x), std::fabs(y)))) return false;
+    }
+    return any;
+  };
+  const auto root = series.find("");
+  auto is_output = [&](const std::string& path, const std::string& metric, const Series& xs) {
+    if (path.empty()) return true;
+    if (metric.rfind("act.", 0) != 0 || root == series.end()) return false;
+    const auto rm = root->second.find(metric);
+    return rm != root->second.end() && same_series(rm->second, xs);
+  };
   for (const auto& [path, ms] : series) {
     for (const auto& [metric, xs] : ms) {
-      if (!kMoving.count(metric)) continue;
+      if (!kMoving.count(metric) || is_output(path, metric, xs)) continue;
       std::vector<size_t> defined;
       for (size_t i = 0; i < horizon; ++i)
         if (xs[i]) defined.push_back(i);

@@ -138,7 +138,10 @@ AdamStep adam_step(const SavedParamState& st, const at::Tensor& m0, const at::Te
   const at::Tensor ok = vh > 0;
   const int64_t n = ok.sum().item<int64_t>();
   r.rms_ratio = n > 0 ? std::sqrt((g * g / vh).masked_select(ok).to(at::kDouble).mean().item<double>()) : 0.0;
-  r.eps_fraction = g.numel() > 0 ? (denom < st.eps).to(at::kDouble).mean().item<double>() : 0.0;
+  // Over the elements with a second moment: where v_hat is exactly 0 the
+  // element has never had a gradient (a depthwise tap that only ever sees
+  // zero padding, an unused embedding row); eps there changes nothing.
+  r.eps_fraction = n > 0 ? static_cast<double>(((denom < st.eps) & ok).sum().item<int64_t>()) / static_cast<double>(n) : 0.0;
   return r;
 }
 

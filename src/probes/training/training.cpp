@@ -18,7 +18,9 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
+#include <sstream>
 
 #include "core/error.h"
 #include "probes/training/training.h"
@@ -119,12 +121,10 @@ struct AdamLag {
 
 }  // namespace
 
-/// The learning rate of the update ratio and the replay: --lr, else the
-/// saved optimizer's param group of parameter 0 (0 when neither); each
-/// parameter with saved state uses its own group's lr when --lr is absent.
-static double effective_lr(const Session& s) {
-  if (s.opt.lr) return *s.opt.lr;
-  double lr = 0;
+/// The saved optimizer's lr of parameter 0's param group (its current
+/// value, after any scheduler), or nullopt without a saved state.
+static std::optional<double> saved_lr(const Session& s) {
+  std::optional<double> lr;
   int64_t first = -1;
   if (s.optimizer)
     for (const auto& [k, st] : s.optimizer->by_param)
@@ -133,6 +133,32 @@ static double effective_lr(const Session& s) {
         lr = st.lr;
       }
   return lr;
+}
+
+/// The learning rate of the replay (a what-if run of --steps N): --lr,
+/// else the saved optimizer's (0 when neither).
+static double effective_lr(const Session& s) {
+  if (s.opt.lr) return *s.opt.lr;
+  return saved_lr(s).value_or(0.0);
+}
+
+/// The learning rate of the update ratio, which measures the next step: the
+/// saved optimizer's (each parameter its own group's; a scheduler has
+/// already set it), else --lr. A --lr that differs from the saved one is
+/// recorded as an assumption: users often give the peak lr of their
+/// schedule, while the saved state's step is taken at the current one.
+static double next_step_lr(Session& s) {
+  const std::optional<double> saved = saved_lr(s);
+  if (!saved) return s.opt.lr.value_or(0.0);
+  if (s.opt.lr && std::fabs(*s.opt.lr - *saved) > 1e-6 * std::max(std::fabs(*s.opt.lr), std::fabs(*saved))) {
+    std::ostringstream m;
+    m << "--lr " << *s.opt.lr << " differs from the saved optimizer state's lr " << *saved
+      << " (its param group's current value, after any scheduler): the update ratio measures the next step, so it "
+         "uses the saved lr; drop --optimizer-state to judge a step at --lr";
+    s.doc.assumptions.push_back(m.str());
+    s.doc.model_metrics["update.lr_given"] = *s.opt.lr;
+  }
+  return *saved;
 }
 
 /// The optimizer the update ratio and replay follow: the saved state's kind
@@ -145,7 +171,7 @@ static std::string effective_optimizer(const Session& s) {
 
 void probe_update_ratio(Session& s) {
   if (!s.opt.lr && !s.optimizer) return;
-  const double lr = effective_lr(s);
+  const double lr = next_step_lr(s);
   const std::string optimizer = effective_optimizer(s);
   s.doc.model_metrics["update.lr"] = lr;
   s.doc.model_metrics["update.optimizer"] = optimizer;
@@ -180,7 +206,7 @@ void probe_update_ratio(Session& s) {
     double un;
     if (st && s.optimizer->kind == "adam") {
       // The step Adam takes from its saved moments on this batch's gradient.
-      const double plr = s.opt.lr ? *s.opt.lr : st->lr;  // the parameter's own group's lr
+      const double plr = st->lr;  // the parameter's own group's lr
       const AdamStep a = adam_step(*st, st->exp_avg, st->exp_avg_sq, st->step, p.value, g, plr, s.optimizer->decoupled);
       un = norm_of(a.update);
       row["from_saved_state"] = true;
@@ -191,7 +217,7 @@ void probe_update_ratio(Session& s) {
     } else if (st && s.optimizer->kind == "sgd_momentum" && st->momentum_buffer.defined()) {
       const at::Tensor gd = g.detach().to(at::kFloat);
       const at::Tensor buf = st->momentum_buffer * st->momentum + gd * (1 - st->dampening);
-      const double plr = s.opt.lr ? *s.opt.lr : st->lr;
+      const double plr = st->lr;
       un = plr * (st->nesterov ? gd + st->momentum * buf : buf).to(at::kDouble).norm().item<double>();
       row["from_saved_state"] = true;
     } else {

@@ -35,7 +35,8 @@ void load_optimizer_state(Session& s);
 /// (sqrt(v / (1-b2^t)) + eps), plus lr wd w (AdamW) or with g += wd w (Adam).
 /// rms_ratio = sqrt(mean(g^2 / v_hat)) with the updated v_hat: the quantity
 /// StableAdamW clips the learning rate by (Wortsman et al. 2023);
-/// eps_fraction = fraction of elements where eps > sqrt(v_hat).
+/// eps_fraction = fraction of the elements with v_hat > 0 where eps >
+/// sqrt(v_hat) (elements that never had a gradient are left out).
 struct AdamStep {
   at::Tensor update;  ///< the step to subtract from w
   at::Tensor m, v;    ///< the moments after the step
