@@ -378,6 +378,14 @@ int run_check_command(CheckArgs& a, const Engine& engine) {
     if (o.weights_partial) opts["weights_partial"] = true;
     if (o.causal) opts["causal"] = true;
     if (!o.optimizer_state.empty()) opts["optimizer_state"] = o.optimizer_state;
+    // Every flag that changes what is measured, so that a report says how to rerun it.
+    if (!o.target_file.empty()) opts["target"] = o.target_file;
+    if (o.train_batch_size > 0) opts["train_batch_size"] = o.train_batch_size;
+    if (o.seq_dim) opts["seq_dim"] = *o.seq_dim;
+    if (o.batch_dim) opts["batch_dim"] = *o.batch_dim;
+    if (!o.mask_input.empty()) opts["mask_input"] = o.mask_input;
+    if (o.pad_value) opts["pad_value"] = *o.pad_value;
+    if (o.timeout_seconds > 0) opts["timeout"] = o.timeout_seconds;
     if (many) opts["models"] = models;
     return opts;
   };

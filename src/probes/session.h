@@ -30,6 +30,9 @@ struct SavedParamState {
   at::Tensor exp_avg, exp_avg_sq, momentum_buffer;  ///< undefined when absent
   double step = 0;          ///< steps taken (Adam)
   double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0, momentum = 0, dampening = 0;
+  /// The param group's initial_lr: present when an LR scheduler was attached
+  /// (the lr it started from; lr is its current value). nullopt otherwise.
+  std::optional<double> initial_lr;
   bool nesterov = false;
 };
 

@@ -2508,6 +2508,47 @@ TEST(Round17, PaddingRefilledWhenLongerBatchesRaise) {
   EXPECT_EQ(nums("r17_moonshine_masked_input").at("refilled_rel_diff_real_frames").get<double>(), 0.0);
 }
 
+
+// Every prompt of a generation batch left-padded: both ends of the mask are
+// uniform ([0 0 1 1]) and the values cannot say which side is padding; the
+// name (attention_mask: 1 is real) does. Read the other way, appending
+// padding "changed" the real positions (SEQ004/SEQ005 on eval18's CodeGen);
+// Python: 8e-8. With triu(diagonal=2) the model sees the next token: SEQ007.
+TEST(Round17, EveryRowLeftPaddedReadsTheMaskByName) {
+  RUN_ROUND3(rep, "r17_lm_every_row_left_padded");
+  expect_findings(rep, "r17_lm_every_row_left_padded", Set{});
+  const json& lay = rep.at("probes").at("layout");
+  bool named = false;
+  for (const auto& in : lay.at("inputs"))
+    if (in.value("role", "") == "mask")
+      named = in.at("polarity_from").get<std::string>().find("left padding: every example is padded, all on one side") == 0;
+  EXPECT_TRUE(named) << lay.dump(1);
+  EXPECT_LT(num(mm(rep).at("pad.rel_diff")), 1e-5);
+  EXPECT_LT(nums("r17_lm_every_row_left_padded").at("left_pad_4_real_rel_diff").get<double>(), 1e-5);
+  RUN_ROUND3(fault, "r17_lm_every_row_left_padded_sees_next", {"--causal"});
+  expect_findings(fault, "r17_lm_every_row_left_padded_sees_next", Set{{"SEQ007", "lm.layers.0"}});
+}
+
+// AdamW over two param groups (no weight decay on norms and biases) numbers
+// its parameters in group order, and one over the trainable parameters of a
+// model with a frozen embedding holds 4 of its 5: each group is matched to
+// model.parameters() in model order by the shapes of its state, and Adam's
+// RMS(g / sqrt(v_hat)) of fc.weight is Python's (exit 3 before).
+TEST(Round17, OptimizerStateOverFilteredParameterLists) {
+  for (const std::string name : {"r17_bag_adamw_no_decay_groups", "r17_bag_frozen_embedding"}) {
+    SCOPED_TRACE(name);
+    RUN_ROUND3(rep, name, {"--optimizer-state", round3(name + ".optim.pt"), "--target", round3(name + ".target.pt")});
+    expect_findings(rep, name, Set{});
+    const json& os = rep.at("probes").at("optimizer_state");
+    EXPECT_EQ(os.at("mapping").get<std::string>().rfind("param_groups in order", 0), 0u) << os.dump(1);
+    double rms = -1;
+    for (const auto& r : rep.at("probes").at("update").at("params"))
+      if (r.at("param") == "fc.weight") rms = num(r.at("adam_rms_ratio"));
+    EXPECT_TRUE(nde2e::near_rel("fc.weight adam_rms_ratio", rms, nums(name).at("fc_weight_adam_rms_ratio").get<double>(), 1e-4));
+  }
+  EXPECT_EQ(nums("r17_bag_frozen_embedding").at("optimizer_params"), 4);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -357,6 +357,18 @@ Layout infer_layout(const Session& s) {
       L.mask_real_nonzero = !pad_named;
       L.mask_from = pad_named ? "no padding in the sample; the name says true/1 marks padding"
                               : "no padding in the sample; 1/true taken as real (attention_mask convention)";
+    } else if ((first == first[0]).all().item<bool>() && (last == last[0]).all().item<bool>() &&
+               first[0].item<bool>() != last[0].item<bool>()) {
+      // Every example padded, all on the same side: [0 0 1 1] is right
+      // padding with 0 real or left padding with 1 real, and the values
+      // cannot tell. The name decides (attention_mask: 1 is real;
+      // *padding*: true is padding), and with it the side.
+      const bool real_is_first = first[0].item<bool>() == !pad_named;
+      L.mask_from = std::string("every example is padded, all on one side; the name says ") +
+                    (pad_named ? "true/1 marks padding" : "1/true marks real positions (attention_mask convention)");
+      L.mask_real_nonzero = (real_is_first ? first[0] : last[0]).item<bool>();
+      L.left_padded = !real_is_first;
+      if (L.left_padded) L.mask_from = "left padding: " + L.mask_from;
     } else if ((first == first[0]).all().item<bool>()) {
       L.mask_real_nonzero = first[0].item<bool>();
       L.mask_from = "every example's first position holds " + std::string(L.mask_real_nonzero ? "1/true" : "0/false");

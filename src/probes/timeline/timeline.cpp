@@ -346,14 +346,21 @@ void probe_timeline(Session& s) {
       std::vector<double> dev;
       for (double e : early) dev.push_back(std::fabs(e - med));
       const double scale = std::max(1.4826 * median(dev), kFloor);
+      auto z_at = [&](size_t k) {
+        const double x = *xs[defined[k]];
+        if (!std::isfinite(x)) return std::numeric_limits<double>::infinity();  // inf or a measured nan
+        if (x <= 0) return -std::numeric_limits<double>::infinity();
+        return (std::log10(x) - med) / scale;
+      };
       for (size_t k = kEarly; k < defined.size(); ++k) {
         const size_t i = defined[k];
         const double x = *xs[i];
-        double z;
-        if (!std::isfinite(x)) z = std::numeric_limits<double>::infinity();  // inf or a measured nan
-        else if (x <= 0) continue;
-        else z = (std::log10(x) - med) / scale;
+        const double z = z_at(k);
         if (!(z > kZ)) continue;
+        // A departure the next checkpoint takes back is a spike, not a move
+        // (a gradient norm that follows one noisy batch's loss): the next
+        // checkpoint, when there is one, must be out of range as well.
+        if (k + 1 < defined.size() && !(z_at(k + 1) > kZ)) continue;
         Move m{path, metric, i, z, std::isfinite(x) ? x / std::pow(10.0, med) : x, std::pow(10.0, med),
                order.count(path) ? order[path] : -1};
         const bool better = !best || m.at < best->at ||
@@ -417,6 +424,26 @@ void probe_timeline(Session& s) {
       if (!fwd) m["timeline.nonfinite_from"] = nf_grad_from;
     }
   }
+  // A run whose training loss stayed finite and kept at least 90% of its
+  // improvement (first - last >= 0.9 (first - min)) did not go wrong:
+  // statistics that left their early range there are what learning does
+  // (activations and logits grow as a classifier becomes confident), so no
+  // layer is named the first mover (TL003-TL007 stay silent). Without a
+  // training loss (--target, or a model returning its loss) nothing is known
+  // and the mover is judged as before.
+  const std::string loss_desc = s.doc.probes.contains("loss") ? s.doc.probes["loss"].value("description", "") : "";
+  const bool training_loss = !s.opt.target_file.empty() || loss_desc.find("(used as the loss)") != std::string::npos;
+  bool loss_finite = n > 0;
+  double loss_min = std::numeric_limits<double>::infinity();
+  for (double x : loss) {
+    loss_finite = loss_finite && std::isfinite(x);
+    loss_min = std::min(loss_min, x);
+  }
+  const double kept = loss_finite && loss.front() > loss_min ? (loss.front() - loss.back()) / (loss.front() - loss_min)
+                                                             : std::numeric_limits<double>::quiet_NaN();
+  const bool kept_improving = training_loss && loss_finite && kept >= 0.9;
+  if (std::isfinite(kept)) mm["timeline.loss_improvement_kept"] = kept;
+  mm["timeline.loss_kept_improving"] = kept_improving;
   if (best) {
     const auto& xs = series[best->layer][best->metric];
     Series upto(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(std::min(n, horizon)));
@@ -424,7 +451,11 @@ void probe_timeline(Session& s) {
     tl["first_mover"] = {{"layer", best->layer}, {"metric", best->metric}, {"checkpoint", s.checkpoints[best->at]},
                          {"index", best->at}, {"z", metric_number(best->z)}, {"ratio", metric_number(best->ratio)},
                          {"early_median", best->early}, {"trajectory", trajectory(upto)}};
-    if (LayerMetrics* lm = s.doc.find_layer(best->layer)) {
+    if (kept_improving)
+      tl["first_mover"]["note"] = "the training loss stayed finite and kept its improvement: the earliest departure is "
+                                  "what learning does, not a first mover (no TL003-TL007 finding)";
+    LayerMetrics* lm = kept_improving ? nullptr : s.doc.find_layer(best->layer);
+    if (lm) {
       auto& m = lm->metrics;
       m["timeline.first_mover"] = true;
       m["timeline.mover_metric"] = best->metric;

@@ -45,9 +45,66 @@ void load_optimizer_state(Session& s) {
       group_of[idx] = gi;
       ++n_indices;
     }
-  if (n_indices != params.size())
-    problems.push_back("its param_groups hold " + std::to_string(n_indices) + " parameters, the model " +
-                       std::to_string(params.size()) + " (model.parameters() order)");
+  // Which model parameter each optimizer index is. The state_dict numbers
+  // parameters in param_groups order; an optimizer over model.parameters()
+  // is that order. Fine-tuning recipes pass filtered lists instead (weight
+  // decay off for biases and norms, only the trainable parameters of a
+  // frozen backbone or LoRA adapters): each group is then a subsequence of
+  // model.parameters() in model order, recovered by matching each index, in
+  // order, to the next model parameter of its state tensors' shape.
+  auto state_shape = [&](int64_t idx) -> std::optional<std::vector<int64_t>> {
+    if (auto it = os.tensors.find(idx); it != os.tensors.end())
+      for (const auto& [name, t] : it->second)
+        if (name == "exp_avg" || name == "exp_avg_sq" || name == "momentum_buffer") return t.sizes().vec();
+    return std::nullopt;
+  };
+  std::map<int64_t, size_t> param_of;  // optimizer index -> position in params
+  bool identity = n_indices == params.size();
+  for (const auto& [idx, gi] : group_of) {
+    (void)gi;
+    if (idx < 0 || static_cast<size_t>(idx) >= params.size()) identity = false;
+    else if (auto sh = state_shape(idx); sh && *sh != params[static_cast<size_t>(idx)].second.sizes().vec()) identity = false;
+  }
+  std::string mapping = "model.parameters() order";
+  if (identity) {
+    for (const auto& [idx, gi] : group_of) param_of[idx] = static_cast<size_t>(idx);
+  } else {
+    std::vector<bool> taken(params.size(), false);
+    bool ok = true;
+    size_t unchecked = 0;
+    for (const auto& g : os.dict.groups) {
+      size_t at = 0;
+      for (int64_t idx : g.params) {
+        const auto sh = state_shape(idx);
+        if (!sh) ++unchecked;
+        while (at < params.size() &&
+               (taken[at] || (sh && *sh != params[at].second.sizes().vec()) || (!sh && !params[at].second.requires_grad())))
+          ++at;
+        if (at == params.size()) {
+          ok = false;
+          break;
+        }
+        taken[at] = true;
+        param_of[idx] = at++;
+      }
+      if (!ok) break;
+    }
+    if (ok && !param_of.empty()) {
+      mapping = "param_groups in order, each a subsequence of model.parameters() matched by the shapes of its state (" +
+                std::to_string(param_of.size()) + " of the model's " + std::to_string(params.size()) + " parameters" +
+                (unchecked ? ", " + std::to_string(unchecked) + " without state placed by order alone" : std::string()) + ")";
+      s.doc.assumptions.push_back("the optimizer state's " + std::to_string(param_of.size()) +
+                                  " parameters were matched to the model's " + std::to_string(params.size()) +
+                                  " by param_groups order, model order and shape (an optimizer built from filtered "
+                                  "parameter lists); the model's other parameters are not in this optimizer");
+    } else {
+      param_of.clear();
+      problems.push_back("its param_groups hold " + std::to_string(n_indices) + " parameters, the model " +
+                         std::to_string(params.size()) +
+                         " (model.parameters() order), and no subsequence of model.parameters() in model order has "
+                         "the shapes of its state");
+    }
+  }
   SavedOptimizer so;
   so.path = path;
   so.kind = os.dict.kind;
@@ -57,12 +114,9 @@ void load_optimizer_state(Session& s) {
   if (os.dict.kind == "unknown")
     problems.push_back("its per-parameter state is neither Adam's (exp_avg, exp_avg_sq) nor SGD's momentum_buffer");
   for (const auto& [idx, gi] : group_of) {
-    if (idx < 0 || static_cast<size_t>(idx) >= params.size()) {
-      problems.push_back("param_groups[" + std::to_string(gi) + "] names parameter " + std::to_string(idx) +
-                         ", past the model's " + std::to_string(params.size()));
-      continue;
-    }
-    const auto& [pname, p] = params[static_cast<size_t>(idx)];
+    auto pos = param_of.find(idx);
+    if (pos == param_of.end()) continue;  // no mapping: reported above
+    const auto& [pname, p] = params[pos->second];
     const formats::OptimizerGroup& g = os.dict.groups[gi];
     SavedParamState st;
     st.path = pname;
@@ -72,6 +126,7 @@ void load_optimizer_state(Session& s) {
       return it == g.numbers.end() ? def : it->second;
     };
     st.lr = num("lr", 0);
+    if (auto it = g.numbers.find("initial_lr"); it != g.numbers.end()) st.initial_lr = it->second;
     st.eps = num("eps", 1e-8);
     st.weight_decay = num("weight_decay", 0);
     st.momentum = num("momentum", 0);
@@ -100,8 +155,8 @@ void load_optimizer_state(Session& s) {
     std::string msg = "the optimizer state does not match " + s.model.path + ":";
     for (size_t i = 0; i < problems.size() && i < 20; ++i) msg += "\n  " + problems[i];
     if (problems.size() > 20) msg += "\n  ... (" + std::to_string(problems.size()) + " problems in all)";
-    msg += "\n  (indices are matched to model.parameters() in order; an optimizer built from filtered or reordered "
-           "parameter lists cannot be mapped)";
+    msg += "\n  (indices are matched to model.parameters() in order, or each param group to a subsequence of "
+           "model.parameters() by the shapes of its state; a reordered parameter list cannot be mapped)";
     throw load_error(error_kind::kWeightsLoad, path + ": " + msg);
   }
   nlohmann::json groups = nlohmann::json::array();
@@ -111,7 +166,7 @@ void load_optimizer_state(Session& s) {
     if (g.beta1) jg["betas"] = {*g.beta1, *g.beta2};
     groups.push_back(jg);
   }
-  s.doc.probes["optimizer_state"] = {{"path", path},           {"container", os.dict.container},
+  s.doc.probes["optimizer_state"] = {{"path", path},           {"container", os.dict.container}, {"mapping", mapping},
                                      {"kind", so.kind},        {"decoupled_weight_decay", so.decoupled},
                                      {"param_groups", groups}, {"params_with_state", os.dict.state.size()},
                                      {"model_params", params.size()}};

@@ -121,44 +121,48 @@ struct AdamLag {
 
 }  // namespace
 
-/// The saved optimizer's lr of parameter 0's param group (its current
-/// value, after any scheduler), or nullopt without a saved state.
-static std::optional<double> saved_lr(const Session& s) {
-  std::optional<double> lr;
-  int64_t first = -1;
+/// The saved state of parameter 0 (the first in model.parameters() order
+/// with saved state), or nullptr without a saved state.
+static const SavedParamState* first_saved(const Session& s) {
+  const SavedParamState* first = nullptr;
   if (s.optimizer)
     for (const auto& [k, st] : s.optimizer->by_param)
-      if (first < 0 || st.index < first) {
-        first = st.index;
-        lr = st.lr;
-      }
-  return lr;
+      if (!first || st.index < first->index) first = &st;
+  return first;
 }
 
 /// The learning rate of the replay (a what-if run of --steps N): --lr,
 /// else the saved optimizer's (0 when neither).
 static double effective_lr(const Session& s) {
   if (s.opt.lr) return *s.opt.lr;
-  return saved_lr(s).value_or(0.0);
+  const SavedParamState* st = first_saved(s);
+  return st ? st->lr : 0.0;
 }
 
-/// The learning rate of the update ratio, which measures the next step: the
-/// saved optimizer's (each parameter its own group's; a scheduler has
-/// already set it), else --lr. A --lr that differs from the saved one is
-/// recorded as an assumption: users often give the peak lr of their
-/// schedule, while the saved state's step is taken at the current one.
-static double next_step_lr(Session& s) {
-  const std::optional<double> saved = saved_lr(s);
-  if (!saved) return s.opt.lr.value_or(0.0);
-  if (s.opt.lr && std::fabs(*s.opt.lr - *saved) > 1e-6 * std::max(std::fabs(*s.opt.lr), std::fabs(*saved))) {
-    std::ostringstream m;
-    m << "--lr " << *s.opt.lr << " differs from the saved optimizer state's lr " << *saved
-      << " (its param group's current value, after any scheduler): the update ratio measures the next step, so it "
-         "uses the saved lr; drop --optimizer-state to judge a step at --lr";
-    s.doc.assumptions.push_back(m.str());
-    s.doc.model_metrics["update.lr_given"] = *s.opt.lr;
-  }
-  return *saved;
+/// Whether the update ratio takes the saved param groups' lr rather than
+/// --lr: without --lr; or when --lr is the scheduler's initial_lr and the
+/// saved lr is the scheduler's current value. Users give the lr they
+/// configured (a schedule's peak), while the saved state's next step is
+/// taken at the current one (eval17: a cosine schedule at 0.1x its peak
+/// read as LR001). A --lr that is no scheduler's starting lr is the user's
+/// question (a resume at another lr, mmdet's auto_scale_lr) and is kept.
+static bool use_saved_lr(Session& s) {
+  const SavedParamState* st = first_saved(s);
+  if (!st) return false;
+  if (!s.opt.lr) return true;
+  auto same = [](double a, double b) { return std::fabs(a - b) <= 1e-6 * std::max(std::fabs(a), std::fabs(b)); };
+  if (same(*s.opt.lr, st->lr)) return false;
+  std::ostringstream m;
+  m << "--lr " << *s.opt.lr << " differs from the saved optimizer state's lr " << st->lr;
+  const bool scheduled = st->initial_lr && same(*st->initial_lr, *s.opt.lr);
+  if (scheduled)
+    m << ", the current value of a scheduler that started from --lr (initial_lr " << *st->initial_lr
+      << "): the update ratio measures the next step, at the saved lr of each param group";
+  else
+    m << ": the update ratio uses --lr, as given";
+  s.doc.assumptions.push_back(m.str());
+  s.doc.model_metrics["update.lr_given"] = *s.opt.lr;
+  return scheduled;
 }
 
 /// The optimizer the update ratio and replay follow: the saved state's kind
@@ -171,7 +175,9 @@ static std::string effective_optimizer(const Session& s) {
 
 void probe_update_ratio(Session& s) {
   if (!s.opt.lr && !s.optimizer) return;
-  const double lr = next_step_lr(s);
+  const bool saved_lr = use_saved_lr(s);
+  const SavedParamState* first = first_saved(s);
+  const double lr = saved_lr && first ? first->lr : s.opt.lr.value_or(first ? first->lr : 0.0);
   const std::string optimizer = effective_optimizer(s);
   s.doc.model_metrics["update.lr"] = lr;
   s.doc.model_metrics["update.optimizer"] = optimizer;
@@ -203,10 +209,19 @@ void probe_update_ratio(Session& s) {
     }
     const double gn = norm_of(g);
     const SavedParamState* st = s.optimizer ? s.optimizer->find(p.value) : nullptr;
+    if (s.optimizer && !st) {
+      // A fine-tuning optimizer over a filtered parameter list (a frozen
+      // backbone, LoRA adapters): this parameter is not in it, nothing updates it.
+      row["grad_norm"] = metric_number(gn);
+      row["ratio"] = nullptr;
+      row["note"] = "not in the optimizer state: not updated by it";
+      rows.push_back(row);
+      continue;
+    }
     double un;
     if (st && s.optimizer->kind == "adam") {
       // The step Adam takes from its saved moments on this batch's gradient.
-      const double plr = st->lr;  // the parameter's own group's lr
+      const double plr = saved_lr ? st->lr : *s.opt.lr;  // the parameter's own group's lr, or --lr
       const AdamStep a = adam_step(*st, st->exp_avg, st->exp_avg_sq, st->step, p.value, g, plr, s.optimizer->decoupled);
       un = norm_of(a.update);
       row["from_saved_state"] = true;
@@ -217,7 +232,7 @@ void probe_update_ratio(Session& s) {
     } else if (st && s.optimizer->kind == "sgd_momentum" && st->momentum_buffer.defined()) {
       const at::Tensor gd = g.detach().to(at::kFloat);
       const at::Tensor buf = st->momentum_buffer * st->momentum + gd * (1 - st->dampening);
-      const double plr = st->lr;
+      const double plr = saved_lr ? st->lr : *s.opt.lr;
       un = plr * (st->nesterov ? gd + st->momentum * buf : buf).to(at::kDouble).norm().item<double>();
       row["from_saved_state"] = true;
     } else {
