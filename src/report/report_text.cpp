@@ -201,6 +201,10 @@ void render_header(std::ostringstream& out, const MetricsDoc& doc, const ReportC
     }
     out << "passes  " << line << '\n';
   }
+  // What normdoctor assumed (a batch axis, an input's role, the lr of the
+  // update ratio, a model judged as untrained): it qualifies the findings.
+  for (std::size_t i = 0; i < doc.assumptions.size(); ++i)
+    out << (i == 0 ? "assumed " : "        ") << doc.assumptions[i] << '\n';
 }
 
 void render_finding(std::ostringstream& out, const Finding& f, const Painter& paint, std::size_t width) {

@@ -208,6 +208,9 @@ static void record_training_evidence(Session& s, double loss, double chance) {
       !from.empty() ? from
                     : std::string("nothing says the model was trained (no cross-entropy against --target below half of "
                                   "chance, no saved optimizer state of 100 or more steps): judged as at initialization");
+  if (from.empty())
+    s.doc.model_metrics["run.trained_note"] =
+        " (judged as at initialization: nothing says the model was trained; --target or --optimizer-state would)";
   if (std::isfinite(chance)) s.doc.model_metrics["loss.chance"] = chance;
 }
 
@@ -1483,7 +1486,7 @@ const std::vector<std::string>& forward_backward_writes() {
       // bn.batch_of_one, bn.values_per_channel: a train pass that BatchNorm
       // refused (one value per channel), turned into evidence for BN006/BN010
       "act.", "attn.", "bn.batch_of_one", "bn.values_per_channel", "fwd.", "grad.", "loss.", "moe.", "norm.eps", "norm.gain_absmax", "norm.gain_mean",
-      "norm.gain_p99", "param.", "run.trained", "run.trained_from", "sat.", "softmax."};
+      "norm.gain_p99", "param.", "run.trained", "run.trained_from", "run.trained_note", "sat.", "softmax."};
   return names;
 }
 
