@@ -662,7 +662,7 @@ int cli_main(int argc, char** argv, const Engine& engine) {
                     "applies to every model)");
   check->add_option("--input-shape", a.engine.input_shapes,
                     "Synthesize an argument: [NAME=]DIMS[:DTYPE][:LOW..HIGH], e.g. 8x3x32x32 or input_ids=2x16:int64:0..1000 (repeatable)");
-  check->add_option("--target", a.engine.target_file, "Targets for the loss (torch.save of a tensor)");
+  check->add_option("--target", a.engine.target_file, "Targets for the loss (torch.save of a tensor); says the model will be trained, as --lr and --optimizer-state do (rules about training a saved file apply)");
   check->add_option("--loss", a.engine.loss, "Loss for the backward pass (ce: cross_entropy)")
       // transform() puts each validator first: the alias runs before one_of.
       ->transform(one_of({"auto", "projection", "mse", "cross_entropy", "sum"}))

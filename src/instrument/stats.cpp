@@ -228,6 +228,7 @@ void softmax_row(const T* p, int64_t n, SoftmaxStats& s, bool value_masks) {
   int64_t valid = 0;
   float m = -std::numeric_limits<float>::infinity();
   bool pos_inf = false;
+  double row_absmax = 0;
   float row_max = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < n; ++i) {
     const float v = static_cast<float>(p[i]);
@@ -245,10 +246,12 @@ void softmax_row(const T* p, int64_t n, SoftmaxStats& s, bool value_masks) {
     m = v > m ? v : m;
     const double a = std::fabs(static_cast<double>(v));
     s.logit_absmax = a > s.logit_absmax ? a : s.logit_absmax;
+    row_absmax = a > row_absmax ? a : row_absmax;
   }
   s.row_len_max = std::max(s.row_len_max, valid);
   if (valid < 2) return;
   ++s.rows;
+  s.large_rows += row_absmax > SoftmaxStats::kLargeLogit;
   if (pos_inf) {
     // softmax of +inf is NaN (inf - inf): the largest probability is NaN
     // and the entropy terms are NaN, counted as 0 (as ATen's xlogy/nan_to_num).
@@ -289,6 +292,7 @@ SoftmaxStats softmax_cpu(const at::Tensor& x, bool value_masks) {  // x contiguo
   for (const auto& p : parts) {
     out.rows += p.rows;
     out.onehot_rows += p.onehot_rows;
+    out.large_rows += p.large_rows;
     out.row_len_max = std::max(out.row_len_max, p.row_len_max);
     out.max_prob_sum += p.max_prob_sum;
     out.entropy_sum += p.entropy_sum;
@@ -324,6 +328,7 @@ SoftmaxStats softmax_aten(const at::Tensor& x, int64_t dim, bool value_masks) {
       ent.masked_fill(eligible.logical_not(), 0).sum().to(at::kDouble),
       valid.numel() ? valid.max().to(at::kDouble) : at::zeros({}, xf.options().dtype(at::kDouble)),
       finite_logits.abs().max().to(at::kDouble),
+      (std::get<0>(finite_logits.abs().max(dim)) > SoftmaxStats::kLargeLogit).logical_and(eligible).sum().to(at::kDouble),
   }).cpu();  // one read-back
   const double* v = packed.data_ptr<double>();
   sm.rows = static_cast<int64_t>(v[0]);
@@ -332,6 +337,7 @@ SoftmaxStats softmax_aten(const at::Tensor& x, int64_t dim, bool value_masks) {
   sm.entropy_sum = v[3];
   sm.row_len_max = static_cast<int64_t>(v[4]);
   sm.logit_absmax = v[5];
+  sm.large_rows = static_cast<int64_t>(v[6]);
   return sm;
 }
 

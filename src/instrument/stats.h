@@ -63,6 +63,13 @@ struct SoftmaxStats {
   double max_prob_sum = 0;  ///< sum over counted rows of the largest probability
   double entropy_sum = 0;   ///< sum over counted rows of the entropy (nats)
   double logit_absmax = 0;  ///< largest |logit| among finite, unmasked logits (all rows; an additive mask's residue, <= -1e3 and 88 below its row's max, counts as masked)
+  /// Of `rows`, rows with a finite unmasked |logit| above kLargeLogit: how
+  /// widespread logits as large as attention-logit-growth's threshold are
+  /// (a few tail entries of 100k logits are not scaled projections).
+  int64_t large_rows = 0;
+  /// The |logit| that makes a row count in large_rows: ATTN001's threshold
+  /// (logits differing by 30 give probabilities 1e13 apart; Dehghani et al. 2023).
+  static constexpr double kLargeLogit = 30.0;
   /// Rows with no unmasked entry (every logit <= -1e4 or -inf).
   int64_t masked_rows = 0;
   /// Of those, rows whose softmax is NaN (every logit -inf, none NaN before:
@@ -73,6 +80,7 @@ struct SoftmaxStats {
   void merge(const SoftmaxStats& o) {
     rows += o.rows;
     onehot_rows += o.onehot_rows;
+    large_rows += o.large_rows;
     masked_rows += o.masked_rows;
     nan_rows += o.nan_rows;
     max_prob_sum += o.max_prob_sum;

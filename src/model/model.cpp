@@ -99,9 +99,21 @@ void precheck_archive(const std::string& path) {
         if (mod == "collections" || mod == "torch._utils" || mod == "torch" || mod == "builtins" ||
             mod.rfind("torch.storage", 0) == 0 || mod.rfind("torch._tensor", 0) == 0)
           continue;
+        if (mod.rfind("__torch__", 0) == 0) {
+          // TorchScript's own classes: torch.jit.save writes data.pkl before
+          // constants.pkl and code/, so a save that raised or was killed
+          // midway leaves this (eval19: a Bloom model whose save failed).
+          throw load_error(error_kind::kModelLoad,
+                           path + ": is an incomplete TorchScript archive: data.pkl names TorchScript class " + mod +
+                               "." + cls +
+                               " but constants.pkl and code/ are missing (a torch.jit.save that failed or was "
+                               "interrupted); save the model again and check that the save completes");
+        }
         what = "a whole nn.Module pickled with torch.save (class " + mod + "." + cls + ")";
         break;
       }
+    } catch (const nd::Error&) {
+      throw;
     } catch (const std::exception&) {
     }
     throw load_error(error_kind::kModelLoad,

@@ -288,10 +288,14 @@ at::Tensor pick_loss_output(const c10::IValue& out, const CheckOptions& opt, std
 // sum(output * r) / N with r ~ N(0, 1) seeded. A projection's gradient is a
 // random direction whatever the output is, where a mean square of a
 // normalized output (LayerNorm/RMSNorm last) is constant and would make
-// every gradient vanish.
+// every gradient vanish. With a padded batch (`real`, [B, T] bool) and an
+// output of rank 3 or more whose first two axes are [B, T] (or [T, B]), the
+// projection reads real positions only, as a training loss does (labels
+// -100 at padding, a masked mean): the outputs at padded positions
+// (left-padded queries that attend to nothing) get no gradient.
 at::Tensor compute_loss(const at::Tensor& y0, const CheckOptions& opt, const std::string& what,
                         const c10::optional<at::Tensor>& target, std::optional<int64_t> class_axis_hint,
-                        std::string& desc, double& chance) {
+                        const at::Tensor& real, const std::string& real_from, std::string& desc, double& chance) {
   const at::Tensor y = y0.to(at::kFloat);
   if (target) {
     const at::Tensor& t = *target;
@@ -374,6 +378,20 @@ at::Tensor compute_loss(const at::Tensor& y0, const CheckOptions& opt, const std
   }
   at::Tensor r = at::randn(y.sizes(), gen, at::TensorOptions().dtype(at::kFloat)).to(y.device());
   desc = "random projection of " + what + ", sum(y * r) / N with r ~ N(0, 1) (" + seed + ")";
+  if (real.defined() && real.dim() == 2 && y.dim() >= 3) {
+    const int64_t B = real.size(0), T = real.size(1);
+    const bool batch_major = y.size(0) == B && y.size(1) == T;
+    const bool time_major = !batch_major && y.size(0) == T && y.size(1) == B;
+    if (batch_major || time_major) {
+      std::vector<int64_t> shape{y.size(0), y.size(1)};
+      for (int64_t d = 2; d < y.dim(); ++d) shape.push_back(1);
+      const at::Tensor keep = (time_major ? real.t() : real).to(at::kFloat).reshape(shape).to(y.device());
+      r = r * keep;
+      desc = "random projection of " + what + " at its real positions, sum(y * r) / N with r ~ N(0, 1) (" + seed +
+             ") and r = 0 at the " + std::to_string(real.logical_not().sum().item<int64_t>()) +
+             " padded positions, as a training loss skips them (labels -100): " + real_from;
+    }
+  }
   return (y * r).sum() / static_cast<double>(std::max<int64_t>(1, y.dim() ? y.size(0) : 1));
 }
 
@@ -647,6 +665,7 @@ PassResult Session::run_pass(PassSpec spec) {
       if (!target_loaded) {
         target = load_target();
         target_loaded = true;
+        loss_real_positions = sample_real_positions(*this, loss_real_from);
       }
       torch::AutoGradMode grad(true);
       r.output = const_cast<InstrumentedModel&>(im).run(a, cfg, *r.collector);
@@ -657,7 +676,7 @@ PassResult Session::run_pass(PassSpec spec) {
         r.loss_description = "none: " + which;
       } else {
         at::Tensor loss = compute_loss(y, opt, which, target, opt.output_index ? std::nullopt : im.output_class_axis(),
-                                       r.loss_description, r.loss_chance);
+                                       loss_real_positions, loss_real_from, r.loss_description, r.loss_chance);
         r.loss = loss.detach();
         if (loss.requires_grad()) {
           // This pass's gradients are its own (PassResult::grads): nothing

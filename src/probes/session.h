@@ -202,6 +202,11 @@ class Session {
   std::string train_pass_error() const;
   c10::optional<at::Tensor> target;   ///< --target, loaded on the first backward pass
   bool target_loaded = false;
+  /// The batch's real positions for the loss ([B, T] bool, undefined when
+  /// the batch is not padded) and how they were found; set on the first
+  /// backward pass (sample_real_positions).
+  at::Tensor loss_real_positions;
+  std::string loss_real_from;
   /// Passes that completed (any probe). None after every probe ran: the
   /// model cannot run at all, and run_check rethrows the first error.
   int64_t passes_ok = 0;

@@ -1004,7 +1004,12 @@ TEST(Round6, RmsNormWrittenAsFNormalize) {
   RUN_ROUND3(twin, "r6_x_rmsnorm_half_upcast");
 #if TORCH_VERSION_MAJOR >= 2
   expect_findings(twin, "r6_x_rmsnorm_half_upcast", Set{});
-  EXPECT_TRUE(info_finding(twin, "GRAD011", "token_emb") != nullptr) << twin.at("findings").dump(1);
+  // The loss reads the real positions only (the ids end in padding_idx
+  // runs): no gradient reaches the zero rows, so the backward's 1/eps
+  // there (GRAD011 before the loss was masked) never arises.
+  EXPECT_EQ(info_finding(twin, "GRAD011", "token_emb"), nullptr) << twin.at("findings").dump(1);
+  EXPECT_NE(twin.at("probes").at("loss").value("description", "").find("runs of padding_idx 0 in"), std::string::npos)
+      << twin.at("probes").at("loss").dump();
 #endif
   EXPECT_FALSE(has_rule(twin, "GRAD001"));
 }
@@ -2454,7 +2459,8 @@ TEST(Round17, UpdateRatioAtTheSavedLearningRate) {
 
 // A pointer network trained 600 AdamW steps to a loss of 7e-5 has learned to
 // put 0.96 of its first layer's attention on one key, logits 34.8. Judged as
-// at initialization (nothing says otherwise) that is ATTN001 and ATTN003;
+// at initialization (nothing says otherwise) that is ATTN003 (ATTN001 needs
+// 1 % of the rows beyond 30: 3 of 448 are, the largest logits' tail);
 // its targets (a loss far below ln 16) or its optimizer state (step 600) say
 // it was trained, and a learned sharp head is no collapse.
 TEST(Round17, TrainedModelsLearnSharpAttention) {
@@ -2462,7 +2468,8 @@ TEST(Round17, TrainedModelsLearnSharpAttention) {
   const json& n = nums(name);
   RUN_ROUND3(plain, name);
   EXPECT_EQ(mm(plain).at("run.trained"), false);
-  EXPECT_EQ(serious(plain), (Set{{"ATTN001", "h.0"}, {"ATTN003", "h.0"}})) << plain.at("findings").dump(1);
+  EXPECT_EQ(serious(plain), (Set{{"ATTN003", "h.0"}})) << plain.at("findings").dump(1);
+  EXPECT_NEAR(num(layer_metrics(plain, "h.0")->at("attn.large_logit_row_fraction")), 3.0 / 448, 1e-9);
   const json* h0 = layer_metrics(plain, "h.0");
   ASSERT_NE(h0, nullptr);
   EXPECT_TRUE(nde2e::near_rel("attn.logit_absmax", num(h0->at("attn.logit_absmax")), n.at("layer0_logit_absmax").get<double>(), 1e-3));
@@ -2488,7 +2495,9 @@ TEST(Round17, ConfidentLogitsAreNoFirstMover) {
   RUN_ROUND3(rep, name, {"--weights", round3(name + ".ckpts/step_*.pt"), "--target", round3(name + ".target.pt")});
   EXPECT_EQ(num(mm(rep).at("timeline.checkpoints")), 11);
   expect_findings(rep, name, Set{});
-  if (mm(rep).contains("timeline.first_mover_layer")) EXPECT_NE(mm(rep).at("timeline.first_mover_layer"), "");
+  if (mm(rep).contains("timeline.first_mover_layer")) {
+    EXPECT_NE(mm(rep).at("timeline.first_mover_layer"), "");
+  }
 }
 
 // Moonshine's front end traced at 8000 samples runs at that length only, and
@@ -2529,6 +2538,23 @@ TEST(Round17, EveryRowLeftPaddedReadsTheMaskByName) {
   expect_findings(fault, "r17_lm_every_row_left_padded_sees_next", Set{{"SEQ007", "lm.layers.0"}});
 }
 
+// The default loss of [B, T, V] logits, a random projection, reads the real
+// positions only, as a training loss with labels -100 at the padding does:
+// the outputs of the 15 left-padded positions (queries that attend to
+// nothing real) get no gradient. Its value is Python's, computed at fixture
+// time with the same generator (seed 0 + 7) and the mask.
+TEST(Round19, ProjectionLossReadsTheRealPositionsOnly) {
+  RUN_ROUND3(rep, "r17_lm_every_row_left_padded");
+  const json& loss = rep.at("probes").at("loss");
+  const std::string desc = loss.value("description", "");
+  EXPECT_NE(desc.find("at its real positions"), std::string::npos) << desc;
+  EXPECT_NE(desc.find("r = 0 at the 15 padded positions"), std::string::npos) << desc;
+  EXPECT_NE(desc.find("padding mask 'attention_mask'"), std::string::npos) << desc;
+  EXPECT_EQ(nums("r17_lm_every_row_left_padded").at("padded_positions").get<int>(), 15);
+  EXPECT_TRUE(nde2e::near_rel("loss", num(loss.at("value")),
+                              nums("r17_lm_every_row_left_padded").at("projection_loss_real_positions").get<double>(), 1e-4));
+}
+
 // AdamW over two param groups (no weight decay on norms and biases) numbers
 // its parameters in group order, and one over the trainable parameters of a
 // model with a frozen embedding holds 4 of its 5: each group is matched to
@@ -2547,6 +2573,46 @@ TEST(Round17, OptimizerStateOverFilteredParameterLists) {
     EXPECT_TRUE(nde2e::near_rel("fc.weight adam_rms_ratio", rms, nums(name).at("fc_weight_adam_rms_ratio").get<double>(), 1e-4));
   }
   EXPECT_EQ(nums("r17_bag_frozen_embedding").at("optimizer_params"), 4);
+}
+
+// SASRec in fp16: nn.MultiheadAttention adds its causal mask as
+// baddbmm(attn_mask, q, k^T), whose -inf entries are the mask in fp32 too,
+// no overflow (PREC009 on the twin before); the fault's NaN comes from
+// BertLayerNorm's 0/0 on the zeroed padding rows (eps 1e-8 is 0 in fp16),
+// and that division, not the baddbmm it flows through, is the producer.
+TEST(Round19, MaskedMultiheadAttentionInFp16IsNoOverflow) {
+  RUN_ROUND3(fault, "r19_sasrec_bert_layernorm_fp16", {"--precision", "fp16"});
+  expect_findings(fault, "r19_sasrec_bert_layernorm_fp16",
+                  Set{{"PREC002", "attention_layernorms.0"}, {"PREC005", "attention_layernorms.0"}});
+  EXPECT_EQ(mm(fault).at("prec.producer_op"), "aten::div");
+  EXPECT_EQ(mm(fault).at("prec.producer_layer"), "attention_layernorms.0");
+  const json* m = layer_metrics(fault, "attention_layernorms.0");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(num(m->at("prec.norm_zero_rows")), nums("r19_sasrec_bert_layernorm_fp16").at("fp16_nan_rows_first_norm").get<double>());
+  RUN_ROUND3(twin, "r19_sasrec_fp32_statistics", {"--precision", "fp16"});
+  expect_findings(twin, "r19_sasrec_fp32_statistics", Set{});
+  EXPECT_FALSE(has_rule(twin, "PREC009")) << twin.at("findings").dump(1);
+}
+
+// AdamW with clip_grad_norm_(max_norm=1.0), as HF Trainer and nanoGPT clip
+// by default: the saved second moments hold clipped gradients (the RMS
+// global norm Adam saw is 1) while this batch's raw gradient is thousands:
+// ADAM001 would call that a lag (eval19: 26 warnings); the state fits a
+// clipping run, so ADAM003 says so as info. The unclipped twin's history
+// holds the raw norms: no lag, no clipping assumed. Norms are Python's.
+TEST(Round19, ClippedAdamHistoryIsNoLag) {
+  for (const std::string name : {"r19_price_mlp_adamw_clipped", "r19_price_mlp_adamw_unclipped"}) {
+    SCOPED_TRACE(name);
+    RUN_ROUND3(rep, name, {"--optimizer-state", round3(name + ".optim.pt"), "--target", round3(name + ".target.pt")});
+    expect_findings(rep, name, Set{});
+    const bool clipped = name.find("_clipped") != std::string::npos;
+    EXPECT_EQ(mm(rep).at("adam.clipping_explains"), clipped);
+    EXPECT_EQ(info_finding(rep, "ADAM003", "fc1") != nullptr, clipped) << rep.at("findings").dump(1);
+    EXPECT_TRUE(nde2e::near_rel("adam.history_grad_norm", num(mm(rep).at("adam.history_grad_norm")),
+                                nums(name).at("history_grad_norm").get<double>(), 1e-4));
+    EXPECT_TRUE(nde2e::near_rel("adam.grad_norm", num(mm(rep).at("adam.grad_norm")),
+                                nums(name).at("check_grad_norm").get<double>(), 1e-4));
+  }
 }
 
 }  // namespace

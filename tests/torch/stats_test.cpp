@@ -160,6 +160,10 @@ nd::SoftmaxStats softmax_reference(const at::Tensor& x, int64_t dim) {
   sm.entropy_sum = ent.masked_fill(eligible.logical_not(), 0).sum().item<double>();
   sm.row_len_max = valid.max().item<int64_t>();
   sm.logit_absmax = xf.masked_fill(masked.logical_or(at::isinf(xf)), 0).abs().max().item<double>();
+  sm.large_rows = (std::get<0>(xf.masked_fill(masked.logical_or(at::isinf(xf)), 0).abs().max(dim)) > 30)
+                      .logical_and(eligible)
+                      .sum()
+                      .item<int64_t>();
   return sm;
 }
 
@@ -180,6 +184,8 @@ TEST(Stats, SoftmaxOneSweepMatchesReference) {
     EXPECT_NEAR(a.max_prob_sum, b.max_prob_sum, 1e-6 * b.rows);  // exp in float, as softmax
     EXPECT_NEAR(a.entropy_sum, b.entropy_sum, 1e-6 * b.rows);
     EXPECT_DOUBLE_EQ(a.logit_absmax, b.logit_absmax);
+    EXPECT_EQ(a.large_rows, b.large_rows);
+    EXPECT_EQ(a.large_rows, 1);  // the row (column) of the 40
   }
   const nd::SoftmaxStats a = nd::softmax_stats(x, 3);
   EXPECT_EQ(a.rows, 2 * 3 * 6 - 1);

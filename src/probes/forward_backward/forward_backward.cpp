@@ -475,6 +475,7 @@ void probe_forward_backward(Session& s) {
       if (a.attn.rows > 0) {
         m["attn.onehot_fraction"] = static_cast<double>(a.attn.onehot_rows) / static_cast<double>(a.attn.rows);
         m["attn.entropy_mean"] = a.attn.entropy_sum / static_cast<double>(a.attn.rows);
+        m["attn.large_logit_row_fraction"] = static_cast<double>(a.attn.large_rows) / static_cast<double>(a.attn.rows);
       }
       m["attn.entropy_max"] = a.attn.row_len_max > 0 ? std::log(static_cast<double>(a.attn.row_len_max)) : 0.0;
       m["attn.logit_absmax"] = a.attn.logit_absmax;

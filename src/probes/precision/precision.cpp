@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "instrument/stats.h"
 #include "model/op_fallbacks.h"
+#include "probes/forward_backward/forward_backward.h"
 #include "probes/precision/precision.h"
 #include "probes/session.h"
 
@@ -342,14 +343,54 @@ void loss_scale(Session& s, const Format& f) {
   mm["prec.grad_overflow_at_default"] = absmax * kDefaultLossScale > f.max;
   mm["prec.grad_underflow_fraction"] = frac(used);
   mm["prec.grad_underflow_fraction_best"] = frac(best);
-  int64_t worst = 0;
+  // Residual branches behind small learned gains (LayerScale / CaiT gamma
+  // at 1e-5, ReZero scalars): the gain multiplies the branch's gradients
+  // down by design, and it learns (Adam moves it by about lr per step), so
+  // their underflow lasts until the gains grow. A gain's branch is the
+  // module holding it, or that module's parent when the gain is the
+  // module's only parameter (timm's LayerScale module, ls1.gamma).
+  std::vector<std::string> gain_scopes;
+  std::string gain_names;
+  double gain_absmax = 0;
+  {
+    std::map<std::string, int64_t> own_params;
+    for (const auto& mi : s.model.modules) {
+      int64_t n = 0;
+      for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) n += p.value.defined() ? 1 : 0;
+      own_params[mi.path] = n;
+    }
+    const auto gains = small_branch_gains(s);
+    for (size_t i = 0; i < gains.size(); ++i) {
+      const std::string& gp = gains[i].first;
+      gain_absmax = std::max(gain_absmax, gains[i].second);
+      if (i < 6) gain_names += (i ? ", " : "") + gp;
+      std::string owner = gp.find('.') == std::string::npos ? "" : gp.substr(0, gp.rfind('.'));
+      if (!owner.empty() && own_params[owner] == 1)
+        owner = owner.find('.') == std::string::npos ? "" : owner.substr(0, owner.rfind('.'));
+      if (!owner.empty()) gain_scopes.push_back(owner);  // a gain on the root scales the whole model: no branch
+    }
+    if (gains.size() > 6) gain_names += ", ... (" + std::to_string(gains.size() - 6) + " more)";
+  }
+  auto behind_gain = [&](const std::string& path) {
+    for (const auto& sc : gain_scopes)
+      if (path == sc || path.rfind(sc + ".", 0) == 0) return true;
+    return false;
+  };
+  int64_t worst = 0, unexplained = 0;
   std::string worst_path;
   for (const auto& [path, g] : per_module) {
     const int64_t u = under(g.masked_select(g > 0), used);
+    if (!behind_gain(path)) unexplained += u;
     if (u > worst) {
       worst = u;
       worst_path = path;
     }
+  }
+  mm["prec.grad_underflow_fraction_unexplained"] = static_cast<double>(unexplained) / static_cast<double>(nz.numel());
+  mm["prec.small_gain_branches"] = static_cast<int64_t>(gain_scopes.size());
+  if (!gain_scopes.empty()) {
+    mm["prec.small_gain_names"] = gain_names;
+    mm["prec.small_gain_absmax"] = gain_absmax;
   }
   if (worst > 0) {
     mm["prec.grad_underflow_layer"] = worst_path;
@@ -669,8 +710,12 @@ void probe_precision(Session& s) {
     const Collector& c = *lp_pass.collector;
     // Deliberate masks are no producer: an op that writes only -inf (no
     // NaN) with a mask's kind (masked_fill(~mask, -inf), scores + an
-    // additive -inf mask, torch.full(..., -inf).triu(1)) does so in fp32 too.
+    // additive -inf mask, torch.full(..., -inf).triu(1), and
+    // nn.MultiheadAttention's baddbmm(attn_mask, q, k^T), which adds a
+    // causal -inf mask as the product's input: eval19's SASRec) does so in
+    // fp32 too.
     static const std::set<std::string> mask_ops = {
+        "aten::baddbmm", "aten::addmm", "aten::addbmm",
         "aten::masked_fill", "aten::masked_fill_", "aten::where", "aten::add", "aten::add_", "aten::sub",
         "aten::sub_", "aten::fill_", "aten::full", "aten::full_like", "aten::new_full", "aten::triu", "aten::tril",
         "aten::index_put", "aten::index_put_", "aten::scatter", "aten::scatter_", "aten::masked_scatter"};
@@ -678,7 +723,10 @@ void probe_precision(Session& s) {
     int64_t first_event_site = -1;
     for (const auto& ev : c.round_events) {
       if (ev.site < 0 || ev.site >= static_cast<int64_t>(rs.size())) continue;
-      const bool mask = ev.negative_inf_only && ev.nan == 0 && mask_ops.count(rs[static_cast<size_t>(ev.site)].op);
+      // Its NaN, when an earlier op already made NaN, came in with an input
+      // (a NaN query row of a norm's 0/0 through the masked baddbmm).
+      const bool mask = ev.negative_inf_only && (ev.nan == 0 || nan >= 0) &&
+                        mask_ops.count(rs[static_cast<size_t>(ev.site)].op);
       if (mask) continue;
       if (inf < 0 && ev.inf > 0) inf = ev.site, inf_count = ev.inf;
       if (nan < 0 && ev.nan > 0) nan = ev.site, nan_count = ev.nan;

@@ -752,6 +752,26 @@ std::string first_line_after_pass(const std::string& what) {
 
 }  // namespace
 
+at::Tensor sample_real_positions(const Session& s, std::string& from) {
+  try {
+    const Layout L = infer_layout(s);
+    if (!L.real.defined() || L.real.dim() != 2 || L.real.all().item<bool>() || L.real.logical_not().all().item<bool>())
+      return {};
+    if (L.mask >= 0)
+      from = "padding mask '" + s.args[static_cast<size_t>(L.mask)].name + "' (" + L.mask_from + ")";
+    else if (L.lengths >= 0)
+      from = "lengths '" + s.args[static_cast<size_t>(L.lengths)].name + "'";
+    else if (L.pad_tokens >= 0)
+      from = "runs of padding_idx " + std::to_string(L.pad_token) + " in '" +
+             s.args[static_cast<size_t>(L.pad_tokens)].name + "'";
+    else
+      return {};
+    return L.real;
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
 void check_sequence_flags(const Session& s) {
   if (!s.opt.mask_input.empty() || s.opt.seq_dim) (void)infer_layout(s);
 }

@@ -18,6 +18,14 @@ namespace nd {
 /// a model that cannot run at another length: that is recorded as evidence.
 void probe_sequence(Session& s);
 
+/// The real (not padded) positions of the session's batch, [B, T] bool
+/// (batch-major whatever the inputs' layout), when the batch is padded: a
+/// padding mask or lengths argument, or runs of the embedding's padding_idx
+/// in the token ids (infer_layout), with at least one padded position.
+/// Undefined otherwise; `from` says how the padding was found. Never throws:
+/// a layout that cannot be inferred gives undefined.
+at::Tensor sample_real_positions(const Session& s, std::string& from);
+
 /// Checks --mask-input and --seq-dim against the loaded arguments before any
 /// pass runs. Throws nd::Error (usage, exit 2) when they name no argument or axis.
 void check_sequence_flags(const Session& s);

@@ -28,6 +28,37 @@ void load_optimizer_state(Session& s) {
   OptimizerState os = read_optimizer_state(s.opt.optimizer_state);
   const std::string& path = s.opt.optimizer_state;
 
+  // A state normdoctor cannot read as Adam's or SGD's (Adafactor's factored
+  // exp_avg_sq_row/exp_avg_sq_col, Adagrad's sum, RMSprop's square_avg,
+  // Lion's exp_avg alone): a well-formed file of an optimizer the update and
+  // Adam checks do not model. The rest of the check runs without it; the
+  // probe is listed among those that could not run (text, SARIF
+  // notification, JUnit skipped) and the exit code is the findings'.
+  if (os.dict.kind == "unknown") {
+    std::set<std::string> keys;
+    for (const auto& st : os.dict.state) {
+      for (const auto& kv : st.tensors) keys.insert(kv.first);
+      for (const auto& kv : st.numbers) keys.insert(kv.first);
+    }
+    std::string names;
+    for (const auto& k : keys) names += (names.empty() ? "" : ", ") + k;
+    const std::string msg = path + ": its per-parameter state (" + names +
+                            ") is neither Adam's (exp_avg, exp_avg_sq) nor SGD's momentum_buffer; the checks that read "
+                            "an optimizer state (ADAM001, ADAM002, the saved learning rate, the replay from the "
+                            "saved state) ran without it";
+    s.doc.probes["optimizer_state"] = {{"status", "error"},
+                                       {"pass", "none"},
+                                       {"error", {{"kind", error_kind::kWeightsLoad}, {"message", msg}}},
+                                       {"path", path},
+                                       {"container", os.dict.container},
+                                       {"kind", "unknown"},
+                                       {"state_keys", keys},
+                                       {"params_with_state", os.dict.state.size()}};
+    s.doc.assumptions.push_back("--optimizer-state " + path + " holds state of an optimizer that is neither Adam nor SGD (" +
+                                names + "); it was not used");
+    return;
+  }
+
   // model.parameters() order: named_modules() pre-order, each module's own
   // parameters, a tensor shared by two modules once (PyTorch removes duplicates).
   std::vector<std::pair<std::string, at::Tensor>> params;
@@ -111,8 +142,6 @@ void load_optimizer_state(Session& s) {
   so.decoupled = s.opt.optimizer == "adamw";
   for (const auto& g : os.dict.groups)
     if (auto it = g.flags.find("decoupled_weight_decay"); it != g.flags.end() && it->second) so.decoupled = true;
-  if (os.dict.kind == "unknown")
-    problems.push_back("its per-parameter state is neither Adam's (exp_avg, exp_avg_sq) nor SGD's momentum_buffer");
   for (const auto& [idx, gi] : group_of) {
     auto pos = param_of.find(idx);
     if (pos == param_of.end()) continue;  // no mapping: reported above

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <optional>
@@ -72,18 +73,35 @@ void clear_grads(const std::vector<Param>& ps) {
 /// Per layer, the adam-second-moment-lag metrics of its parameters of 2+
 /// dims (docs/metrics.md "Optimizer state"; biases and gains are left out as
 /// in the update ratio).
+/// v with three significant digits, for assumption sentences.
+std::string fmt_num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
 struct AdamLag {
   struct Best {
     double rms = -1, eps = -1, step = 0;
-    std::string rms_param, eps_param;
+    std::string rms_param, eps_param, rms_module;
   };
   std::map<std::string, Best> per_module;
   Best model;
+  /// Gradient clipping by global norm (torch.nn.utils.clip_grad_norm_):
+  /// HF Trainer's max_grad_norm and nanoGPT's grad_clip default to 1.0, so
+  /// an optimizer state saved by such a run holds clipped gradients.
+  /// grad_norm: this batch's global gradient norm over the parameters with
+  /// Adam state; history_norm: sqrt of the sum of their saved v_hat, the RMS
+  /// global gradient norm Adam saw; clipped_max: the largest RMS ratio with
+  /// this batch's gradient clipped to norm kClipNorm.
+  static constexpr double kClipNorm = 1.0;
+  double grad_norm = -1, history_norm = -1, clipped_max = -1;
   void add(const std::string& module, const std::string& param, const AdamStep& a, double step) {
     for (Best* b : {&per_module[module], &model}) {
       if (std::isfinite(a.rms_ratio) && a.rms_ratio > b->rms) {
         b->rms = a.rms_ratio;
         b->rms_param = param;
+        b->rms_module = module;
         b->step = step;
       }
       if (a.eps_fraction > b->eps) {
@@ -106,12 +124,31 @@ struct AdamLag {
     if (model.rms >= 0) {
       mm["adam.rms_ratio_model_max"] = model.rms;
       mm["adam.rms_ratio_model_param"] = model.rms_param;
+      mm["adam.rms_ratio_model_param_module"] = model.rms_module;
     }
     // g / sqrt(v_hat) compares this batch's gradient with the optimizer's
     // history of training-loss gradients: only meaningful for that loss.
     const std::string desc = s.doc.probes.contains("loss") ? s.doc.probes["loss"].value("description", "") : "";
     const bool training_loss = !s.opt.target_file.empty() || desc.find("(used as the loss)") != std::string::npos;
     mm["adam.loss_is_training_loss"] = training_loss;
+    if (grad_norm >= 0 && history_norm >= 0) {
+      mm["adam.grad_norm"] = metric_number(grad_norm);
+      mm["adam.history_grad_norm"] = metric_number(history_norm);
+      mm["adam.clip_norm"] = kClipNorm;
+      if (clipped_max >= 0) mm["adam.rms_ratio_clipped_max"] = metric_number(clipped_max);
+      // The history fits gradients clipped at norm 1 (never above it, 5 %
+      // for the EMA's mixing), this batch's gradient is above it, and
+      // clipped it matches the history: a clipping run sees no lag.
+      const bool explains = history_norm <= 1.05 * kClipNorm && grad_norm > kClipNorm && clipped_max >= 0 &&
+                            clipped_max <= 3.0;
+      mm["adam.clipping_explains"] = explains;
+      if (explains)
+        s.doc.assumptions.push_back("Adam's saved second moments fit gradients clipped at global norm 1 (sqrt of their sum " +
+                                    fmt_num(history_norm) + ", this batch's gradient norm " + fmt_num(grad_norm) +
+                                    "): if training clips (HF Trainer's max_grad_norm, nanoGPT's grad_clip, both 1.0 by "
+                                    "default), Adam sees this gradient clipped and its g / sqrt(v_hat) is at most " +
+                                    fmt_num(clipped_max));
+    }
     if (!training_loss)
       s.doc.assumptions.push_back("the Adam state's g / sqrt(v_hat) was not judged: the loss (" + desc +
                                   ") is not the training loss the optimizer saw; give --target, or a model that "
@@ -194,6 +231,23 @@ void probe_update_ratio(Session& s) {
   std::map<std::string, std::pair<double, double>> per_module_norms; // path -> (|update|, |weight|) of that param
   AdamLag lag;
   const auto train = s.train();
+  // Global norms for the clipping estimate (AdamLag::kClipNorm): this
+  // batch's gradient and Adam's history, over the parameters with Adam state.
+  double clip_factor = 1.0;
+  if (s.optimizer && s.optimizer->kind == "adam") {
+    double g2 = 0, v2 = 0;
+    for (const auto& p : trainable_params(s)) {
+      const SavedParamState* st = s.optimizer->find(p.value);
+      const at::Tensor g = train->grad_of(p.value);
+      if (!st || !g.defined()) continue;
+      g2 += g.detach().to(at::kDouble).pow(2).sum().item<double>();
+      if (st->exp_avg_sq.defined() && st->step > 0)
+        v2 += st->exp_avg_sq.to(at::kDouble).sum().item<double>() / (1 - std::pow(st->beta2, st->step));
+    }
+    lag.grad_norm = std::sqrt(g2);
+    lag.history_norm = std::sqrt(v2);
+    if (std::isfinite(lag.grad_norm) && lag.grad_norm > AdamLag::kClipNorm) clip_factor = AdamLag::kClipNorm / lag.grad_norm;
+  }
   for (const auto& p : trainable_params(s)) {
     const at::Tensor g = train->grad_of(p.value);
     const std::string full = param_path(p.module, p.name);
@@ -228,7 +282,13 @@ void probe_update_ratio(Session& s) {
       row["adam_step"] = st->step;
       row["adam_rms_ratio"] = metric_number(a.rms_ratio);
       row["adam_eps_fraction"] = a.eps_fraction;
-      if (p.value.dim() >= 2) lag.add(p.module, full, a, st->step);
+      if (p.value.dim() >= 2) {
+        lag.add(p.module, full, a, st->step);
+        const AdamStep c = clip_factor < 1.0 ? adam_step(*st, st->exp_avg, st->exp_avg_sq, st->step, p.value,
+                                                         g * clip_factor, plr, s.optimizer->decoupled)
+                                             : a;
+        if (std::isfinite(c.rms_ratio)) lag.clipped_max = std::max(lag.clipped_max, c.rms_ratio);
+      }
     } else if (st && s.optimizer->kind == "sgd_momentum" && st->momentum_buffer.defined()) {
       const at::Tensor gd = g.detach().to(at::kFloat);
       const at::Tensor buf = st->momentum_buffer * st->momentum + gd * (1 - st->dampening);
