@@ -83,6 +83,10 @@ std::string render_message(const Rule& r, const MetricMap* local, const MetricMa
     // A *_note metric is an optional part of a sentence ("; this is also what
     // makes ..."): absent, it adds nothing.
     const bool note = name.size() > 5 && name.compare(name.size() - 5, 5, "_note") == 0;
+    // A module path metric (*_layer) that is empty names the root module,
+    // as {layer} does: "and <root> is the first module", not "and  is".
+    const bool layer_path = name.size() > 6 && name.compare(name.size() - 6, 6, "_layer") == 0;
+    if (v && layer_path && v->is_string() && v->get<std::string>().empty()) return std::string("<root>");
     return v ? format_metric(*v) : note ? std::string() : std::string("n/a");
   });
 }

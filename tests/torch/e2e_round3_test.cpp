@@ -2615,6 +2615,29 @@ TEST(Round19, ClippedAdamHistoryIsNoLag) {
   }
 }
 
+// A traced HF Gemma's layer norms return (hidden_states, x): the trace reads
+// the residual from inside the norm. The gain-convention probe takes the
+// output the weight changes, so every norm is judged: a checkpoint whose
+// gains already hold Gemma's +1 gets CKPT002 (info) at each of the five
+// norms with Python's gain means (only the final norm before: eval19), and
+// gains centred at 0 get none.
+TEST(Round19, TracedNormsWithTwoOutputsAreJudged) {
+  EXPECT_EQ(nums("r19_gemma_traced_gains_folded").at("tuple_output_norms"), 4);
+  for (const std::string name : {"r19_gemma_traced_gains_folded", "r19_gemma_traced_gains_zero_centred"}) {
+    SCOPED_TRACE(name);
+    RUN_ROUND3(rep, name, {"--weights", round3(name + ".weights.pt")});
+    expect_findings(rep, name, Set{});
+    const bool folded = name.find("folded") != std::string::npos;
+    for (const auto& [layer, mean] : nums(name).at("gain_loaded_mean").items()) {
+      const json* m = layer_metrics(rep, layer);
+      ASSERT_NE(m, nullptr) << layer;
+      EXPECT_EQ(m->value("norm.gain_formula", ""), "1 + weight") << layer;
+      EXPECT_TRUE(nde2e::near_rel("norm.gain_loaded_mean", num(m->at("norm.gain_loaded_mean")), mean.get<double>(), 1e-4)) << layer;
+      EXPECT_EQ(info_finding(rep, "CKPT002", layer) != nullptr, folded) << layer;
+    }
+  }
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

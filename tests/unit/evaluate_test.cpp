@@ -192,6 +192,21 @@ TEST(Evaluate, MessagePlaceholders) {
   EXPECT_EQ(f[0].message, "<root>: x=1.23e+05 flag=true absent=n/a");
 }
 
+// A module path metric (*_layer) that is empty names the root module, as
+// {layer} does (eval19: SEQ003 said "and  is the first module").
+TEST(Evaluate, EmptyModulePathMetricIsTheRoot) {
+  nd::MetricsDoc doc;
+  doc.model_metrics["m.x"] = 5.0;
+  doc.model_metrics["pad.first_layer"] = "";
+  doc.model_metrics["pad.entry_layer"] = "enc.conv";
+  doc.model_metrics["pad.how"] = "";
+  nd::Rule r = rule("T001", "model", {cond("m.x", ">", 1)});
+  r.message = "{pad.first_layer} first, {pad.entry_layer} entry, how '{pad.how}'";
+  const auto f = nd::evaluate_rules({r}, doc);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].message, "<root> first, enc.conv entry, how ''");
+}
+
 TEST(Evaluate, SyntheticInputsLowerDataDependentRulesOneStep) {
   nd::MetricsDoc doc;
   doc.layers.push_back(layer("a", "L", 0, true, {{"m.x", 5}}));

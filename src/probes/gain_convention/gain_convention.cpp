@@ -59,8 +59,22 @@ void probe_gain_convention(Session& s) {
       const c10::IValue y0v = m.forward({x});
       w.detach().fill_(1);
       const c10::IValue y1v = m.forward({x});
-      if (y0v.isTensor() && y1v.isTensor() && y0v.toTensor().sizes() == x.sizes()) {
-        const at::Tensor y0 = y0v.toTensor().to(at::kDouble), y1 = y1v.toTensor().to(at::kDouble);
+      // The normalized output: the one tensor of x's shape that the weight
+      // changes. A traced norm can return more (HF Gemma's decoder layers
+      // traced: (hidden_states, x), the upcast input the residual reads;
+      // eval19), a scripted one returns one tensor.
+      const std::vector<at::Tensor> o0 = Session::output_tensors(y0v), o1 = Session::output_tensors(y1v);
+      at::Tensor y0t, y1t;
+      int candidates = 0;
+      for (size_t i = 0; i < o0.size() && i < o1.size() && o0.size() == o1.size(); ++i)
+        if (o0[i].defined() && o1[i].defined() && o0[i].sizes() == x.sizes() && o1[i].sizes() == x.sizes() &&
+            o0[i].is_floating_point() && !o0[i].to(at::kDouble).equal(o1[i].to(at::kDouble))) {
+          y0t = o0[i];
+          y1t = o1[i];
+          ++candidates;
+        }
+      if (candidates == 1) {
+        const at::Tensor y0 = y0t.to(at::kDouble), y1 = y1t.to(at::kDouble);
         const double n0 = y0.norm().item<double>(), n1 = y1.norm().item<double>();
         if (n1 > 0 && std::isfinite(n1) && n0 <= 1e-6 * n1) formula = "weight";
         else if (n1 > 0 && std::isfinite(n1) && (y1 - 2 * y0).norm().item<double>() <= 1e-4 * n1) formula = "1 + weight";
