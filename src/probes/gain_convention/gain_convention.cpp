@@ -66,7 +66,7 @@ void probe_gain_convention(Session& s) {
       const std::vector<at::Tensor> o0 = Session::output_tensors(y0v), o1 = Session::output_tensors(y1v);
       at::Tensor y0t, y1t;
       int candidates = 0;
-      for (size_t i = 0; i < o0.size() && i < o1.size() && o0.size() == o1.size(); ++i)
+      for (size_t i = 0; o0.size() == o1.size() && i < o0.size(); ++i)
         if (o0[i].defined() && o1[i].defined() && o0[i].sizes() == x.sizes() && o1[i].sizes() == x.sizes() &&
             o0[i].is_floating_point() && !o0[i].to(at::kDouble).equal(o1[i].to(at::kDouble))) {
           y0t = o0[i];

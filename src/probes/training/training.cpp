@@ -70,9 +70,6 @@ void clear_grads(const std::vector<Param>& ps) {
     if (p.value.grad().defined()) p.value.mutable_grad() = at::Tensor();
 }
 
-/// Per layer, the adam-second-moment-lag metrics of its parameters of 2+
-/// dims (docs/metrics.md "Optimizer state"; biases and gains are left out as
-/// in the update ratio).
 /// v with three significant digits, for assumption sentences.
 std::string fmt_num(double v) {
   char buf[32];
@@ -80,6 +77,9 @@ std::string fmt_num(double v) {
   return buf;
 }
 
+/// Per layer, the adam-second-moment-lag metrics of its parameters of 2+
+/// dims (docs/metrics.md "Optimizer state"; biases and gains are left out as
+/// in the update ratio).
 struct AdamLag {
   struct Best {
     double rms = -1, eps = -1, step = 0;
