@@ -209,6 +209,7 @@ LoadedModel load_model(const std::string& path) {
   if (is_pt2_file(path)) return load_pt2_model(path);
   precheck_archive(path);
   register_missing_op_fallbacks();
+  apply_kernel_workarounds();
   LoadedModel lm;
   lm.path = path;
   try {

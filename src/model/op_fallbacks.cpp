@@ -232,6 +232,21 @@ std::vector<std::string> register_missing_op_fallbacks() {
   return r.registered;
 }
 
+std::vector<std::string> apply_kernel_workarounds() {
+  static const std::vector<std::string> applied = [] {
+    std::vector<std::string> out;
+#if defined(TORCH_VERSION_MAJOR) && TORCH_VERSION_MAJOR < 2
+    if (at::globalContext().userEnabledMkldnn()) {
+      at::globalContext().setUserEnabledMkldnn(false);
+      out.push_back("oneDNN switched off: LibTorch " + libtorch_version() +
+                    "'s gelu backward reads a non-contiguous output gradient as contiguous there");
+    }
+#endif
+    return out;
+  }();
+  return applied;
+}
+
 std::vector<std::string> fallbacks_in_use() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);

@@ -27,6 +27,23 @@ namespace nd {
 /// LibTorch that has all of them (2.x). Thread-safe.
 std::vector<std::string> register_missing_op_fallbacks();
 
+/// Works around kernels of the running LibTorch known to compute wrong values,
+/// once per process (later calls return the same list). Call it before the
+/// first pass, next to register_missing_op_fallbacks(). Returns one line per
+/// workaround applied; empty on LibTorch 2.x.
+///
+/// LibTorch 1.x: oneDNN (MKL-DNN) is switched off for the process. 1.13's CPU
+/// gelu_backward (approximate="none") takes oneDNN's eltwise path whenever the
+/// *input* is a contiguous float tensor and reads grad_output's buffer as if it
+/// were contiguous too: a transposed gradient (gelu, then transpose, as in
+/// Whisper's, wav2vec2's and Moonshine's conv front ends) gets values from
+/// whatever memory lies there (0, 1e33, inf, another tensor's), different
+/// from run to run. The condition is in aten/src/ATen/native/Activation.cpp of
+/// 1.13 (gelu_backward_out_cpu: use_mkldnn(self)); PyTorch 2.x checks both
+/// tensors. Without oneDNN, 1.13 runs its native kernels, whose gradients
+/// match LibTorch 2.13's on the same files.
+std::vector<std::string> apply_kernel_workarounds();
+
 /// Qualified names of the fallbacks registered in this process (empty before
 /// register_missing_op_fallbacks() and on LibTorch 2.x).
 std::vector<std::string> fallbacks_in_use();

@@ -1041,6 +1041,7 @@ LoadedModel load_pt2_model(const std::string& path) {
   if (!file.ok()) fail_pt2_model(path, "cannot be read (permission denied?)");
   const formats::Pt2Archive a = formats::read_pt2_archive(file.reader(), file.size(), path);
   register_missing_op_fallbacks();
+  apply_kernel_workarounds();
   Builder b(a, file, path);
   LoadedModel lm;
   try {

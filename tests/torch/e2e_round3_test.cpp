@@ -427,18 +427,7 @@ TEST(Round3, WhisperConvFrontEndIsReadAsChannelsFirst) {
   for (const auto& flags : std::vector<std::vector<std::string>>{{}, {"--seq-dim", "2"}}) {
     SCOPED_TRACE(flags.empty() ? "no flags" : "--seq-dim 2");
     RUN_ROUND3(rep, name, flags);
-#if TORCH_VERSION_MAJOR < 2
-    // LibTorch 1.13's conv1d backward on this PyTorch 2.x file gives garbage
-    // gradients at the first conv (norm 5e29 here; the corpus' Whisper and
-    // wav2vec2 show the same, corpus [[libtorch_difference]]): the gradient
-    // verdict at conv1 is 1.13's, not the model's.
-    Set got = serious(rep);
-    for (const char* r : {"GRAD002", "GRAD003"})
-      if (got.erase({r, "conv1"})) std::printf("note: LibTorch 1.x: %s at conv1 ignored (garbage conv1d gradients)\n", r);
-    EXPECT_EQ(got, Set{}) << rep.at("findings").dump(1);
-#else
     expect_findings(rep, name, Set{});
-#endif
     EXPECT_FALSE(has_rule(rep, "AXIS001"));
     const json& in0 = rep.at("probes").at("layout").at("inputs").at(0);
     EXPECT_NE(in0.at("from").get<std::string>().find(n.at("input_from_contains").get<std::string>()), std::string::npos)
@@ -2508,26 +2497,12 @@ TEST(Round17, ConfidentLogitsAreNoFirstMover) {
 // masked first, nothing changes.
 TEST(Round17, PaddingRefilledWhenLongerBatchesRaise) {
   RUN_ROUND3(rep, "r17_moonshine_groupnorm_unmasked");
-#if TORCH_VERSION_MAJOR >= 2
   expect_findings(rep, "r17_moonshine_groupnorm_unmasked", Set{{"SEQ003", "conv1"}});
-#else
-  // LibTorch 1.13 gives this 2.x trace's conv1 (kernel 127, stride 64) an
-  // all-zero gradient, and which gradient finding follows from it (GRAD003,
-  // or GRAD017 on the twin) varies from run to run: the padding verdict is
-  // what this test is about, so only it is asserted there (the session-23
-  // note says so; not yet understood).
-  std::cout << "[ LibTorch 1.13 ] conv1's gradient is all zero in this trace: gradient findings not asserted\n";
-  EXPECT_EQ(nde2e::finding_pairs(rep).count({"SEQ003", "conv1"}), 1u) << rep.at("findings").dump(1);
-#endif
   EXPECT_NE(mm(rep).at("pad.how").get<std::string>().find("padded positions are refilled"), std::string::npos);
   EXPECT_GT(num(mm(rep).at("pad.rel_diff")), 0.3);
   EXPECT_GT(nums("r17_moonshine_groupnorm_unmasked").at("refilled_rel_diff_real_frames").get<double>(), 0.3);
   RUN_ROUND3(twin, "r17_moonshine_masked_input");
-#if TORCH_VERSION_MAJOR >= 2
   expect_findings(twin, "r17_moonshine_masked_input", Set{});
-#else
-  for (const auto& f : serious(twin)) EXPECT_EQ(f.first.rfind("SEQ", 0), std::string::npos) << f.first;
-#endif
   EXPECT_LT(num(mm(twin).at("pad.rel_diff")), 1e-6);
   EXPECT_EQ(nums("r17_moonshine_masked_input").at("refilled_rel_diff_real_frames").get<double>(), 0.0);
 }

@@ -102,14 +102,8 @@ TEST(PassCache, SharedPassesGiveTheFindingsOfSeparatePasses) {
   // Sharing must never change a number: the same check with every request
   // running its own pass gives the same findings, messages included, and the
   // same model metrics.
-  std::vector<std::string> names{"hf_gpt2_lm_tiny", "timm_resnet_tiny", "tv_regnet_y_tiny", "tv_mobilenet_v3_small"};
-#if TORCH_VERSION_MAJOR >= 2
-  // LibTorch 1.13's gradients of this 2.x-traced graph change from run to
-  // run (corpus/hf_wav2vec2_tiny.expect.toml, [[libtorch_difference]]).
-  names.push_back("hf_wav2vec2_tiny");
-#else
-  std::cout << "LibTorch 1.x: hf_wav2vec2_tiny left out (its 1.x gradients are not reproducible)\n";
-#endif
+  std::vector<std::string> names{"hf_gpt2_lm_tiny", "timm_resnet_tiny", "tv_regnet_y_tiny", "tv_mobilenet_v3_small",
+                                 "hf_wav2vec2_tiny"};
   for (const std::string& name : names) {
     nde2e::TempDir tmp;
     const auto shared = check_corpus(name, tmp, "shared.json");
