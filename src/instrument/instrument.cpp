@@ -1080,6 +1080,21 @@ ScopeResolver::ScopeResolver(const LoadedModel& model) : model_(model) {
   for (size_t i = 0; i < model.modules.size(); ++i) index_[model.modules[i].path] = i;
 }
 
+bool ScopeResolver::repeated_entries(const std::string& path) const {
+  const std::string prefix = path.empty() ? std::string() : path + ".";
+  std::set<std::string> kinds;
+  int64_t entries = 0;
+  for (auto it = index_.lower_bound(prefix); it != index_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    const std::string rest = it->first.substr(prefix.size());
+    if (rest.empty() || rest.find('.') != std::string::npos ||
+        !std::all_of(rest.begin(), rest.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    ++entries;
+    kinds.insert(model_.modules[it->second].kind);
+  }
+  return entries >= 2 && kinds.size() == 1;
+}
+
 namespace {
 // The named_modules() path of the module instance a node runs in, as
 // inline_recording_modules records it (a string attribute).

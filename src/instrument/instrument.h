@@ -580,6 +580,11 @@ class ScopeResolver {
   std::optional<c10::IValue> attribute(const torch::jit::Value* v) const;
   /// named_modules() paths of the model (for tests).
   const std::map<std::string, size_t>& paths() const { return index_; }
+  /// Whether the numbered entries of container `path` ("encoder.block.2.layer":
+  /// entries .0, .1, ...) are all of one module class: a stack of repeated
+  /// units. False for Hugging Face T5's per-block `layer` list (T5LayerSelfAttention,
+  /// then T5LayerFF), and when `path` has fewer than two numbered entries.
+  bool repeated_entries(const std::string& path) const;
 
  private:
   /// Nodes of `graph` (all blocks) with a call stack whose chain holds

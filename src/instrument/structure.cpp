@@ -254,6 +254,21 @@ std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std:
             block = *it;
             break;
           }
+      // The innermost numbered module is an entry of a list of different
+      // sublayers (Hugging Face T5: encoder.block.2.layer holds
+      // T5LayerSelfAttention then T5LayerFF, each adding its branch): the
+      // repeated unit is the numbered module around that list
+      // (encoder.block.2, in the stack encoder.block), when there is one
+      // whose own container repeats one class. Swin's stages (layers.0,
+      // layers.1: one class) keep their blocks (layers.0.blocks.1).
+      if (!block.empty() && !scopes.repeated_entries(parent_module(block))) {
+        for (auto it = chain.rbegin(); it != chain.rend(); ++it)
+          if (it->size() < block.size() && block.compare(0, it->size() + 1, *it + ".") == 0 &&
+              last_component_numeric(*it, false) && scopes.repeated_entries(parent_module(*it))) {
+            block = *it;
+            break;
+          }
+      }
       // No numbered module runs the add: the loop adds the branches itself
       // (vit-pytorch's `for attn, ff in self.layers: x = attn(x) + x`, a
       // ModuleList of ModuleLists). The block is then the outermost numbered

@@ -683,12 +683,15 @@ PassResult Session::run_pass(PassSpec spec) {
           // accumulates into the tensors an earlier pass handed out.
           for (const auto& p : model.module.parameters(/*recurse=*/true))
             if (p.grad().defined()) p.mutable_grad() = at::Tensor();
-          // The other floating outputs that depend on parameters: without
-          // --output-index the loss reads one output, and a parameter that
-          // feeds only the others (HRNet's other resolutions, an auxiliary
-          // head) gets no gradient from it by the tool's choice, not the model's.
+          // The other floating outputs that depend on parameters: the loss
+          // reads one output, and a parameter that feeds only the others
+          // (HRNet's other resolutions, an auxiliary head, a VQ-VAE's
+          // codebook that only its VQ loss output trains) gets no gradient
+          // from it by the choice of output, not by the model's graph. Also
+          // under --output-index: a training loss often adds the outputs
+          // (reconstruction + VQ loss), and which ones it adds is not known.
           std::vector<at::Tensor> others;
-          if (!opt.output_index) {
+          {
             std::vector<std::pair<std::string, at::Tensor>> outs;
             float_outputs(r.output, "output", outs);
             for (auto& [n, t] : outs)

@@ -158,7 +158,7 @@ std::vector<Finding> evaluate_rules(const std::vector<Rule>& rules, const Metric
       for (const auto& l : doc.layers)
         if (kind_matches(r, l.kind) && all_hold(r, &l.metrics, model)) matched.push_back(&l);
       if (matched.empty()) continue;
-      if (r.select == "first") {
+      if (r.select == "first" || r.select == "group") {
         // Smallest exec_order among layers that ran; a layer that never ran
         // (-1) only when no matching layer ran; doc order breaks ties.
         const LayerMetrics* best = nullptr;
@@ -167,8 +167,33 @@ std::vector<Finding> evaluate_rules(const std::vector<Rule>& rules, const Metric
           const bool l_ran = l->exec_order >= 0, b_ran = best->exec_order >= 0;
           if (l_ran && (!b_ran || l->exec_order < best->exec_order)) best = l;
         }
-        emit(r, &best->metrics, best->path, std::nullopt, -1,
-             nlohmann::json{{"matched_layers", static_cast<int64_t>(matched.size())}});
+        nlohmann::json extra{{"matched_layers", static_cast<int64_t>(matched.size())}};
+        if (r.select == "group" && matched.size() > 1) {
+          // One cause, one finding: the others are named in it, in
+          // execution order (never-run layers last, then document order).
+          std::vector<const LayerMetrics*> rest;
+          for (const LayerMetrics* l : matched)
+            if (l != best) rest.push_back(l);
+          std::stable_sort(rest.begin(), rest.end(), [](const LayerMetrics* a, const LayerMetrics* b) {
+            const int64_t ea = a->exec_order < 0 ? std::numeric_limits<int64_t>::max() : a->exec_order;
+            const int64_t eb = b->exec_order < 0 ? std::numeric_limits<int64_t>::max() : b->exec_order;
+            return ea < eb;
+          });
+          std::string names, list;
+          for (size_t i = 0; i < rest.size(); ++i) {
+            const std::string path = rest[i]->path.empty() ? "<root>" : rest[i]->path;
+            names += (i ? ", " : "") + path;
+            if (i < 6) list += (i ? ", " : "") + path;
+          }
+          if (rest.size() > 6) list += ", ...";
+          extra["also_layers"] = names;
+          emit(r, &best->metrics, best->path, std::nullopt, -1, extra);
+          Keyed& k = found.back();
+          k.f.message += "; the same holds for " + std::to_string(rest.size()) + " more layer" +
+                         (rest.size() == 1 ? "" : "s") + " (" + list + ")";
+        } else {
+          emit(r, &best->metrics, best->path, std::nullopt, -1, extra);
+        }
       } else {
         for (const LayerMetrics* l : matched) emit(r, &l->metrics, l->path, std::nullopt, -1, nlohmann::json::object());
       }

@@ -31,7 +31,7 @@ const std::vector<std::string> kTopKeys = {
 const std::vector<std::string> kWhenKeys = {"metric", "op", "value"};
 const std::vector<std::string> kSeverities = {"info", "warning", "error"};
 const std::vector<std::string> kScopes = {"model", "layer", "input"};
-const std::vector<std::string> kSelects = {"all", "first"};
+const std::vector<std::string> kSelects = {"all", "first", "group"};
 const std::vector<std::string> kOps = {"<", "<=", ">", ">=", "==", "!="};
 const std::vector<std::string> kLifecycles = {"stable", "preview", "deprecated"};
 

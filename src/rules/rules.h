@@ -38,7 +38,7 @@ struct Rule {
   std::string failure_mode;           ///< slug from failure-modes.md
   Severity severity = Severity::kWarning;  ///< default severity
   std::string scope = "layer";        ///< "model" | "layer" | "input"
-  std::string select = "all";         ///< "all" | "first": first matching layer in execution order only
+  std::string select = "all";         ///< "all" | "first": first matching layer in execution order only | "group": the same, naming the other matching layers
   std::vector<std::string> kinds;     ///< layer kinds (glob, "BatchNorm*"); empty = any
   std::vector<Condition> when;        ///< all must hold
   std::string layer_from;             ///< model scope: metric whose string value names the finding's layer

@@ -79,6 +79,7 @@ void probe_architecture(Session& s) {
   std::vector<std::pair<double, std::string>> branch;
   std::vector<double> block_ratio;  // out / in per main-stack block, in order (NaN when not measured)
   double growth_log = 0, top_log = 0;
+  double branch_stream_max = 0;  // the largest branch RMS / stream RMS entering its block (main stack)
   std::string top_block;
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& b : blocks) {
@@ -111,6 +112,7 @@ void probe_architecture(Session& s) {
         }
         const double added = measured ? std::sqrt(sq) : std::sqrt(std::max(0.0, out * out - in * in));
         branch.emplace_back(added, b.path);
+        branch_stream_max = std::max(branch_stream_max, added / in);
         if (out > in) {
           const double g = std::log(out / in);
           growth_log += g;
@@ -138,10 +140,26 @@ void probe_architecture(Session& s) {
   for (const auto& b : blocks) ran += static_cast<int64_t>(b.adds.size());
   mm["arch.residual_additions"] = ran;
   mm["arch.blocks"] = main_blocks;
+  // Every residual block of every stack: a ResNet's stages (3, 4, 6, 3
+  // blocks) are one deep network whose stream passes through all of them,
+  // though no one stage reaches ARCH003's depth (eval20 case 10).
+  mm["arch.blocks_all"] = static_cast<int64_t>(blocks.size());
   mm["arch.stack"] = main_stack;
+  // What the initialization lets a branch add, relative to the stream it
+  // joins: 0 for Fixup's zero convolutions, ~1e-4 for LayerScale gains of
+  // 1e-4 (timm's ResMLP), 0.2-0.3 for PyTorch's default init.
+  if (!branch.empty()) mm["arch.branch_stream_ratio_max"] = finite_or_null(branch_stream_max);
   mm["arch.pre_norm_blocks"] = pre;
   mm["arch.post_norm_blocks"] = post;
   mm["arch.norm_layers"] = norm_sites;
+  // Norm modules the model holds (nn.LayerNorm, BatchNorm, GroupNorm,
+  // *RMSNorm classes), whether or not the graph analysis found their ops: a
+  // model holding them is not called normalization-free on the strength of
+  // an op count alone (eval21: timm's crossvit scripted, 50 LayerNorm calls
+  // the analysis did not place, read as "no normalization op").
+  int64_t norm_modules = 0;
+  for (const auto& mi : s.model.modules) norm_modules += is_norm_kind(mi.kind) ? 1 : 0;
+  mm["arch.norm_modules"] = norm_modules;
   std::string placement = "none";
   if (main_blocks > 0) {
     if (pre == main_blocks) placement = "pre-norm";
@@ -313,7 +331,7 @@ void probe_architecture(Session& s) {
 
 const std::vector<std::string>& architecture_writes() {
   static const std::vector<std::string> names = {
-      "arch.blocks", "arch.final_norm", "arch.final_norm_layer", "arch.head_layer", "arch.last_block",
+      "arch.blocks", "arch.blocks_all", "arch.branch_stream_ratio_max", "arch.norm_modules", "arch.final_norm", "arch.final_norm_layer", "arch.head_layer", "arch.last_block",
       "arch.norm_layers", "arch.placement", "arch.post_norm_blocks", "arch.pre_norm_blocks",
       "arch.residual_additions", "arch.stack", "arch.stream_growth", "arch.stream_growth_layer", "arch.stream_growth_note",
       "arch.stream_growth_max_block", "arch.stream_growth_max_factor", "arch.stream_growth_max_share",

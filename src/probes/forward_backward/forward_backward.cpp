@@ -30,6 +30,8 @@ struct ParamGrad {
   int64_t cancelled = 0; ///< zero-gradient biases a train-mode BatchNorm cancels
   int64_t shift_invariant = 0; ///< zero under cross-entropy only (PassResult::shift_invariant_only)
   int64_t other_outputs = 0; ///< no (or an all-zero) gradient from the loss, but a gradient from an output the loss does not read
+  int64_t unread = 0;        ///< no gradient, and forward's graph never reads the parameter (parameters_never_read)
+  std::string unread_names;  ///< their names (first six), comma-separated
   // Weights of 2+ dims (matrices, kernels; LARS-style, biases and gains left
   // out): the gradient-to-weight ratio, and rows of the gradient that are
   // exactly zero (an embedding's gradient touches only the rows of the batch's tokens).
@@ -40,7 +42,7 @@ struct ParamGrad {
 };
 
 ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const std::set<const void*>& silenced,
-                      const std::set<const void*>& cancelled) {
+                      const std::set<const void*>& cancelled, const std::set<const void*>& never_read) {
   ParamGrad pg;
   for (const auto& p : m.named_parameters(/*recurse=*/false)) {
     const at::Tensor w = p.value;
@@ -60,6 +62,10 @@ ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const
       // other outputs, through zero convs) or by the other outputs.
       if (silenced.count(w.unsafeGetTensorImpl())) ++pg.silenced;
       else if (pass.reach_other_outputs_only.count(w.unsafeGetTensorImpl())) ++pg.other_outputs;
+      else if (never_read.count(w.unsafeGetTensorImpl())) {
+        if (++pg.unread <= 6) pg.unread_names += (pg.unread > 1 ? ", " : "") + p.name;
+        else if (pg.unread == 7) pg.unread_names += ", ...";
+      }
       continue;
     }
     const TensorStats gs = compute_stats(g.detach());
@@ -551,7 +557,9 @@ void probe_forward_backward(Session& s) {
   const bool training_intent = intent != s.doc.model_metrics.end() && intent->second == true;
   std::vector<ParamGrad> pgs;
   const std::set<const void*> cancelled = biases_cancelled_by_batch_norm(s);
-  for (const auto& mi : s.model.modules) pgs.push_back(param_grads(mi.module, *rp, zi.silenced_tensors, cancelled));
+  const std::set<const void*> never_read = parameters_never_read(s);
+  for (const auto& mi : s.model.modules)
+    pgs.push_back(param_grads(mi.module, *rp, zi.silenced_tensors, cancelled, never_read));
   int64_t cancelled_params = 0, other_output_params = 0, shift_invariant_params = 0;
   std::vector<std::string> cancelled_layers, other_output_layers, shift_invariant_layers;
   std::string zi_names;
@@ -590,7 +598,15 @@ void probe_forward_backward(Session& s) {
       m["grad.params"] = pg.params;
       m["grad.params_without_grad"] = pg.without;
       m["grad.params_zero_grad"] = pg.zero;
-      m["grad.params_no_signal"] = pg.without + pg.zero - pg.silenced - pg.cancelled - pg.other_outputs - pg.shift_invariant;
+      // Parameters the file's graph never reads, of a module that runs (a
+      // trace's other path): not a gradient path that broke, a path the file
+      // does not contain (GRAD019). A module that never runs is GRAD014's.
+      const bool ran = lm.exec_order >= 0 && !ran_empty.count(mi.path);
+      const int64_t unread = ran ? pg.unread : 0;
+      m["grad.params_no_signal"] =
+          pg.without + pg.zero - pg.silenced - pg.cancelled - pg.other_outputs - pg.shift_invariant - unread;
+      m["grad.params_unread"] = unread;
+      if (unread > 0) m["grad.params_unread_names"] = pg.unread_names;
       // Whether the module's forward produced an output in the train pass: a
       // module that is declared but never called (or whose output nothing
       // uses, so the graph drops it) has parameters outside what this file

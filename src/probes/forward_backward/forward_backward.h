@@ -48,6 +48,15 @@ ZeroInitFacts zero_init_conventions(Session& s);
 /// ignored"). By TensorImpl. An empty set when the graph has none.
 std::set<const void*> biases_cancelled_by_batch_norm(const Session& s);
 
+/// Trainable parameters that forward's graph (inlined) never reads, by
+/// TensorImpl: a trace records the one path its example took, so a
+/// parameter used only on another path (Hugging Face wav2vec2's
+/// masked_spec_embed, read by SpecAugment in training only) is not in the
+/// file; a scripted model's parameter that no statement reads. Tied weights
+/// count as read when any of their names is. Empty for exported (.pt2)
+/// programs, whose graphs take parameters as inputs.
+std::set<const void*> parameters_never_read(const Session& s);
+
 /// Deliberately small gains on residual branches: trainable parameters whose
 /// every element is at most 1e-3 in magnitude and not all zero, used as a
 /// factor whose product reaches a residual addition (LayerScale's gamma, CaiT's

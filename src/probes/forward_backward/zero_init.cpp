@@ -256,6 +256,40 @@ std::vector<std::pair<std::string, double>> small_branch_gains(const Session& s)
   return out;
 }
 
+std::set<const void*> parameters_never_read(const Session& s) {
+  std::set<const void*> out;
+  if (s.model.kind != "traced" && s.model.kind != "scripted") return out;
+  std::map<std::string, const void*> by_path;
+  for (const auto& mi : s.model.modules)
+    for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
+      if (p.value.requires_grad())
+        by_path[mi.path.empty() ? p.name : mi.path + "." + p.name] = p.value.unsafeGetTensorImpl();
+  if (by_path.empty()) return out;
+  // Every attribute read, whatever its type: a scripted nn.Conv2d reads
+  // its bias as Optional[Tensor] (self.bias), which tensor_attribute_reads
+  // leaves out.
+  std::set<const void*> read;
+  auto graph = s.model.module.get_method("forward").graph()->copy();
+  torch::jit::Inline(*graph);
+  ScopeResolver scopes(s.model);
+  std::vector<Node*> nodes;
+  walk(graph->block(), nodes);
+  for (Node* n : nodes) {
+    if (n->kind() != c10::prim::GetAttr) continue;
+    auto owner = scopes.module_path_of(n->input());
+    if (!owner) continue;
+    const std::string path = owner->empty() ? n->s(c10::attr::name) : *owner + "." + n->s(c10::attr::name);
+    auto it = by_path.find(path);
+    if (it != by_path.end()) read.insert(it->second);
+  }
+  // A graph that reads no parameter at all by attribute (parameters passed
+  // some other way) says nothing about any of them.
+  if (read.empty()) return out;
+  for (const auto& [path, impl] : by_path)
+    if (!read.count(impl)) out.insert(impl);
+  return out;
+}
+
 std::set<const void*> biases_cancelled_by_batch_norm(const Session& s) {
   std::set<const void*> out;
   std::map<std::string, const void*> by_path;

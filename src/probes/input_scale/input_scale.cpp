@@ -1,6 +1,8 @@
 // Scale invariance of the model's output in each large-scale float input
-// (input_scale.h). One extra eval pass per such input.
+// (input_scale.h). One extra eval pass per such input, and one more at unit
+// scale when the doubled input left the output unchanged.
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -19,6 +21,14 @@ namespace {
 constexpr double kScaleGate = 10.0;
 /// Below this relative output difference the output does not depend on the input's scale.
 constexpr double kInvariant = 1e-3;
+/// Above this relative output difference at unit scale, an output that a
+/// doubling left unchanged was pinned by saturation, not divided out: a
+/// standardization with an eps changes by about eps / var (1e-5) at unit scale,
+/// a saturated tanh/LSTM leaving saturation by order 1 (eval20 case 07: 0.91
+/// and 1.1). Set high, at 0.1: a LayerNorm stem whose rows are 300x smaller
+/// than the input's scale reaches its eps at unit scale, and only those rows
+/// change; they must carry a tenth of the output before saturation is called.
+constexpr double kSaturated = 0.1;
 
 bool has_float_tensor(const c10::IValue& out) {
   for (const auto& t : Session::output_tensors(out))
@@ -135,7 +145,37 @@ void probe_input_scale(Session& s) {
     constexpr double kNearlyEquivariant = 1e-3;
     const bool equivariant_by_design =
         std::isfinite(e) && ((e < kEquivariant && !(internal > 1.5)) || (e < kNearlyEquivariant && internal < 1.1));
-    im->metrics["input.scale_invariant"] = (std::isfinite(d) && d < kInvariant) || equivariant_by_design;
+    bool invariant = (std::isfinite(d) && d < kInvariant) || equivariant_by_design;
+    if (invariant && !equivariant_by_design) {
+      // Unchanged by a doubling for one of two reasons: the model divides
+      // the scale out (a standardization, an InstanceNorm stem: the output is
+      // the same at any positive scale), or every unit the input reaches is
+      // saturated (tanh/sigmoid/LSTM gates at pre-activations of 1e5: eval20
+      // case 07, raw prices into an LSTM) and the input's scale is the very
+      // fault. One more pass at unit scale (x / input.scale, a positive
+      // scale) tells them apart: the first gives the same output there too,
+      // the second leaves saturation and the output changes by order 1.
+      const double scale = im->metrics.at("input.scale").get<double>();
+      PassSpec u = ref_spec;
+      u.name = "eval-" + s.args[i].name + "-unit-scale";
+      u.probe = "input_scale";
+      u.args = s.arg_values();
+      u.args[i] = c10::IValue(s.args[i].value.toTensor() / scale);
+      u.edit = s.args[i].name + " divided by its scale";
+      const auto ru = s.pass(u);
+      const double du = Session::relative_difference(ru->output, ref->output);
+      if (std::isfinite(du)) im->metrics["input.unit_scale_rel_diff"] = du;
+      if (std::isfinite(du) && du > kSaturated) {
+        invariant = false;
+        char buf[256];
+        std::snprintf(buf, sizeof buf,
+                      "; doubling it leaves the output unchanged (relative change %.2g) only because the units it "
+                      "reaches are saturated: divided by %.3g to unit scale, the output changes by %.2g relative",
+                      d, scale, du);
+        im->metrics["input.scale_note"] = std::string(buf);
+      }
+    }
+    im->metrics["input.scale_invariant"] = invariant;
     rows.push_back({{"input", s.args[i].name}, {"rel_output_diff", std::isfinite(d) ? nlohmann::json(d) : nlohmann::json(nullptr)}});
   }
   s.doc.probes["input_scale"]["inputs"] = rows;
@@ -143,7 +183,7 @@ void probe_input_scale(Session& s) {
 
 const std::vector<std::string>& input_scale_writes() {
   static const std::vector<std::string> names = {"input.scale_invariant", "input.scale_invariance_rel_diff", "input.internal_scale_ratio",
-                                                 "input.scale_equivariance_rel_diff",
+                                                 "input.scale_equivariance_rel_diff", "input.unit_scale_rel_diff", "input.scale_note",
                                                  "input.periodic_encoding", "input.rescaled_in_model"};
   return names;
 }

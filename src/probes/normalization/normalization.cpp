@@ -1349,6 +1349,17 @@ void probe_normalization(Session& s) {
   for (bool v : im.baked_values()) (v ? baked_true : baked_false)++;
   mm["mode.baked_training_true"] = baked_true;
   mm["mode.baked_training_false"] = baked_false;
+  {
+    // What training this file would lose, by the kinds of op baked to eval:
+    // MODE006's clause (a BERT trace has dropout only; eval20 case 12 was
+    // told of "frozen running statistics" it does not have).
+    bool bn = false, drop = false;
+    for (const auto& mo : im.mode_ops())
+      if (mo.baked && !mo.baked_value) (mo.op == "batch_norm" ? bn : drop) = true;
+    mm["mode.baked_false_effect"] = bn && drop ? "runs no dropout and normalizes with frozen running statistics"
+                                    : bn       ? "normalizes with frozen running statistics"
+                                               : "runs no dropout";
+  }
   if (baked_true + baked_false > 0) {
     // Confirm on the uninstrumented model: train() and eval() with the same seed.
     std::vector<std::pair<at::Tensor, at::Tensor>> saved;

@@ -971,7 +971,12 @@ void probe_precision(Session& s) {
   if (!first_nonfinite.empty()) {
     if (LayerMetrics* lm = s.doc.find_layer(first_nonfinite)) {
       lm->metrics["prec.nonfinite_in_format"] = true;
-      if (mm.count("prec.producer_op")) lm->metrics["prec.producer"] = mm["prec.producer_op"].get<std::string>() + " in " + (producer_layer.empty() ? std::string("the root module") : producer_layer);
+      if (mm.count("prec.producer_op")) {
+        lm->metrics["prec.producer"] = mm["prec.producer_op"].get<std::string>() + " in " + (producer_layer.empty() ? std::string("the root module") : producer_layer);
+        // PREC005's clause; absent where no op was seen overflowing (a
+        // native run: no op-level view), not "is n/a" (eval20 case 01).
+        lm->metrics["prec.producer_note"] = "; the first op to turn NaN/Inf is " + lm->metrics["prec.producer"].get<std::string>();
+      }
       if (!propagator_layer.empty()) lm->metrics["prec.propagator"] = mm["prec.propagator_op"].get<std::string>() + " in " + propagator_layer;
     }
   }
