@@ -73,6 +73,7 @@ nd::MetricsDoc basic_doc() {
                        {"grad.rel_contradicts_exploding", false},
                        {"grad.bn_batch_noise", false},
                        {"grad.growth_between_branches", false},
+                       {"grad.profile_shallow", false},
                        {"grad.first_layer", "fc1"},
                        {"grad.last_layer", "head"},
                        {"grad.first_norm", 5.0},

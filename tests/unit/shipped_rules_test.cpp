@@ -152,10 +152,10 @@ const Expected kExpected[] = {
      "grad.first_nonfinite == true and grad.nonfinite_reaches_parameters == true"},
     {"GRAD002", "exploding-gradients", nd::Severity::kWarning, "model", "all", false, "grad.first_layer",
      "grad.input_output_ratio > 1000 and grad.ratio_from_one_norm == false and grad.rel_contradicts_exploding == false and "
-     "grad.bn_batch_noise == false and grad.growth_between_branches == false"},
+     "grad.bn_batch_noise == false and grad.growth_between_branches == false and grad.profile_shallow == false"},
     {"GRAD003", "vanishing-gradients", nd::Severity::kWarning, "model", "all", false, "grad.first_layer",
      "grad.input_output_ratio < 0.001 and grad.rel_contradicts_vanishing == false and grad.shrink_concentrated == false and "
-     "grad.small_gain_params == 0 and grad.bn_batch_noise == false and grad.cut_layer == \"\""},
+     "grad.small_gain_params == 0 and grad.bn_batch_noise == false and grad.cut_layer == \"\" and grad.profile_shallow == false"},
     {"GRAD004", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "",
      "grad.params_no_signal > 0 and grad.module_ran != false and grad.no_signal_under == \"\" and grad.blocked_by == \"\""},
     {"GRAD005", "no-gradient-path", nd::Severity::kInfo, "model", "all", false, "grad.zero_weight_layer",

@@ -1113,10 +1113,26 @@ void probe_forward_backward(Session& s) {
     s.doc.model_metrics["act.first_beyond_fp16_count"] = count;
   }
 
+  // Modules that produce an attention's query or key: their gradient is
+  // small by the attention's structure, not by depth. With logits near 0
+  // (any attention at initialization: BERT's std-0.02 weights) the softmax
+  // is nearly uniform and its Jacobian nearly zero along the logits, so
+  // d loss / d W_q and d W_k are ~100x those of the value and output
+  // projections of the same block (eval21 case 04: query 5.4e-6 against the
+  // head's 0.29, while layer 0's dense weights match layer 1's). They are
+  // left out of the first-vs-last profiles below; a profile of q/k alone
+  // would say nothing either way.
+  std::set<std::string> query_key;
+  for (const auto& t : taps)
+    if (t.attention) {
+      if (!t.attn_q.empty()) query_key.insert(t.attn_q);
+      if (!t.attn_k.empty()) query_key.insert(t.attn_k);
+    }
   // Gradient profile: first vs last parameterized leaf module.
   std::vector<LayerMetrics*> pleaves;
   for (auto* lm : leaves)
-    if (lm->parameters > 0 && lm->metrics.count("grad.out_norm") && lm->metrics["grad.out_norm"].is_number())
+    if (lm->parameters > 0 && lm->metrics.count("grad.out_norm") && lm->metrics["grad.out_norm"].is_number() &&
+        !query_key.count(lm->path))
       pleaves.push_back(lm);
   const bool forward_finite = col.first_nonfinite_tap() < 0 && std::isfinite(loss_v);
   bool grads_finite = col.first_nonfinite_grad_tap() < 0;
@@ -1133,6 +1149,25 @@ void probe_forward_backward(Session& s) {
     if (last > 0 && std::isfinite(first) && !blocked_first) {
       s.doc.model_metrics["grad.input_output_ratio"] = first / last;
       s.doc.model_metrics["grad.growth_between_branches"] = false;
+      // How much depth the profile spans: the residual blocks holding its
+      // leaves. In a model with residual blocks, a profile inside one block
+      // and the layers after it (the last block of a BERT fine-tuned on top
+      // of frozen layers, then its pooler and head: eval21 case 04) measures
+      // one block's internal structure and the head's boundary, not
+      // gradients vanishing or exploding with depth: GRAD002/GRAD003 need
+      // two blocks or more. Models without residual blocks are judged on
+      // their leaves as before.
+      {
+        std::set<std::string> blocks;
+        for (const auto& r : s.inst->residuals())
+          if (!r.block.empty()) blocks.insert(r.block);
+        std::set<std::string> spanned;
+        for (const auto* lm : pleaves)
+          for (const auto& b : blocks)
+            if (lm->path == b || lm->path.compare(0, b.size() + 1, b + ".") == 0) spanned.insert(b);
+        s.doc.model_metrics["grad.profile_blocks"] = static_cast<int64_t>(spanned.size());
+        s.doc.model_metrics["grad.profile_shallow"] = !blocks.empty() && spanned.size() < 2;
+      }
       // LayerScale-style gains (GRAD008 info when gradients vanish with them).
       {
         const auto gains = first / last < 1e-3 ? small_branch_gains(s) : std::vector<std::pair<std::string, double>>{};
@@ -1284,6 +1319,7 @@ void probe_forward_backward(Session& s) {
     auto zr = lm->metrics.find("grad.zero_rows_fraction");
     if (tw == lm->metrics.end() || !tw->second.is_number() || tw->second.get<double>() <= 0) continue;
     if (zr != lm->metrics.end() && zr->second.get<double>() >= 0.5) continue;
+    if (query_key.count(lm->path)) continue;  // small by the attention's structure (above)
     wleaves.push_back(lm);
   }
   if (wleaves.size() >= 2 && forward_finite && grads_finite) {
