@@ -595,13 +595,13 @@ void probe_forward_backward(Session& s) {
     // No backward ran (class ids out): no parameter gradient was measured,
     // so none is reported missing (GRAD004 would read "got none").
     if (pg.params > 0 && r.backward_skipped.empty()) {
+      const bool ran = lm.exec_order >= 0 && !ran_empty.count(mi.path);
       m["grad.params"] = pg.params;
       m["grad.params_without_grad"] = pg.without;
       m["grad.params_zero_grad"] = pg.zero;
       // Parameters the file's graph never reads, of a module that runs (a
       // trace's other path): not a gradient path that broke, a path the file
       // does not contain (GRAD019). A module that never runs is GRAD014's.
-      const bool ran = lm.exec_order >= 0 && !ran_empty.count(mi.path);
       const int64_t unread = ran ? pg.unread : 0;
       m["grad.params_no_signal"] =
           pg.without + pg.zero - pg.silenced - pg.cancelled - pg.other_outputs - pg.shift_invariant - unread;
@@ -614,7 +614,7 @@ void probe_forward_backward(Session& s) {
       // A module that ran only on empty tensors (a mixture-of-experts
       // expert the router sent no token: expert(x[empty selection])) takes
       // no part in this batch either.
-      m["grad.module_ran"] = lm.exec_order >= 0 && !ran_empty.count(mi.path);
+      m["grad.module_ran"] = ran;
       m["grad.module_ran_empty"] = ran_empty.count(mi.path) > 0;
       // Parameters outside the forward of a model the user trains (--target,
       // --lr, --optimizer-state): DistributedDataParallel stops on them
@@ -1117,7 +1117,7 @@ void probe_forward_backward(Session& s) {
   // small by the attention's structure, not by depth. With logits near 0
   // (any attention at initialization: BERT's std-0.02 weights) the softmax
   // is nearly uniform and its Jacobian nearly zero along the logits, so
-  // d loss / d W_q and d W_k are ~100x those of the value and output
+  // d loss / d W_q and d W_k are ~100x smaller than those of the value and output
   // projections of the same block (eval21 case 04: query 5.4e-6 against the
   // head's 0.29, while layer 0's dense weights match layer 1's). They are
   // left out of the first-vs-last profiles below; a profile of q/k alone

@@ -196,14 +196,15 @@ void walk(torch::jit::Block* b, std::vector<Node*>& out) {
 bool all_zero(const at::Tensor& t) { return t.numel() > 0 && t.detach().eq(0).all().item<bool>(); }
 
 /// Every read of a tensor attribute (a parameter or buffer: prim::GetAttr)
-/// in forward's inlined graph, with its named_parameters()-style path
+/// in forward's inlined graph (with any_type, every attribute read: an
+/// Optional[Tensor] bias too), with its named_parameters()-style path
 /// ("blocks.0.gamma_1"), in graph order. `graph` owns the values.
 struct AttrReads {
   std::shared_ptr<torch::jit::Graph> graph;
   std::vector<std::pair<std::string, Value*>> reads;
 };
 
-AttrReads tensor_attribute_reads(const Session& s) {
+AttrReads tensor_attribute_reads(const Session& s, bool any_type = false) {
   AttrReads r;
   r.graph = s.model.module.get_method("forward").graph()->copy();
   torch::jit::Inline(*r.graph);
@@ -211,7 +212,7 @@ AttrReads tensor_attribute_reads(const Session& s) {
   std::vector<Node*> nodes;
   walk(r.graph->block(), nodes);
   for (Node* n : nodes) {
-    if (n->kind() != c10::prim::GetAttr || !n->output()->type()->cast<c10::TensorType>()) continue;
+    if (n->kind() != c10::prim::GetAttr || (!any_type && !n->output()->type()->cast<c10::TensorType>())) continue;
     auto owner = scopes.module_path_of(n->input());
     if (!owner) continue;
     r.reads.push_back({owner->empty() ? n->s(c10::attr::name) : *owner + "." + n->s(c10::attr::name), n->output()});
@@ -266,19 +267,10 @@ std::set<const void*> parameters_never_read(const Session& s) {
         by_path[mi.path.empty() ? p.name : mi.path + "." + p.name] = p.value.unsafeGetTensorImpl();
   if (by_path.empty()) return out;
   // Every attribute read, whatever its type: a scripted nn.Conv2d reads
-  // its bias as Optional[Tensor] (self.bias), which tensor_attribute_reads
-  // leaves out.
+  // its bias as Optional[Tensor] (self.bias).
   std::set<const void*> read;
-  auto graph = s.model.module.get_method("forward").graph()->copy();
-  torch::jit::Inline(*graph);
-  ScopeResolver scopes(s.model);
-  std::vector<Node*> nodes;
-  walk(graph->block(), nodes);
-  for (Node* n : nodes) {
-    if (n->kind() != c10::prim::GetAttr) continue;
-    auto owner = scopes.module_path_of(n->input());
-    if (!owner) continue;
-    const std::string path = owner->empty() ? n->s(c10::attr::name) : *owner + "." + n->s(c10::attr::name);
+  const AttrReads ar = tensor_attribute_reads(s, /*any_type=*/true);
+  for (const auto& [path, v] : ar.reads) {
     auto it = by_path.find(path);
     if (it != by_path.end()) read.insert(it->second);
   }
