@@ -445,9 +445,30 @@ bool numerator_of(Value* y, Value* src, int depth, bool& centered) {
 
 }  // namespace
 
+namespace {
+
+// True when `user` writes into its input at `offset`: an in-place tensor op
+// (`add_`, `copy_`, `index_put_`: the first argument, by the trailing
+// underscore of ATen's naming) or a list/dict mutator (`append`, `insert`,
+// `extend`, `_set_item`, ...). Values written so are not their defining
+// node's alone: `xs = []` then `xs.append(x)` makes the list hold x.
+bool writes_input(const Node* user, size_t offset) {
+  if (offset != 0) return false;
+  const std::string k = user->kind().toQualString();
+  if (k.rfind("aten::", 0) != 0) return false;
+  const std::string name = k.substr(6);
+  static const std::set<std::string> kContainerWriters = {
+      "append", "insert", "extend", "_set_item", "__setitem__", "setdefault", "update", "pop", "clear", "remove"};
+  if (kContainerWriters.count(name)) return true;
+  return name.size() > 1 && name.back() == '_' && name.compare(0, 2, "__") != 0;
+}
+
+}  // namespace
+
 bool param_only(Value* v, std::unordered_map<const Value*, bool>& memo, int depth) {
   auto it = memo.find(v);
   if (it != memo.end()) return it->second;
+  memo[v] = false;  // a cycle through a written list (xs.append(f(xs[0]))) reads an argument: answer no
   Node* n = v->node();
   bool r = true;
   if (n->kind() == c10::prim::Param) r = false;
@@ -459,6 +480,15 @@ bool param_only(Value* v, std::unordered_map<const Value*, bool>& memo, int dept
         r = false;
         break;
       }
+  // What is written into v later (an empty list then filled with x, a
+  // zeros buffer then copy_(x)) counts as v's too.
+  if (r && n->kind() != c10::prim::GetAttr && n->kind() != c10::prim::Constant)
+    for (const auto& u : v->uses()) {
+      if (!writes_input(u.user, u.offset)) continue;
+      for (size_t i = 1; i < u.user->inputs().size() && r; ++i)
+        if (!param_only(u.user->input(i), memo, depth + 1)) r = false;
+      if (!r) break;
+    }
   memo[v] = r;
   return r;
 }

@@ -2740,6 +2740,36 @@ TEST(Round20, ParameterOutsideTheTracedPathIsNamed) {
   EXPECT_GT(num(root->at("grad.param_norm")), 0.0);
 }
 
+
+// ---- round 21 -------------------------------------------------------------
+
+// timm's crossvit gathers its branches' outputs in Python lists: scripted, a
+// list is built empty (prim::ListConstruct()) and filled by aten::append.
+// Read as "computed from attributes and constants only", every LayerNorm over
+// an element of such a list was taken for a weight standardization and left
+// out: no norm layer ran, the blocks had no placement, and a 14-block
+// post-norm branch got no ARCH001 (eval21: crossvit's 50 LayerNorms). Every
+// LayerNorm now runs, with the output RMS Python measured; the pre-norm twin
+// has no finding.
+TEST(Round21, NormsOverListElementsAreMeasured) {
+  for (const std::string name : {"r21_crossvit_lists_post_norm", "r21_crossvit_lists"}) {
+    SCOPED_TRACE(name);
+    RUN_ROUND3(rep, name);
+    const bool post = name == "r21_crossvit_lists_post_norm";
+    expect_findings(rep, name, post ? Set{{"ARCH001", "blocks.0.blocks.1"}} : Set{});
+    const json& n = nums(name);
+    EXPECT_EQ(n.at("norm_count").get<int>(), 34);
+    for (const auto& [path, want] : n.at("norm_rms").items()) {
+      const json* l = layer_metrics(rep, path);
+      ASSERT_NE(l, nullptr) << path;
+      ASSERT_TRUE(l->contains("act.rms")) << path << " did not run";
+      EXPECT_TRUE(nde2e::near_rel(path.c_str(), num(l->at("act.rms")), want.get<double>(), 1e-3));
+    }
+    EXPECT_EQ(mm(rep).at("arch.placement"), post ? "post-norm" : "pre-norm");
+    EXPECT_EQ(num(mm(rep).at(post ? "arch.post_norm_blocks" : "arch.pre_norm_blocks")), 14.0);
+  }
+}
+
 }  // namespace
 
 #undef RUN_ROUND3
