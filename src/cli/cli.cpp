@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -50,6 +51,7 @@ struct CheckArgs {
   int verbose = 0;
   int64_t seed = 0;
   int64_t output_index = -1;
+  std::string loss_scale = "dynamic";  ///< --loss-scale dynamic|none|N
   std::vector<std::string> select;  ///< --select (comma-separated, repeatable)
   std::vector<std::string> ignore;  ///< --ignore
   std::string severity = "info";    ///< --severity: lowest severity shown
@@ -309,6 +311,7 @@ std::string rerun_hint(const CheckArgs& a, const CheckOptions& opt, const Metric
   if (opt.loss != "auto") hint << " --loss " << opt.loss;
   if (opt.output_index) hint << " --output-index " << *opt.output_index;
   if (opt.precision != "fp32") hint << " --precision " << opt.precision;
+  if (a.loss_scale != "dynamic") hint << " --loss-scale " << a.loss_scale;
   if (opt.train_batch_size > 0) hint << " --train-batch-size " << opt.train_batch_size;
   if (a.seed != 0) hint << " --seed " << a.seed;
   if (a.fail_on != "warning") hint << " --fail-on " << a.fail_on;
@@ -352,6 +355,8 @@ int run_check_command(CheckArgs& a, const Engine& engine) {
     if (!t.path.empty()) check_writable(t.path);
   a.engine.seed = static_cast<uint64_t>(a.seed);
   if (a.output_index >= 0) a.engine.output_index = a.output_index;
+  if (a.loss_scale == "none") a.engine.loss_scale = 1.0;
+  else if (a.loss_scale != "dynamic") a.engine.loss_scale = std::stod(a.loss_scale);  // checked by the option's validator
   const std::vector<std::string> models = expand_models(a.models);
   const bool many = models.size() > 1;
 
@@ -371,6 +376,7 @@ int run_check_command(CheckArgs& a, const Engine& engine) {
                            {"seed", a.seed}, {"precision", o.precision}, {"fail_on", a.fail_on},
                            {"severity", a.severity}, {"rules_dir", resolve_rules_dir(a.rules_dir)}};
     if (o.output_index) opts["output_index"] = *o.output_index;
+    if (o.loss_scale) opts["loss_scale"] = *o.loss_scale == 1.0 && a.loss_scale == "none" ? nlohmann::json("none") : nlohmann::json(*o.loss_scale);
     if (o.lr) opts["lr"] = *o.lr;
     if (o.lr || o.steps > 0 || !o.optimizer_state.empty()) opts["optimizer"] = o.optimizer;
     if (o.steps > 0) opts["steps"] = o.steps;
@@ -672,6 +678,22 @@ int cli_main(int argc, char** argv, const Engine& engine) {
   check->add_option("--seed", a.seed, "Seed for every random choice")->capture_default_str();
   check->add_option("--precision", a.engine.precision, "Precision the model trains or serves in")
       ->transform(one_of({"fp32", "fp16", "bf16"}))->capture_default_str();
+  check->add_option("--loss-scale", a.loss_scale,
+                    "How fp16 training scales the loss: dynamic (torch.amp.GradScaler), none (no scaler: .half() "
+                    "training, autocast without GradScaler) or a static scale N")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v == "dynamic" || v == "none") return {};
+            try {
+              size_t used = 0;
+              const double d = std::stod(v, &used);
+              if (used == v.size() && std::isfinite(d) && d > 0) return {};
+            } catch (const std::exception&) {
+            }
+            return "expected dynamic, none or a positive number, got '" + v + "'";
+          },
+          "dynamic|none|N"))
+      ->capture_default_str();
   check->add_option("--train-batch-size", a.engine.train_batch_size, "True per-step batch size in training (default: the sample batch size)");
   check->add_option("--timeout", a.engine.timeout_seconds,
                     "Give up on a model after this many seconds, also inside a pass (exit 3; 0 = none)")

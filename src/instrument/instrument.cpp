@@ -902,9 +902,9 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
       }
       if (found == 1) {
         const int64_t k = g.shape[static_cast<size_t>(axis)];
-        x = k == 1 ? x.select(axis, 0).contiguous()
-            : slice_axis > 0 ? x.slice(axis, 0, x.size(axis), slice0_batch).contiguous()
-                             : x.narrow(axis, 0, k).contiguous();
+        x = k == 1 ? x.select(axis, slice_index).contiguous()
+            : slice_axis > 0 ? x.slice(axis, slice_index, x.size(axis), slice0_batch).contiguous()
+                             : x.narrow(axis, slice_index * k, k).contiguous();
         sliced = true;
       }
     }
@@ -926,7 +926,7 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
       if (matches != 1) ax = -1;
     }
     if (ax >= 0) {
-      x = x.select(ax, 0).contiguous();
+      x = x.select(ax, slice_index).contiguous();
       sliced = true;
     }
   }
@@ -2907,6 +2907,7 @@ c10::IValue InstrumentedModel::run(const std::vector<c10::IValue>& args, const P
   ctx.cfg = cfg;
   collector.slice0_batch = cfg.slice0_batch;
   collector.slice_axis = cfg.slice_axis;
+  collector.slice_index = cfg.slice_index;
   collector.slice_guide = cfg.slice_guide;
   collector.batch_norm_stats = cfg.batch_norm_stats;
   torch::jit::Stack stack;

@@ -213,6 +213,11 @@ struct PassConfig {
   /// The batch axis of module tensors whose axis 0 is not the batch (1 for
   /// a time-major [T, B, C] model): sliced there when their size is the batch.
   int64_t slice_axis = 0;
+  /// With slice0_batch: the example measured, 0 (the first) or another
+  /// (the last example in its own place in the batch: a model that adds
+  /// a positional table indexed by the batch axis treats example k by its
+  /// position, so it cannot be moved to the front).
+  int64_t slice_index = 0;
   /// With slice0_batch: the pass of example 0 alone. Each module output is
   /// cut to the shape it had there (the one axis of the batch's size where
   /// the alone tensor has 1, or a folded [batch * k] axis where it has k);
@@ -291,6 +296,7 @@ class Collector {
   int64_t last_tap() const { return last_tap_; }
   int64_t slice0_batch = 0;  ///< copied from PassConfig by InstrumentedModel::run
   int64_t slice_axis = 0;    ///< copied from PassConfig by InstrumentedModel::run
+  int64_t slice_index = 0;   ///< copied from PassConfig by InstrumentedModel::run
   const Collector* slice_guide = nullptr;  ///< copied from PassConfig by InstrumentedModel::run
   /// Sequence probes: keep a copy of every module output (the reference pass).
   bool capture = false;

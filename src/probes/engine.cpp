@@ -480,6 +480,7 @@ std::string Session::pass_key(const PassSpec& p) const {
   std::string k = std::string(m ? "train" : "eval") + " flags=" + (flags.empty() ? "-" : flags) +
                   " batch=" + (p.edit.empty() ? std::string("as given") : p.edit) +
                   " slice0=" + std::to_string(p.slice0) + "@" + std::to_string(p.slice_axis) +
+                  (p.slice_index > 0 ? "#" + std::to_string(p.slice_index) : std::string()) +
                   (p.slice_guide ? " guided" : "") + " seed=" + std::to_string(opt.seed + p.seed_offset) +
                   (p.warmup_calls > 0 ? " warmup=" + std::to_string(p.warmup_calls) : std::string());
   // In eval mode grad on or off is another forward (PyTorch's inference fast
@@ -656,6 +657,7 @@ PassResult Session::run_pass(PassSpec spec) {
   cfg.record_grad = spec.backward;
   cfg.slice0_batch = spec.slice0;
   cfg.slice_axis = spec.slice_axis;
+  cfg.slice_index = spec.slice_index;
   cfg.slice_guide = spec.slice_guide;
   cfg.keep_baked = spec.keep_baked;
   cfg.batch_norm_stats = spec.batch_norm_stats;

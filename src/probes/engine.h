@@ -23,6 +23,10 @@ struct CheckOptions {
   std::optional<int64_t> output_index;    ///< --output-index: which output feeds the loss
   uint64_t seed = 0;                      ///< --seed: every random choice
   std::string precision = "fp32";         ///< --precision fp32|fp16|bf16 (emulated on CPU)
+  /// --loss-scale: how fp16 training scales the loss. Unset: a dynamic
+  /// scaler (torch.amp.GradScaler, initial scale 65536); 1: none (`.half()`
+  /// training or autocast without GradScaler); N: a static scale.
+  std::optional<double> loss_scale;
   int64_t train_batch_size = 0;           ///< --train-batch-size; 0 = the sample batch size
   double timeout_seconds = 0;             ///< --timeout; 0 = none
   int threads = 0;                        ///< intra-op threads; 0 = LibTorch's default

@@ -136,6 +136,7 @@ struct PassSpec {
   bool backward = false;       ///< compute the loss and run backward (needs train_mode or grad)
   int64_t slice0 = 0;          ///< > 0: module outputs measured on example 0 only (PassConfig::slice0_batch)
   int64_t slice_axis = 0;      ///< PassConfig::slice_axis: the batch axis of time-major module tensors
+  int64_t slice_index = 0;     ///< PassConfig::slice_index: the example measured (0: the first)
   bool keep_baked = false;     ///< PassConfig::keep_baked: run traced flags as saved
   const Collector* slice_guide = nullptr;  ///< PassConfig::slice_guide: example 0's pass alone
   bool capture = false;        ///< Collector::capture: keep every module output (reference pass)

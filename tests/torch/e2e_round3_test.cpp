@@ -2770,6 +2770,103 @@ TEST(Round21, NormsOverListElementsAreMeasured) {
   }
 }
 
+
+// HF BertForSequenceClassification after a freezing loop over
+// named_parameters() that froze the classifier where the encoder was meant:
+// the random 3-way head never trains (eval21 case 04: the saved file's
+// requires_grad = False was not read, fault and twin reports were the
+// same). GRAD020 names the classifier with the counts Python gives. The
+// twin freezes the embeddings (a common recipe): no finding. A LoRA run on
+// a GPT-J-style LM freezes its untied lm_head by design and trains 2% of
+// the parameters: no finding.
+TEST(Round21, FrozenOutputLayerWhileTheLayersBeforeItTrain) {
+  const std::string name = "r21_bert_classifier_frozen";
+  RUN_ROUND3(rep, name, {"--target", round3(name + ".target.pt")});
+  expect_findings(rep, name, Set{{"GRAD020", "classifier"}});
+  const json* f = finding(rep, "GRAD020");
+  ASSERT_NE(f, nullptr);
+  const json& n = nums(name);
+  EXPECT_EQ(num(f->at("evidence").at("grad.params_frozen")), 2.0);
+  EXPECT_EQ(num(f->at("evidence").at("grad.trainable_params_before_output")),
+            n.at("trainable_before_output").get<double>());
+  EXPECT_NEAR(num(f->at("evidence").at("grad.trainable_fraction_before_output")),
+              n.at("trainable_fraction_before_output").get<double>(), 1e-5);
+  const std::string twin_name = "r21_bert_embeddings_frozen";
+  RUN_ROUND3(twin, twin_name, {"--target", round3(twin_name + ".target.pt")});
+  expect_findings(twin, twin_name, Set{});
+  EXPECT_EQ(mm(twin).at("grad.output_layer"), "classifier");
+  EXPECT_NEAR(num(mm(twin).at("grad.trainable_fraction_before_output")),
+              nums(twin_name).at("trainable_fraction_before_output").get<double>(), 1e-5);
+  const std::string lora_name = "r21_gpt_lora_frozen_lm_head";
+  RUN_ROUND3(lora, lora_name, {"--target", round3(lora_name + ".target.pt"), "--causal"});
+  expect_findings(lora, lora_name, Set{});
+  EXPECT_EQ(mm(lora).at("grad.output_layer"), "lm_head");
+  EXPECT_EQ(num(mm(lora).at("grad.trainable_params_before_output")),
+            nums(lora_name).at("trainable_params").get<double>());
+  EXPECT_LT(num(mm(lora).at("grad.trainable_fraction_before_output")), 0.05);
+}
+
+// EDSR near convergence (target 1e-3 from its output) trained in fp16:
+// without a loss scaler (--loss-scale none) 68% of the non-zero gradient
+// elements are below fp16's smallest subnormal (Python), PREC012 (eval21
+// case 09: judged at GradScaler's 65536 only, it was silent). With the
+// default dynamic scaler 0.01% underflow: no finding, and the report's
+// assumptions say what a run without a scaler would see. The frozen
+// MeanShift after the tail (a diagonal 1x1 conv) is a fixed transform, not
+// a frozen output layer: no GRAD020.
+TEST(Round21, Fp16WithoutLossScalerUnderflows) {
+  const std::string name = "r21_edsr_late_fp16";
+  const std::vector<std::string> flags = {"--target", round3(name + ".target.pt"), "--loss", "mse", "--precision", "fp16"};
+  std::vector<std::string> none = flags;
+  none.insert(none.end(), {"--loss-scale", "none"});
+  RUN_ROUND3(rep, name, none);
+  const Set got = serious(rep);
+  ASSERT_EQ(got.size(), 1u) << rep.at("findings").dump(1);
+  EXPECT_EQ(got.begin()->first, "PREC012");
+  const json* f = finding(rep, "PREC012");
+  ASSERT_NE(f, nullptr);
+  const json& n = nums(name);
+  EXPECT_NEAR(num(f->at("evidence").at("prec.grad_underflow_fraction")), n.at("underflow_scale1").get<double>(), 2e-3);
+  EXPECT_NEAR(num(f->at("evidence").at("prec.grad_underflow_fraction_dynamic")), n.at("underflow_dynamic").get<double>(),
+              2e-4);
+  EXPECT_EQ(num(f->at("evidence").at("prec.loss_scale_used")), 1.0);
+  EXPECT_EQ(num(f->at("evidence").at("prec.loss_scale_dynamic")), n.at("dynamic_scale").get<double>());
+  EXPECT_EQ(mm(rep).at("grad.output_layer"), "tail.2");
+  RUN_ROUND3(twin, name, flags);
+  expect_findings(twin, name, Set{});
+  bool said = false;
+  for (const auto& a : twin.at("probes").at("assumptions"))
+    said = said || a.get<std::string>().find("without one (--loss-scale none)") != std::string::npos;
+  EXPECT_TRUE(said) << twin.at("probes").at("assumptions").dump(1);
+}
+
+
+// The PyTorch tutorial's PositionalEncoding ([max_len, 1, d] table, x +
+// pe[:x.size(0)]) in a batch_first classifier: example i gets row i, alone
+// it gets row 0 (Python: the last example alone moves by 0.421). Tracing
+// the last example moved to the front of a reversed batch gave it row 0
+// too, so no module differed and BN005 named <root> with "no module output
+// differs" (eval21 case 06). Traced in its own place, the difference is
+// first seen at pos_encoder.dropout, which passes its input through: the
+// op is pos_encoder's own. The twin slices a [1, max_len, d] table on the
+// sequence axis.
+TEST(Round21, PositionalTableIndexedByTheBatchIsNamed) {
+  const std::string name = "r21_pe_table_by_batch";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{{"BN005", "pos_encoder"}});
+  const json* f = finding(rep, "BN005");
+  ASSERT_NE(f, nullptr);
+  EXPECT_TRUE(nde2e::near_rel("batchdep.max_rel_diff", num(f->at("evidence").at("batchdep.max_rel_diff")),
+                              nums(name).at("last_alone_rel_diff").get<double>(), 1e-3));
+  EXPECT_EQ(f->at("evidence").at("batchdep.worst_example"), "15");
+  EXPECT_EQ(mm(rep).at("batchdep.first_seen_at"), "pos_encoder.dropout");
+  EXPECT_NE(f->at("message").get<std::string>().find("an op of pos_encoder's own forward before pos_encoder.dropout"),
+            std::string::npos)
+      << f->at("message");
+  RUN_ROUND3(twin, "r21_pe_table_by_position");
+  expect_findings(twin, "r21_pe_table_by_position", Set{});
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

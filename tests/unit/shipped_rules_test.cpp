@@ -47,7 +47,8 @@ struct Expected {
 };
 
 const Expected kExpected[] = {
-    {"ACT001", "nonfinite-forward", nd::Severity::kError, "layer", "all", false, "", "fwd.first_nonfinite == true"},
+    {"ACT001", "nonfinite-forward", nd::Severity::kError, "layer", "all", false, "",
+     "fwd.first_nonfinite == true and fwd.weights_nonfinite == false"},
     {"ACT002", "activation-growth", nd::Severity::kWarning, "layer", "first", false, "",
      "act.growth > 1000 and act.growth_only_at_output == false"},
     {"ACT003", "fp16-overflow-risk", nd::Severity::kWarning, "layer", "first", true, "", "act.fp16_headroom < 2"},
@@ -66,6 +67,8 @@ const Expected kExpected[] = {
      "softmax.other_logit_absmax > 15 and softmax.other_onehot_fraction <= 0.9 and softmax.other_to_output == false"},
     {"ACT011", "dead-units", nd::Severity::kWarning, "layer", "first", true, "",
      "dead.whole_layer == true and dead.mirror_p >= 0.001 and output.constant_over_batch == true"},
+    {"ACT012", "nonfinite-forward", nd::Severity::kError, "layer", "all", false, "",
+     "fwd.first_nonfinite == true and fwd.weights_nonfinite == true"},
     {"ADAM001", "adam-second-moment-lag", nd::Severity::kWarning, "layer", "all", true, "",
      "adam.rms_ratio_max > 3 and adam.loss_is_training_loss == true and adam.clipping_explains == false"},
     {"ADAM002", "adam-second-moment-lag", nd::Severity::kWarning, "layer", "group", true, "", "adam.eps_fraction_max > 0.5"},
@@ -187,6 +190,9 @@ const Expected kExpected[] = {
      "grad.cut_blocked_modules >= 2"},
     {"GRAD018", "no-gradient-path", nd::Severity::kWarning, "layer", "all", true, "", "moe.idle_chance < 1e-06"},
     {"GRAD019", "no-gradient-path", nd::Severity::kInfo, "layer", "all", false, "", "grad.params_unread > 0 and grad.module_ran == true"},
+    {"GRAD020", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "",
+     "grad.output_layer == true and grad.output_layer_frozen == true and grad.output_layer_tied == false and "
+     "grad.trainable_fraction_before_output >= 0.5"},
     {"IN001", "nonfinite-input", nd::Severity::kError, "input", "all", false, "", "input.nonfinite_count > 0"},
     {"IN002", "input-scale", nd::Severity::kWarning, "input", "all", true, "",
      "input.is_float == true and input.scale > 10 and input.scale_invariant == false and input.periodic_encoding != true "
@@ -215,7 +221,8 @@ const Expected kExpected[] = {
     {"PREC002", "norm-eps-precision", nd::Severity::kError, "layer", "all", true, "",
      "prec.eps_vanishes == true and prec.norm_fp32_internally == false and prec.norm_nonfinite_count > 0"},
     {"PREC003", "loss-scale-underflow", nd::Severity::kWarning, "model", "all", true, "prec.grad_underflow_layer",
-     "prec.forward_finite == true and prec.grad_underflow_fraction > 0.01 and prec.grad_underflow_fraction_unexplained > 0.01"},
+     "prec.loss_scale_mode == \"dynamic\" and prec.forward_finite == true and prec.grad_underflow_fraction > 0.01 and "
+     "prec.grad_underflow_fraction_unexplained > 0.01"},
     {"PREC004", "norm-eps-precision", nd::Severity::kInfo, "layer", "all", true, "",
      "prec.eps_vanishes == true and prec.norm_fp32_internally == true and prec.norm_nonfinite_count > 0"},
     {"PREC005", "nonfinite-forward", nd::Severity::kError, "layer", "all", true, "",
@@ -233,6 +240,9 @@ const Expected kExpected[] = {
     {"PREC011", "loss-scale-underflow", nd::Severity::kInfo, "model", "all", true, "prec.grad_underflow_layer",
      "prec.forward_finite == true and prec.grad_underflow_fraction > 0.01 and prec.grad_underflow_fraction_unexplained <= 0.01 and "
      "prec.small_gain_branches > 0"},
+    {"PREC012", "loss-scale-underflow", nd::Severity::kWarning, "model", "all", true, "prec.grad_underflow_layer",
+     "prec.loss_scale_mode != \"dynamic\" and prec.forward_finite == true and prec.grad_underflow_fraction > 0.01 and "
+     "prec.grad_underflow_fraction_unexplained > 0.01"},
     {"REPLAY001", "activation-growth", nd::Severity::kWarning, "model", "all", true, "replay.act_growth_layer",
      "replay.act_growth_max > 100"},
     {"REPLAY002", "nonfinite-forward", nd::Severity::kError, "model", "all", true, "replay.nonfinite_layer",

@@ -41,6 +41,20 @@ struct ParamGrad {
   int64_t param_nonfinite = 0, param_numel = 0;
 };
 
+/// True when weight `w` (2+ dims) looks like a fixed signal transform rather
+/// than learned or randomly initialized weights: more than 10% of its
+/// elements exactly zero, or fewer than half of them distinct in magnitude.
+/// EDSR's MeanShift (a frozen diagonal 1x1 conv: 6 of 9 zeros), a blur or
+/// one-hot kernel, a mel filterbank. Random init and trained weights have
+/// no exact zeros and nearly all magnitudes distinct.
+bool structured_weight(const at::Tensor& w) {
+  const at::Tensor a = w.detach().abs().flatten().to(at::kDouble);
+  const double n = static_cast<double>(a.numel());
+  const double zeros = static_cast<double>(a.eq(0).sum().item<int64_t>());
+  const double distinct = static_cast<double>(std::get<0>(at::_unique(a, /*sorted=*/false)).numel());
+  return zeros > 0.1 * n || distinct < 0.5 * n;
+}
+
 ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const std::set<const void*>& silenced,
                       const std::set<const void*>& cancelled, const std::set<const void*>& never_read) {
   ParamGrad pg;
@@ -940,6 +954,73 @@ void probe_forward_backward(Session& s) {
     }
   }
 
+  // The output layer frozen while the layers before it train (GRAD020): a
+  // `for p in model.classifier.parameters(): p.requires_grad = False` meant
+  // for the backbone, or a head left frozen after a linear-probe stage.
+  // The output layer: the last leaf in execution order with a weight matrix
+  // or kernel of its own (2+ dims) whose output reached the loss (a nonzero
+  // output gradient). Frozen means every parameter of its own has
+  // requires_grad false; tied means one of them is also another module's
+  // (an LM head sharing the embedding: frozen with it, a choice about the
+  // embedding). A frozen layer whose weights are a fixed transform
+  // (structured_weight: EDSR's MeanShift de-normalizing the output) is not
+  // the output layer; the one before it is. What trains before it: the fraction of the elements of all
+  // other parameters with requires_grad true, each shared tensor counted
+  // once; a LoRA, prompt-tuning or BitFit run trains a few percent and
+  // leaves its pretrained head frozen by design.
+  if (r.backward_skipped.empty()) {
+    std::map<const void*, int64_t> holders;
+    for (const auto& mi : s.model.modules)
+      for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) ++holders[p.value.unsafeGetTensorImpl()];
+    std::map<std::string, size_t> mod_of;
+    for (size_t k = 0; k < s.model.modules.size(); ++k) mod_of[s.model.modules[k].path] = k;
+    const LayerMetrics* out_layer = nullptr;
+    for (const auto& l : s.doc.layers) {
+      if (!l.leaf || l.exec_order < 0 || (out_layer && l.exec_order <= out_layer->exec_order)) continue;
+      auto on = l.metrics.find("grad.out_norm");
+      if (on == l.metrics.end() || !on->second.is_number() || !(on->second.get<double>() > 0)) continue;
+      auto k = mod_of.find(l.path);
+      if (k == mod_of.end()) continue;
+      bool matrix = false, fixed_transform = true;
+      for (const auto& p : s.model.modules[k->second].module.named_parameters(/*recurse=*/false)) {
+        if (p.value.dim() < 2 || p.value.numel() == 0) continue;
+        matrix = true;
+        fixed_transform = fixed_transform && !p.value.requires_grad() && structured_weight(p.value);
+      }
+      if (matrix && !fixed_transform) out_layer = &l;
+    }
+    if (out_layer) {
+      LayerMetrics& ol = *s.doc.find_layer(out_layer->path);
+      std::set<const void*> own;
+      bool frozen = true, tied = false;
+      int64_t n_frozen = 0;
+      for (const auto& p : s.model.modules[mod_of.at(ol.path)].module.named_parameters(/*recurse=*/false)) {
+        own.insert(p.value.unsafeGetTensorImpl());
+        frozen = frozen && !p.value.requires_grad();
+        n_frozen += p.value.requires_grad() ? 0 : 1;
+        tied = tied || holders[p.value.unsafeGetTensorImpl()] > 1;
+      }
+      int64_t before = 0, trainable_before = 0;
+      std::set<const void*> seen;
+      for (const auto& mi : s.model.modules)
+        for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) {
+          const void* t = p.value.unsafeGetTensorImpl();
+          if (own.count(t) || !seen.insert(t).second) continue;
+          before += p.value.numel();
+          trainable_before += p.value.requires_grad() ? p.value.numel() : 0;
+        }
+      ol.metrics["grad.output_layer"] = true;
+      ol.metrics["grad.output_layer_frozen"] = frozen;
+      ol.metrics["grad.output_layer_tied"] = tied;
+      ol.metrics["grad.params_frozen"] = n_frozen;
+      MetricMap& mm = s.doc.model_metrics;
+      mm["grad.output_layer"] = ol.path;
+      mm["grad.trainable_params_before_output"] = trainable_before;
+      mm["grad.trainable_fraction_before_output"] =
+          before > 0 ? static_cast<double>(trainable_before) / static_cast<double>(before) : 0.0;
+    }
+  }
+
   // The first six module paths, then how many more ("a, b, ... (3 more)").
   // Zero only because the assumed cross-entropy cancels a shift of every class alike.
   if (shift_invariant_params > 0)
@@ -1167,6 +1248,46 @@ void probe_forward_backward(Session& s) {
             if (lm->path == b || lm->path.compare(0, b.size() + 1, b + ".") == 0) spanned.insert(b);
         s.doc.model_metrics["grad.profile_blocks"] = static_cast<int64_t>(spanned.size());
         s.doc.model_metrics["grad.profile_shallow"] = !blocks.empty() && spanned.size() < 2;
+        // The same layers of the first and the last block the profile
+        // spans: the median, over the leaves of the first block that the
+        // last block has under the same relative name (attention.value,
+        // mlp.fc1), of their output-gradient ratio. The first-vs-last leaf
+        // ratio also crosses the head and whatever sits between the stack
+        // and it (a BERT's std-0.02 pooler and classifier: 4.5e-4 from the
+        // first block's value projection to the head while the first and
+        // last blocks' projections agree within 2x; eval22); this one
+        // measures depth alone. The guards below read it.
+        auto block_of = [&](const std::string& path) {
+          std::string best;
+          for (const auto& b : blocks)
+            if (path.compare(0, b.size() + 1, b + ".") == 0 && b.size() > best.size()) best = b;
+          return best;
+        };
+        std::string first_block, last_block;
+        for (const auto* lm : pleaves) {
+          const std::string b = block_of(lm->path);
+          if (b.empty()) continue;
+          if (first_block.empty()) first_block = b;
+          last_block = b;
+        }
+        if (!first_block.empty() && first_block != last_block) {
+          std::map<std::string, double> last_by_role;
+          for (const auto* lm : pleaves)
+            if (block_of(lm->path) == last_block)
+              last_by_role[lm->path.substr(last_block.size() + 1)] = lm->metrics.at("grad.out_norm").get<double>();
+          std::vector<double> ratios;
+          for (const auto* lm : pleaves) {
+            if (block_of(lm->path) != first_block) continue;
+            auto it = last_by_role.find(lm->path.substr(first_block.size() + 1));
+            const double a = lm->metrics.at("grad.out_norm").get<double>();
+            if (it != last_by_role.end() && it->second > 0 && a > 0 && std::isfinite(a)) ratios.push_back(a / it->second);
+          }
+          if (ratios.size() >= 2) {
+            std::nth_element(ratios.begin(), ratios.begin() + static_cast<std::ptrdiff_t>(ratios.size() / 2), ratios.end());
+            s.doc.model_metrics["grad.block_ratio"] = ratios[ratios.size() / 2];
+            s.doc.model_metrics["grad.block_ratio_blocks"] = first_block + " / " + last_block;
+          }
+        }
       }
       // LayerScale-style gains (GRAD008 info when gradients vanish with them).
       {
@@ -1366,8 +1487,15 @@ void probe_forward_backward(Session& s) {
     // weight-relative ratio.
     auto ds = mm.find("act.depth_shrink");
     const bool collapsing_forward = ds != mm.end() && ds->second.is_number() && ds->second.get<double>() < 0.01;
-    mm["grad.rel_contradicts_vanishing"] = !collapsing_forward && rr != mm.end() && rr->second.is_number() &&
-                                           std::isfinite(rr->second.get<double>()) && rr->second.get<double>() >= 0.1;
+    // The same layers of the first and last residual block within 100x of
+    // each other (grad.block_ratio): the stack does not lose the gradient
+    // with depth; the drop is at its ends (the head, a pooler).
+    auto br = mm.find("grad.block_ratio");
+    const bool level_blocks = br != mm.end() && br->second.is_number() && std::isfinite(br->second.get<double>());
+    mm["grad.rel_contradicts_vanishing"] =
+        (!collapsing_forward && rr != mm.end() && rr->second.is_number() && std::isfinite(rr->second.get<double>()) &&
+         rr->second.get<double>() >= 0.1) ||
+        (level_blocks && br->second.get<double>() >= 0.01);
     // GRAD002's, the same the other way, in a model whose activations do
     // not grow with depth (act.depth_growth_max below 100): raw
     // output-gradient norms that grow toward the input while the
@@ -1381,8 +1509,10 @@ void probe_forward_backward(Session& s) {
     // the gradients explode with them, whatever the weight-relative ratio.
     auto dg = mm.find("act.depth_growth_max");
     const bool level_forward = dg != mm.end() && dg->second.is_number() && dg->second.get<double>() < 100;
-    mm["grad.rel_contradicts_exploding"] = level_forward && rr != mm.end() && rr->second.is_number() &&
-                                           std::isfinite(rr->second.get<double>()) && rr->second.get<double>() <= 10;
+    mm["grad.rel_contradicts_exploding"] =
+        (level_forward && rr != mm.end() && rr->second.is_number() && std::isfinite(rr->second.get<double>()) &&
+         rr->second.get<double>() <= 10) ||
+        (level_blocks && br->second.get<double>() <= 100);
     // GRAD002/GRAD003's third guard: a BatchNorm that normalizes with the
     // statistics of fewer than 16 values per channel in the train pass (batch
     // 2 through a 2x2 feature map: 8) divides its output gradient by a noisy
@@ -1449,6 +1579,31 @@ void probe_forward_backward(Session& s) {
       }
       LayerMetrics& lm = s.doc.layers[it->second];
       lm.metrics["fwd.first_nonfinite"] = true;
+      // Its own weights (parameters and buffers, its submodules' included)
+      // already hold NaN/Inf: the run did not make them, a diverged step
+      // saved to the checkpoint or a broken conversion did (ACT012, not
+      // ACT001's overflow or domain error).
+      {
+        int64_t bad = 0;
+        std::string names;
+        int64_t named = 0;
+        auto scan = [&](const std::string& name, const at::Tensor& t) {
+          if (!t.defined() || !t.is_floating_point() || t.numel() == 0) return;
+          const int64_t n = at::isfinite(t.detach()).logical_not().sum().item<int64_t>();
+          if (n == 0) return;
+          bad += n;
+          if (++named <= 4) names += (named > 1 ? ", " : "") + name;
+          else if (named == 5) names += ", ...";
+        };
+        for (const auto& mi : s.model.modules) {
+          if (mi.path != culprit) continue;
+          for (const auto& p : mi.module.named_parameters(/*recurse=*/true)) scan(p.name, p.value);
+          for (const auto& b : mi.module.named_buffers(/*recurse=*/true)) scan(b.name, b.value);
+        }
+        lm.metrics["fwd.weights_nonfinite"] = bad > 0;
+        lm.metrics["fwd.weights_nonfinite_count"] = bad;
+        lm.metrics["fwd.weights_nonfinite_names"] = names;
+      }
       if (culprit != first_seen) lm.metrics["fwd.nonfinite_passed_to"] = first_seen;
       lm.metrics["fwd.input_absmax"] = in.absmax();
       lm.metrics["fwd.input_min"] = in.finite() ? in.min : 0.0;

@@ -177,6 +177,18 @@ std::string record_batch_axis(MetricMap& mm, const BatchAxisReduction& b) {
 /// when it ran in an ancestor of `first`, is where the outputs began to
 /// differ. `first` itself when it runs a batch_norm, or when the last one
 /// before it ran elsewhere (then nothing says it fed `first`).
+/// Module kinds whose output row b depends on input row b alone and that
+/// keep no state: in eval mode they cannot make one example depend on
+/// another (Dropout is the identity there).
+bool elementwise_kind(const std::string& kind) {
+  static const std::set<std::string> kinds = {
+      "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout", "Identity", "ReLU",
+      "ReLU6", "LeakyReLU", "PReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Sigmoid", "Tanh", "Hardtanh",
+      "Hardswish", "Hardsigmoid", "Softplus", "Softsign", "Tanhshrink", "Threshold", "LogSigmoid", "QuickGELU",
+      "GELUTanh", "NewGELUActivation", "GELUActivation", "FastGELUActivation", "DropPath"};
+  return kinds.count(kind) > 0;
+}
+
 std::string drift_origin(const InstrumentedModel& im, const Collector& c, const std::string& first) {
   const auto& rec = c.records();
   int64_t first_out = -1;
@@ -1207,32 +1219,62 @@ void probe_normalization(Session& s) {
       // Where the difference starts, traced on the worst example. Example 0
       // alone may match its row (a batch-wide max that example 0 holds
       // itself: Whisper's log-mel floor, log_spec.max() - 8 over the whole
-      // batch); then the last example is traced, first in a reversed batch
-      // whose module outputs are measured on it.
+      // batch); then the last example is traced in its own place in the
+      // batch, whose module outputs are measured on it (moved to the front,
+      // an example that a positional table indexed by the batch axis treats
+      // by its position gets row 0, as alone: eval21 case 06).
       const bool last_worst = !copies && !first_worse && d0 <= 1e-3;
-      std::optional<PassResult> reversed_last;
+      std::optional<PassResult> batched_last;
       if (last_worst) {
         try {
-          PassSpec p = spec("eval-reversed-last", select_examples(s, layout, rev), batch);
+          PassSpec p = spec("eval-batch-last", select_examples(s, layout, at::arange(batch, at::kLong)), batch);
+          p.slice_index = batch - 1;
           p.slice_guide = last_alone.collector.get();
-          reversed_last = s.run_pass(p);
+          batched_last = s.run_pass(p);
         } catch (const PassError& e) {
           mm["batchdep.locate_note"] = std::string("tracing the last example failed: ") + e.what();
         }
       }
-      const Collector& alone_col = copies ? *copies->collector : reversed_last ? *last_alone.collector : *first_alone.collector;
-      const Collector& batched_col = reversed_last ? *reversed_last->collector : *ref.collector;
-      if (reversed_last) mm["batchdep.traced_example"] = std::to_string(batch - 1);
+      const Collector& alone_col = copies ? *copies->collector : batched_last ? *last_alone.collector : *first_alone.collector;
+      const Collector& batched_col = batched_last ? *batched_last->collector : *ref.collector;
+      if (batched_last) mm["batchdep.traced_example"] = std::to_string(batch - 1);
       const std::string seen = first_divergence(s, module_stats(im, alone_col), module_stats(im, batched_col), 1e-4, &d);
       // The module whose own forward runs the batch_norm (timm's
       // BatchNormAct2d: bn1 normalizes, its child bn1.act returns the same
       // tensor), as for the drift.
-      const std::string first = seen.empty() ? seen : drift_origin(im, batched_col, seen);
-      if (!first.empty()) {
-        if (first != seen) mm["batchdep.first_seen_at"] = seen;
+      std::string first = seen.empty() ? seen : drift_origin(im, batched_col, seen);
+      // A module that cannot mix examples (eval-mode dropout, an identity,
+      // an elementwise activation) is where the difference is first seen,
+      // not where it is made: its input differs already, made by an op of
+      // its caller's own forward (the PyTorch tutorial's PositionalEncoding,
+      // x + pe[:x.size(0)] before its dropout, on batch-first data: eval21
+      // case 06). The caller is named, up to the root.
+      std::string seen_in_passthrough;
+      if (const LayerMetrics* l = first.empty() ? nullptr : s.doc.find_layer(first); l && l->leaf && elementwise_kind(l->kind)) {
+        seen_in_passthrough = first;
+        std::string up = first;
+        do {
+          const size_t dot = up.rfind('.');
+          up = dot == std::string::npos ? std::string() : up.substr(0, dot);
+          const LayerMetrics* pl = s.doc.find_layer(up);
+          if (up.empty() || (pl && pl->exec_order >= 0)) break;
+        } while (true);
+        first = up;
+      }
+      if (!seen_in_passthrough.empty() && first.empty()) {
+        mm["batchdep.first_seen_at"] = seen_in_passthrough;
+        mm["batchdep.first_layer"] = "";
+        mm["batchdep.cause"] = "an op of the model's own forward before " + seen_in_passthrough +
+                               " makes an example's output depend on the rest of the batch (" + seen_in_passthrough + " itself passes its input through)";
+      } else if (!first.empty()) {
+        if (!seen_in_passthrough.empty()) mm["batchdep.first_seen_at"] = seen_in_passthrough;
+        if (first != seen && seen_in_passthrough.empty()) mm["batchdep.first_seen_at"] = seen;
         mm["batchdep.first_layer"] = first;
         const LayerMetrics* l = s.doc.find_layer(first);
-        std::string cause = "an op that mixes examples in " + first;
+        std::string cause = seen_in_passthrough.empty()
+                                ? "an op that mixes examples in " + first
+                                : "an op of " + first + "'s own forward before " + seen_in_passthrough +
+                                      " makes an example's output depend on the rest of the batch (" + seen_in_passthrough + " itself passes its input through)";
         const bool bn_op = l && l->metrics.count("bn.has_running_stats");
         if (l && bn_op && l->kind.find("BatchNorm") != std::string::npos) {
           const bool running = l->metrics.at("bn.has_running_stats") == true;
@@ -1284,7 +1326,7 @@ void probe_normalization(Session& s) {
         mm["batchdep.first_layer"] = "";
       } else {
         // Nothing names it: say so rather than leave the message blank.
-        mm["batchdep.cause"] = "no module output of example " + (reversed_last ? std::to_string(batch - 1) : std::string("0")) +
+        mm["batchdep.cause"] = "no module output of example " + (batched_last ? std::to_string(batch - 1) : std::string("0")) +
                                " differs alone and in the batch by more than 1e-4 (relative): the examples mix in the "
                                "model's own forward, in an op not identified";
         mm["batchdep.first_layer"] = "";

@@ -38,6 +38,17 @@ constexpr double kDivergenceThreshold = 0.1;
 /// The initial scale of torch.cuda.amp.GradScaler (init_scale = 2**16). It
 /// stays there for its first growth_interval = 2000 steps unless gradients overflow.
 constexpr double kDefaultLossScale = 65536.0;
+// The share of underflowing gradients worth a line in the report's
+// assumptions: PREC003/PREC012's threshold (1%).
+constexpr double kUnderflowShown = 0.01;
+
+// 0.902 -> "90.2%".
+std::string fmt_fraction(double x) {
+  std::ostringstream o;
+  o.precision(3);
+  o << x * 100 << "%";
+  return o.str();
+}
 
 /// An op that divides or inverts (rsqrt, reciprocal, div): an Inf it makes
 /// is a division by a value rounding made zero, not an overflow.
@@ -325,7 +336,14 @@ void loss_scale(Session& s, const Format& f) {
   const double absmax = nz.max().item<double>(), minnz = nz.min().item<double>();
   const double hi = f.max / absmax, lo = f.min_normal / minnz;
   const double best = std::ldexp(1.0, static_cast<int>(std::floor(std::log2(hi))));
-  const double used = std::min(best, kDefaultLossScale);
+  // The scale the run uses: what a dynamic scaler settles on (the largest
+  // power of two keeping the largest gradient finite, capped at
+  // GradScaler's initial 65536), or what --loss-scale fixed (1 without a
+  // scaler).
+  const double dynamic = std::min(best, kDefaultLossScale);
+  const std::optional<double>& given = s.opt.loss_scale;
+  const double used = given ? *given : dynamic;
+  const std::string mode = !given ? "dynamic" : *given == 1.0 ? "none" : "static";
   auto under = [&](const at::Tensor& v, double scale) {
     return (v.to(at::kDouble) * scale < f.min_subnormal).sum().item<int64_t>();
   };
@@ -338,10 +356,25 @@ void loss_scale(Session& s, const Format& f) {
   mm["prec.loss_scale_feasible"] = lo <= hi;
   mm["prec.loss_scale_best"] = best;
   mm["prec.loss_scale_used"] = used;
+  mm["prec.loss_scale_mode"] = mode;
+  mm["prec.loss_scale_dynamic"] = dynamic;
+  mm["prec.loss_scale_note"] =
+      mode == "dynamic" ? "a dynamic loss scaler's: GradScaler's initial 65536, or the largest power of two that keeps "
+                          "the largest gradient finite"
+      : mode == "none"  ? "no loss scaling: --loss-scale none"
+                        : "the static scale --loss-scale gave";
+  mm["prec.grad_overflow_at_used"] = absmax * used > f.max;
+  mm["prec.grad_underflow_fraction_dynamic"] = frac(dynamic);
   mm["prec.grad_underflow_fraction_scale1"] = frac(1.0);
   mm["prec.grad_underflow_fraction_default"] = frac(kDefaultLossScale);
   mm["prec.grad_overflow_at_default"] = absmax * kDefaultLossScale > f.max;
   mm["prec.grad_underflow_fraction"] = frac(used);
+  // Judged with a dynamic scaler by default: say what a run without one
+  // would see, so that a user training with .half() alone knows to ask.
+  if (mode == "dynamic" && frac(1.0) > kUnderflowShown)
+    s.doc.assumptions.push_back(
+        "fp16 gradients are judged with a dynamic loss scaler (torch.amp.GradScaler); without one (--loss-scale none), " +
+        fmt_fraction(frac(1.0)) + " of the non-zero parameter gradients underflow fp16 at scale 1");
   mm["prec.grad_underflow_fraction_best"] = frac(best);
   // Residual branches behind small learned gains (LayerScale / CaiT gamma
   // at 1e-5, ReZero scalars): the gain multiplies the branch's gradients
