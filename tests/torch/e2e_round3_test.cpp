@@ -2867,6 +2867,29 @@ TEST(Round21, PositionalTableIndexedByTheBatchIsNamed) {
   expect_findings(twin, "r21_pe_table_by_position", Set{});
 }
 
+
+// timm's NormFreeBlock(skipinit=True) scales its branch with
+// out.mul_(self.skipinit_gain): in place, the op's own result unused. The
+// zero-init reading followed only that result and found the scalar gain
+// reaching nothing: 30 GRAD004 warnings on a timm dm_nfnet_f0 at
+// initialization (eval22). Now the written tensor is followed: GRAD005
+// (info) names the four gains and the 12 modules Python finds with zero
+// gradients. The same gain registered as a buffer never moves: those 12
+// modules are GRAD004's.
+TEST(Round21, InPlaceSkipinitGainIsZeroInitByDesign) {
+  const std::string name = "r21_nfnet_skipinit_inplace";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  const json* f = info_finding(rep, "GRAD005", "stages.0");
+  ASSERT_NE(f, nullptr) << rep.at("findings").dump(1);
+  EXPECT_EQ(num(mm(rep).at("grad.zero_init_params")), 4.0);
+  Set want;
+  for (const auto& m : nums(name).at("zero_grad_modules")) want.insert({"GRAD004", m.get<std::string>()});
+  RUN_ROUND3(fault, "r21_nfnet_skipinit_buffer");
+  expect_findings(fault, "r21_nfnet_skipinit_buffer", want);
+  EXPECT_EQ(want.size(), 12u);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -101,7 +101,7 @@ const Expected kExpected[] = {
     {"AXIS002", "norm-over-batch-axis", nd::Severity::kError, "layer", "all", false, "", "norm.over_batch == true"},
     {"AXIS003", "batchnorm-in-sequence-model", nd::Severity::kWarning, "layer", "group", false, "",
      "norm.batchnorm_over_time == true and arch.attention_ops > 0 and norm.after_convolution == false"},
-    {"AXIS004", "groupnorm-group-size", nd::Severity::kWarning, "layer", "all", false, "",
+    {"AXIS004", "groupnorm-group-size", nd::Severity::kWarning, "layer", "group", false, "",
      "norm.channels_per_group == 1 and norm.num_channels > 1 and norm.spatial_size > 1"},
     {"AXIS005", "groupnorm-group-size", nd::Severity::kInfo, "layer", "group", false, "",
      "norm.num_groups == 1 and norm.num_channels > 1"},

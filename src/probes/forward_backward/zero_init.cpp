@@ -179,6 +179,12 @@ Reach factor_reach(const Value* v, int depth) {
         if (kind_of(lu.user) == "aten::einsum") r = follow(lu.user->output(), 0);
     } else if (multiplies(user, u.offset)) {
       r = follow(user->output(), 0);
+      // In place (timm's NormFreeBlock: out.mul_(self.skipinit_gain), its
+      // result unused): the product is the written tensor, read by what
+      // comes after.
+      const std::string k = kind_of(user);
+      if (r == Reach::kNone && u.offset > 0 && k.size() > 1 && k.back() == '_' && !user->inputs().empty())
+        r = follow(user->input(0), 0);
     }
     if (r == Reach::kOutput) return r;
     if (r == Reach::kResidual) best = r;
