@@ -42,6 +42,11 @@ std::string fingerprint(const std::vector<std::string>& parts);
 /// "1 error", "2 warnings": the summary counts as the text report writes them.
 std::string counts_text(const SeverityCounts& c);
 
+/// A row of the layer table: a leaf module, or a module whose own forward
+/// runs a normalization op while it holds children (timm's BatchNormAct2d:
+/// a BatchNorm2d with its activation as a child). `info.ops` lists the ops.
+bool layer_table_row(const LayerMetrics& l);
+
 /// Several models in one SARIF log (one run each) and one JUnit document
 /// (one testsuite each); defined in report_sarif.cpp and report_junit.cpp.
 std::string render_sarif_runs(const std::vector<ReportRun>& runs);

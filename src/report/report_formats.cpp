@@ -133,6 +133,18 @@ std::string finding_details(const Finding& f) {
   return s;
 }
 
+bool layer_table_row(const LayerMetrics& l) {
+  if (l.leaf) return true;
+  auto ops = l.info.find("ops");
+  if (ops == l.info.end() || !ops->is_array()) return false;
+  for (const auto& o : *ops) {
+    const std::string op = o.is_object() ? o.value("op", "") : std::string();
+    if (op == "batch_norm" || op == "layer_norm" || op == "group_norm" || op == "instance_norm" || op == "rms_norm")
+      return true;
+  }
+  return false;
+}
+
 std::string counts_text(const SeverityCounts& c) {
   auto plural = [](int n, const char* w) { return std::to_string(n) + " " + w + (n == 1 ? "" : "s"); };
   return plural(c.error, "error") + ", " + plural(c.warning, "warning") + ", " + std::to_string(c.info) + " info";

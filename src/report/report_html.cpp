@@ -392,7 +392,7 @@ void render_run(std::ostringstream& o, const ReportRun& run, int index, int coun
   // Depth plots over the leaf layers in execution order.
   std::vector<const LayerMetrics*> rows;
   for (const auto& l : doc->layers)
-    if (l.leaf && l.exec_order >= 0) rows.push_back(&l);
+    if (layer_table_row(l) && l.exec_order >= 0) rows.push_back(&l);
   std::stable_sort(rows.begin(), rows.end(),
                    [](const LayerMetrics* a, const LayerMetrics* b) { return a->exec_order < b->exec_order; });
   // Layers with findings that are not leaves still get a row (their anchor).

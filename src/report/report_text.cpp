@@ -249,7 +249,7 @@ void render_layers(std::ostringstream& out, const MetricsDoc& doc, const std::ve
   std::vector<const LayerMetrics*> rows;
   std::size_t not_run = 0;
   for (const auto& l : doc.layers) {
-    if (!l.leaf) continue;
+    if (!layer_table_row(l)) continue;
     if (l.exec_order < 0)
       ++not_run;
     else

@@ -2890,6 +2890,33 @@ TEST(Round21, InPlaceSkipinitGainIsZeroInitByDesign) {
   EXPECT_EQ(want.size(), 12u);
 }
 
+
+// A confident classifier returning torch.log(F.softmax(logits, 1)) run in
+// fp16: the smallest probabilities round to 0 and log gives -inf (Python:
+// 69 of 320 outputs after model.half()). PREC001 called it
+// fp16-overflow-risk with overflow fixes, and the precision section said
+// "every module output stays finite" (the root's own forward was read as
+// "no module") with a loss-scale line for a forward that is already
+// non-finite (eval22 case 03). Now PREC013 (nonfinite-forward) names the
+// log underflow at <root> with log-space fixes; the F.log_softmax twin is
+// clean.
+TEST(Round21, LogOfSoftmaxUnderflowsInFp16) {
+  const std::string name = "r21_log_of_softmax_fp16";
+  RUN_ROUND3(rep, name, {"--target", round3(name + ".target.pt"), "--precision", "fp16"});
+  expect_findings(rep, name, Set{{"PREC013", ""}, {"PREC005", ""}});
+  const json* f = finding(rep, "PREC013");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(num(f->at("evidence").at("prec.nonfinite_count")), nums(name).at("nonfinite_fp16").get<double>());
+  EXPECT_FALSE(has_rule(rep, "PREC001"));
+  EXPECT_EQ(mm(rep).at("prec.forward_finite"), false);
+  EXPECT_EQ(mm(rep).at("prec.first_nonfinite_layer"), "");
+  EXPECT_EQ(mm(rep).at("prec.first_nonfinite_cause"), "log-underflow");
+  const std::string twin_name = "r21_log_softmax_fp16";
+  RUN_ROUND3(twin, twin_name, {"--target", round3(twin_name + ".target.pt"), "--precision", "fp16"});
+  expect_findings(twin, twin_name, Set{});
+  EXPECT_EQ(nums(twin_name).at("nonfinite_fp16").get<int>(), 0);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -74,6 +74,7 @@ nd::MetricsDoc basic_doc() {
                        {"grad.bn_batch_noise", false},
                        {"grad.growth_between_branches", false},
                        {"grad.profile_shallow", false},
+                       {"grad.blocks_contradict_exploding", false},
                        {"grad.first_layer", "fc1"},
                        {"grad.last_layer", "head"},
                        {"grad.first_norm", 5.0},

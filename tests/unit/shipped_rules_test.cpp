@@ -155,10 +155,12 @@ const Expected kExpected[] = {
      "grad.first_nonfinite == true and grad.nonfinite_reaches_parameters == true"},
     {"GRAD002", "exploding-gradients", nd::Severity::kWarning, "model", "all", false, "grad.first_layer",
      "grad.input_output_ratio > 1000 and grad.ratio_from_one_norm == false and grad.rel_contradicts_exploding == false and "
-     "grad.bn_batch_noise == false and grad.growth_between_branches == false and grad.profile_shallow == false"},
+     "grad.bn_batch_noise == false and grad.growth_between_branches == false and grad.profile_shallow == false and "
+     "grad.blocks_contradict_exploding == false"},
     {"GRAD003", "vanishing-gradients", nd::Severity::kWarning, "model", "all", false, "grad.first_layer",
      "grad.input_output_ratio < 0.001 and grad.rel_contradicts_vanishing == false and grad.shrink_concentrated == false and "
-     "grad.small_gain_params == 0 and grad.bn_batch_noise == false and grad.cut_layer == \"\" and grad.profile_shallow == false"},
+     "grad.small_gain_params == 0 and grad.bn_batch_noise == false and grad.cut_layer == \"\" and grad.profile_shallow == false and "
+     "grad.blocks_contradict_vanishing == false"},
     {"GRAD004", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "",
      "grad.params_no_signal > 0 and grad.module_ran != false and grad.no_signal_under == \"\" and grad.blocked_by == \"\""},
     {"GRAD005", "no-gradient-path", nd::Severity::kInfo, "model", "all", false, "grad.zero_weight_layer",
@@ -217,7 +219,8 @@ const Expected kExpected[] = {
      "norm.values_per_group == 1"},
     {"PREC001", "fp16-overflow-risk", nd::Severity::kError, "layer", "first", true, "",
      "prec.first_nonfinite == true and prec.first_nonfinite_cause != \"norm-eps\" and prec.first_nonfinite_cause != "
-     "\"variance-cancellation\" and prec.first_nonfinite_cause != \"domain\""},
+     "\"variance-cancellation\" and prec.first_nonfinite_cause != \"domain\" and prec.first_nonfinite_cause != "
+     "\"log-underflow\""},
     {"PREC002", "norm-eps-precision", nd::Severity::kError, "layer", "all", true, "",
      "prec.eps_vanishes == true and prec.norm_fp32_internally == false and prec.norm_nonfinite_count > 0"},
     {"PREC003", "loss-scale-underflow", nd::Severity::kWarning, "model", "all", true, "prec.grad_underflow_layer",
@@ -243,6 +246,8 @@ const Expected kExpected[] = {
     {"PREC012", "loss-scale-underflow", nd::Severity::kWarning, "model", "all", true, "prec.grad_underflow_layer",
      "prec.loss_scale_mode != \"dynamic\" and prec.forward_finite == true and prec.grad_underflow_fraction > 0.01 and "
      "prec.grad_underflow_fraction_unexplained > 0.01"},
+    {"PREC013", "nonfinite-forward", nd::Severity::kError, "layer", "first", true, "",
+     "prec.first_nonfinite == true and prec.first_nonfinite_cause == \"log-underflow\""},
     {"REPLAY001", "activation-growth", nd::Severity::kWarning, "model", "all", true, "replay.act_growth_layer",
      "replay.act_growth_max > 100"},
     {"REPLAY002", "nonfinite-forward", nd::Severity::kError, "model", "all", true, "replay.nonfinite_layer",

@@ -1487,15 +1487,18 @@ void probe_forward_backward(Session& s) {
     // weight-relative ratio.
     auto ds = mm.find("act.depth_shrink");
     const bool collapsing_forward = ds != mm.end() && ds->second.is_number() && ds->second.get<double>() < 0.01;
-    // The same layers of the first and last residual block within 100x of
-    // each other (grad.block_ratio): the stack does not lose the gradient
-    // with depth; the drop is at its ends (the head, a pooler).
+    mm["grad.rel_contradicts_vanishing"] = !collapsing_forward && rr != mm.end() && rr->second.is_number() &&
+                                           std::isfinite(rr->second.get<double>()) && rr->second.get<double>() >= 0.1;
+    // GRAD003/GRAD002's guard in a model with residual blocks: the same
+    // layers of the first and last block within 100x of each other
+    // (grad.block_ratio) say the stack does not lose or gain the gradient
+    // with depth; the change is at its ends (the head, a pooler).
     auto br = mm.find("grad.block_ratio");
     const bool level_blocks = br != mm.end() && br->second.is_number() && std::isfinite(br->second.get<double>());
-    mm["grad.rel_contradicts_vanishing"] =
-        (!collapsing_forward && rr != mm.end() && rr->second.is_number() && std::isfinite(rr->second.get<double>()) &&
-         rr->second.get<double>() >= 0.1) ||
-        (level_blocks && br->second.get<double>() >= 0.01);
+    if (mm.count("grad.input_output_ratio")) {
+      mm["grad.blocks_contradict_vanishing"] = level_blocks && br->second.get<double>() >= 0.01;
+      mm["grad.blocks_contradict_exploding"] = level_blocks && br->second.get<double>() <= 100;
+    }
     // GRAD002's, the same the other way, in a model whose activations do
     // not grow with depth (act.depth_growth_max below 100): raw
     // output-gradient norms that grow toward the input while the
@@ -1509,10 +1512,8 @@ void probe_forward_backward(Session& s) {
     // the gradients explode with them, whatever the weight-relative ratio.
     auto dg = mm.find("act.depth_growth_max");
     const bool level_forward = dg != mm.end() && dg->second.is_number() && dg->second.get<double>() < 100;
-    mm["grad.rel_contradicts_exploding"] =
-        (level_forward && rr != mm.end() && rr->second.is_number() && std::isfinite(rr->second.get<double>()) &&
-         rr->second.get<double>() <= 10) ||
-        (level_blocks && br->second.get<double>() <= 100);
+    mm["grad.rel_contradicts_exploding"] = level_forward && rr != mm.end() && rr->second.is_number() &&
+                                           std::isfinite(rr->second.get<double>()) && rr->second.get<double>() <= 10;
     // GRAD002/GRAD003's third guard: a BatchNorm that normalizes with the
     // statistics of fewer than 16 values per channel in the train pass (batch
     // 2 through a 2x2 feature map: 8) divides its output gradient by a noisy

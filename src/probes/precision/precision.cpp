@@ -843,6 +843,7 @@ void probe_precision(Session& s) {
       }
   }
   std::string first_nonfinite, first_divergent, cause;
+  bool found_nonfinite = false;  // first_nonfinite may be "" (the root's own forward)
   for (const auto& [ff, path] : order) {
     LayerMetrics* lm = s.doc.find_layer(path);
     if (!lm) continue;
@@ -865,8 +866,9 @@ void probe_precision(Session& s) {
       m["prec.ref_absmax"] = c.ref_absmax;
       m["prec.beyond_max_count"] = c.ref_beyond;
       m["prec.nonfinite_count"] = nonfinite;
-      if (first_nonfinite.empty() && nonfinite > 0 && (first_bad_path.empty() || path == first_bad_path)) {
+      if (!found_nonfinite && nonfinite > 0 && (first_bad_path.empty() || path == first_bad_path)) {
         first_nonfinite = path;
+        found_nonfinite = true;
         m["prec.first_nonfinite"] = true;
         const bool eps_gone = m.count("prec.eps_vanishes") && m["prec.eps_vanishes"].get<bool>();
         // The norm's own internals in the format (measured in both modes) explain
@@ -875,13 +877,13 @@ void probe_precision(Session& s) {
         if (norm_explains && eps_gone && n->overflow_rows == 0) cause = "norm-eps";
         else if (producer_eps > 0 && c.ref_beyond == 0) cause = "norm-eps";
         else if (c.ref_beyond > 0 || (n && n->overflow_rows > 0) || producer_overflow) cause = "overflow";
-        else if (producer_log_zero) cause = "underflow (a value rounded to 0 in the format, then log)";
+        else if (producer_log_zero) cause = "log-underflow";  // a value rounded to 0 in the format, then log (PREC013)
         else if (producer_variance) cause = "variance-cancellation";
         else if (producer_domain) cause = "domain";
         else cause = "other";
         m["prec.first_nonfinite_cause"] = cause;
       }
-      if (first_divergent.empty() && first_nonfinite.empty() && nonfinite == 0 && rel > kDivergenceThreshold) {
+      if (first_divergent.empty() && !found_nonfinite && nonfinite == 0 && rel > kDivergenceThreshold) {
         first_divergent = path;
         m["prec.first_divergent"] = true;
       }
@@ -1001,7 +1003,7 @@ void probe_precision(Session& s) {
       first_nonfinite = origin_layer;
     }
   }
-  if (!first_nonfinite.empty()) {
+  if (found_nonfinite) {
     if (LayerMetrics* lm = s.doc.find_layer(first_nonfinite)) {
       lm->metrics["prec.nonfinite_in_format"] = true;
       if (mm.count("prec.producer_op")) {
@@ -1013,8 +1015,8 @@ void probe_precision(Session& s) {
       if (!propagator_layer.empty()) lm->metrics["prec.propagator"] = mm["prec.propagator_op"].get<std::string>() + " in " + propagator_layer;
     }
   }
-  mm["prec.forward_finite"] = first_nonfinite.empty();
-  if (!first_nonfinite.empty()) {
+  mm["prec.forward_finite"] = !found_nonfinite;
+  if (found_nonfinite) {
     mm["prec.first_nonfinite_layer"] = first_nonfinite;
     mm["prec.first_nonfinite_cause"] = cause;
     // No loss scale can help when the forward pass itself is non-finite.
@@ -1039,7 +1041,7 @@ void probe_precision(Session& s) {
   nlohmann::json probe = {{"format", f.name}, {"mode", emulate ? "emulated" : "native"},
                           {"divergence_threshold", kDivergenceThreshold}};
   if (!native_error.empty()) probe["native_error"] = native_error;
-  if (!first_nonfinite.empty()) probe["first_nonfinite_layer"] = first_nonfinite;
+  if (found_nonfinite) probe["first_nonfinite_layer"] = first_nonfinite;
   if (!first_divergent.empty()) probe["first_divergent_layer"] = first_divergent;
   s.doc.probes["precision"] = probe;
 }
