@@ -30,6 +30,11 @@
 namespace nd {
 namespace {
 
+/// Parameters whose RMS is below this are initialized near zero by design
+/// (timm's cls_token/reg_token at std 1e-6): not judged by the update ratio.
+constexpr double kNearZeroInitRms = 1e-4;
+
+
 constexpr double kAdamBeta1 = 0.9, kAdamBeta2 = 0.999, kAdamEps = 1e-8;
 
 
@@ -303,10 +308,19 @@ void probe_update_ratio(Session& s) {
     if (w > 0 && std::isfinite(w) && std::isfinite(un)) {
       const double ratio = un / w;
       row["ratio"] = ratio;
-      if (p.value.dim() < 2) {
+      // Initialized near zero on purpose: timm's cls_token and reg_token
+      // (std 1e-6), LayerScale-style gains. Any step moves such a tensor by
+      // many times its norm (AdamW at lr 1e-3 changes a 1e-6 cls_token by
+      // 1000x: eval23 case 09 on every timm ViT), and its scale is set by
+      // the first steps; the ratio says nothing about the learning rate.
+      // An RMS below 1e-4 is no weight matrix's initialization (Kaiming and
+      // Xavier give 1/sqrt(fan_in), BERT-style 0.02).
+      const double rms = w / std::sqrt(static_cast<double>(std::max<int64_t>(1, p.value.numel())));
+      if (p.value.dim() < 2 || rms < kNearZeroInitRms) {
         // Biases and norm gains: listed, not judged (their norms can be
         // tiny by design, e.g. biases initialized at std 1e-6).
         row["judged"] = false;
+        if (p.value.dim() >= 2) row["note"] = "initialized near zero (RMS below 1e-4): the first steps set its scale";
         rows.push_back(row);
         continue;
       }
