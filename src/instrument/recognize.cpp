@@ -448,22 +448,25 @@ bool numerator_of(Value* y, Value* src, int depth, bool& centered) {
 namespace {
 
 // True when `user` writes into its input at `offset`: an in-place tensor op
-// (`add_`, `copy_`, `index_put_`: the first argument, by the trailing
-// underscore of ATen's naming) or a list/dict mutator (`append`, `insert`,
-// `extend`, `_set_item`, ...). Values written so are not their defining
-// node's alone: `xs = []` then `xs.append(x)` makes the list hold x.
+// (in_place_op: the first argument) or a list/dict mutator (`append`,
+// `insert`, `extend`, `_set_item`, ...). Values written so are not their
+// defining node's alone: `xs = []` then `xs.append(x)` makes the list hold x.
 bool writes_input(const Node* user, size_t offset) {
   if (offset != 0) return false;
-  const std::string k = user->kind().toQualString();
-  if (k.rfind("aten::", 0) != 0) return false;
-  const std::string name = k.substr(6);
   static const std::set<std::string> kContainerWriters = {
-      "append", "insert", "extend", "_set_item", "__setitem__", "setdefault", "update", "pop", "clear", "remove"};
-  if (kContainerWriters.count(name)) return true;
-  return name.size() > 1 && name.back() == '_' && name.compare(0, 2, "__") != 0;
+      "aten::append", "aten::insert",     "aten::extend", "aten::_set_item", "aten::__setitem__",
+      "aten::setdefault", "aten::update", "aten::pop",    "aten::clear",     "aten::remove"};
+  return kContainerWriters.count(user->kind().toQualString()) > 0 || in_place_op(user);
 }
 
 }  // namespace
+
+bool in_place_op(const Node* n) {
+  const std::string k = n->kind().toQualString();
+  if (k.rfind("aten::", 0) != 0) return false;
+  const std::string name = k.substr(6);
+  return name.size() > 1 && name.back() == '_' && name.compare(0, 2, "__") != 0;
+}
 
 bool param_only(Value* v, std::unordered_map<const Value*, bool>& memo, int depth) {
   auto it = memo.find(v);

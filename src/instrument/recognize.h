@@ -26,6 +26,11 @@ namespace recognize {
 /// weight, a scale built so is a parameter's. `memo` caches answers per value.
 bool param_only(torch::jit::Value* v, std::unordered_map<const torch::jit::Value*, bool>& memo, int depth = 0);
 
+/// True when `n` is an in-place ATen op (`add_`, `mul_`, `copy_`: ATen's
+/// trailing underscore, dunders such as `__and__` excluded): it writes its
+/// first input, whose later readers see the result.
+bool in_place_op(const torch::jit::Node* n);
+
 /// Normalizations written out as ops: a tensor X divided by (or multiplied
 /// with the reciprocal of) a statistic of X over some axes, with or without
 /// its mean subtracted:

@@ -974,8 +974,8 @@ void probe_forward_backward(Session& s) {
       for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) ++holders[p.value.unsafeGetTensorImpl()];
     std::map<std::string, size_t> mod_of;
     for (size_t k = 0; k < s.model.modules.size(); ++k) mod_of[s.model.modules[k].path] = k;
-    const LayerMetrics* out_layer = nullptr;
-    for (const auto& l : s.doc.layers) {
+    LayerMetrics* out_layer = nullptr;
+    for (auto& l : s.doc.layers) {
       if (!l.leaf || l.exec_order < 0 || (out_layer && l.exec_order <= out_layer->exec_order)) continue;
       auto on = l.metrics.find("grad.out_norm");
       if (on == l.metrics.end() || !on->second.is_number() || !(on->second.get<double>() > 0)) continue;
@@ -990,7 +990,7 @@ void probe_forward_backward(Session& s) {
       if (matrix && !fixed_transform) out_layer = &l;
     }
     if (out_layer) {
-      LayerMetrics& ol = *s.doc.find_layer(out_layer->path);
+      LayerMetrics& ol = *out_layer;
       std::set<const void*> own;
       bool frozen = true, tied = false;
       int64_t n_frozen = 0;

@@ -33,6 +33,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/jit/passes/inliner.h>
 
+#include "instrument/recognize.h"
 #include "probes/forward_backward/forward_backward.h"
 #include "probes/session.h"
 
@@ -182,9 +183,7 @@ Reach factor_reach(const Value* v, int depth) {
       // In place (timm's NormFreeBlock: out.mul_(self.skipinit_gain), its
       // result unused): the product is the written tensor, read by what
       // comes after.
-      const std::string k = kind_of(user);
-      if (r == Reach::kNone && u.offset > 0 && k.size() > 1 && k.back() == '_' && !user->inputs().empty())
-        r = follow(user->input(0), 0);
+      if (r == Reach::kNone && u.offset > 0 && recognize::in_place_op(user)) r = follow(user->input(0), 0);
     }
     if (r == Reach::kOutput) return r;
     if (r == Reach::kResidual) best = r;

@@ -169,14 +169,6 @@ std::string record_batch_axis(MetricMap& mm, const BatchAxisReduction& b) {
          b.op + " reduces " + b.axes;
 }
 
-/// The module that ran the mode-dependent op behind a divergence first seen
-/// at module `first`'s output. A module that runs F.batch_norm in its own
-/// forward and then hands the result to children (timm's BatchNormAct2d:
-/// batch_norm, then self.drop, then self.act) shows the difference first at
-/// a child's output; the batch_norm op that fired last before that output,
-/// when it ran in an ancestor of `first`, is where the outputs began to
-/// differ. `first` itself when it runs a batch_norm, or when the last one
-/// before it ran elsewhere (then nothing says it fed `first`).
 /// Module kinds whose output row b depends on input row b alone and that
 /// keep no state: in eval mode they cannot make one example depend on
 /// another (Dropout is the identity there).
@@ -189,6 +181,14 @@ bool elementwise_kind(const std::string& kind) {
   return kinds.count(kind) > 0;
 }
 
+/// The module that ran the mode-dependent op behind a divergence first seen
+/// at module `first`'s output. A module that runs F.batch_norm in its own
+/// forward and then hands the result to children (timm's BatchNormAct2d:
+/// batch_norm, then self.drop, then self.act) shows the difference first at
+/// a child's output; the batch_norm op that fired last before that output,
+/// when it ran in an ancestor of `first`, is where the outputs began to
+/// differ. `first` itself when it runs a batch_norm, or when the last one
+/// before it ran elsewhere (then nothing says it fed `first`).
 std::string drift_origin(const InstrumentedModel& im, const Collector& c, const std::string& first) {
   const auto& rec = c.records();
   int64_t first_out = -1;
@@ -1261,20 +1261,23 @@ void probe_normalization(Session& s) {
         } while (true);
         first = up;
       }
+      // The op before the pass-through module, in its caller's forward.
+      const std::string before_passthrough =
+          seen_in_passthrough.empty()
+              ? std::string()
+              : "an op of " + (first.empty() ? std::string("the model") : first) + "'s own forward before " +
+                    seen_in_passthrough + " makes an example's output depend on the rest of the batch (" +
+                    seen_in_passthrough + " itself passes its input through)";
       if (!seen_in_passthrough.empty() && first.empty()) {
         mm["batchdep.first_seen_at"] = seen_in_passthrough;
         mm["batchdep.first_layer"] = "";
-        mm["batchdep.cause"] = "an op of the model's own forward before " + seen_in_passthrough +
-                               " makes an example's output depend on the rest of the batch (" + seen_in_passthrough + " itself passes its input through)";
+        mm["batchdep.cause"] = before_passthrough;
       } else if (!first.empty()) {
         if (!seen_in_passthrough.empty()) mm["batchdep.first_seen_at"] = seen_in_passthrough;
-        if (first != seen && seen_in_passthrough.empty()) mm["batchdep.first_seen_at"] = seen;
+        else if (first != seen) mm["batchdep.first_seen_at"] = seen;
         mm["batchdep.first_layer"] = first;
         const LayerMetrics* l = s.doc.find_layer(first);
-        std::string cause = seen_in_passthrough.empty()
-                                ? "an op that mixes examples in " + first
-                                : "an op of " + first + "'s own forward before " + seen_in_passthrough +
-                                      " makes an example's output depend on the rest of the batch (" + seen_in_passthrough + " itself passes its input through)";
+        std::string cause = seen_in_passthrough.empty() ? "an op that mixes examples in " + first : before_passthrough;
         const bool bn_op = l && l->metrics.count("bn.has_running_stats");
         if (l && bn_op && l->kind.find("BatchNorm") != std::string::npos) {
           const bool running = l->metrics.at("bn.has_running_stats") == true;
