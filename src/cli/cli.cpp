@@ -102,7 +102,7 @@ int run_rules_list(const std::string& dir, const std::string& format) {
       for (const auto& c : r.when) when.push_back({{"metric", c.metric}, {"op", c.op}, {"value", c.value}});
       arr.push_back({{"id", r.id}, {"failure_mode", r.failure_mode}, {"severity", severity_name(r.severity)},
                      {"scope", r.scope}, {"lifecycle", r.lifecycle}, {"since", r.since}, {"title", r.title},
-                     {"when", when}, {"message", r.message}, {"fix", r.fix}, {"references", r.references},
+                     {"when", when}, {"message", r.message}, {"fix", fix_texts(r)}, {"references", r.references},
                      {"explain", r.explain}});
     }
     std::cout << arr.dump(2) << "\n";
@@ -175,7 +175,8 @@ int run_explain(const std::string& dir, const std::string& id) {
     if (!r.explain.empty()) std::cout << "\n" << r.explain << (r.explain.back() == '\n' ? "" : "\n");
     if (!r.fix.empty()) {
       std::cout << "\nFixes\n";
-      for (std::size_t i = 0; i < r.fix.size(); ++i) std::cout << "  " << i + 1 << ". " << r.fix[i] << "\n";
+      const auto fixes = fix_texts(r);
+      for (std::size_t i = 0; i < fixes.size(); ++i) std::cout << "  " << i + 1 << ". " << fixes[i] << "\n";
     }
     if (!r.references.empty()) {
       std::cout << "\nReferences\n";

@@ -104,7 +104,7 @@ std::string help_text(const Rule& r) {
   while (!s.empty() && s.back() == '\n') s.pop_back();
   if (!r.fix.empty()) {
     s += "\n\nFixes\n";
-    for (const auto& f : r.fix) s += "- " + f + "\n";
+    for (const auto& f : fix_texts(r)) s += "- " + f + "\n";
   }
   if (!r.references.empty()) {
     s += (r.fix.empty() ? "\n\n" : "\n") + std::string("References\n");
@@ -121,7 +121,7 @@ std::string help_markdown(const Rule& r) {
   }
   if (!r.fix.empty()) {
     s += "**Fixes**\n\n";
-    for (const auto& f : r.fix) s += "- " + f + "\n";
+    for (const auto& f : fix_texts(r)) s += "- " + f + "\n";
     s += "\n";
   }
   if (!r.references.empty()) {

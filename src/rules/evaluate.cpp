@@ -101,6 +101,20 @@ struct Keyed {
 
 }  // namespace
 
+std::vector<std::string> fix_texts(const Rule& r) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < r.fix.size(); ++i) {
+    std::string t = r.fix[i];
+    if (i < r.fix_when.size() && !r.fix_when[i].empty()) {
+      std::string w;
+      for (const auto& c : r.fix_when[i]) w += (w.empty() ? "" : " and ") + c.metric + " " + c.op + " " + format_metric(c.value);
+      t += " (when " + w + ")";
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 std::vector<Finding> evaluate_rules(const std::vector<Rule>& rules, const MetricsDoc& doc) {
   const MetricMap& model = doc.model_metrics;
   const MetricValue* syn = lookup_metric(nullptr, model, "run.synthetic_inputs");
@@ -120,7 +134,13 @@ std::vector<Finding> evaluate_rules(const std::vector<Rule>& rules, const Metric
     f.message = render_message(r, local, model, layer, input);
     f.evidence = collect_evidence(r, local, model);
     for (auto& [k, v] : extra.items()) f.evidence[k] = v;
-    f.fix = r.fix;
+    // Conditional fixes: only those whose conditions hold on this finding's metrics.
+    for (std::size_t i = 0; i < r.fix.size(); ++i) {
+      bool ok = true;
+      if (i < r.fix_when.size())
+        for (const auto& c : r.fix_when[i]) ok = ok && holds(c, lookup_metric(local, model, c.metric));
+      if (ok) f.fix.push_back(r.fix[i]);
+    }
     bool depends = r.data_dependent;
     if (!r.data_dependent_metric.empty()) {
       const MetricValue* d = lookup_metric(local, model, r.data_dependent_metric);

@@ -99,7 +99,7 @@ class RuleReader {
     r.title = string_at("title", false);
     r.message = string_at("message", true);
     r.explain = string_at("explain", false);
-    r.fix = string_list_at("fix");
+    read_fix(r);
     r.references = string_list_at("references");
     r.lifecycle = kLifecycles[choice_index("lifecycle", kLifecycles, false, 0)];
     if (root_.contains("since")) {
@@ -190,16 +190,51 @@ class RuleReader {
     return "key '" + key + "': '" + v + "' is not one of " + list + did_you_mean(v, options);
   }
 
+  /// `fix`: an array whose entries are strings (always shown) or tables
+  /// {text, when} (shown when the conditions hold on the finding's metrics).
+  void read_fix(Rule& r) const {
+    const toml::node* n = root_.get("fix");
+    if (!n) return;
+    const toml::array* a = n->as_array();
+    if (!a) fail(line(*n), "key 'fix' must be an array of strings or tables {text, when}, not " + std::string(toml_type_name(*n)));
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const toml::node& e = *a->get(i);
+      if (e.is_string()) {
+        r.fix.push_back(e.as_string()->get());
+        r.fix_when.emplace_back();
+        continue;
+      }
+      const toml::table* t = e.as_table();
+      const std::string where = "fix[" + std::to_string(i) + "]";
+      if (!t) fail(line(e), "key '" + where + "' must be a string or a table {text, when}, not " + toml_type_name(e));
+      check_keys(*t, {"text", "when"}, " in " + where);
+      const toml::node* text = t->get("text");
+      if (!text || !text->is_string()) fail(line(e), "key '" + where + ".text' must be a string");
+      const toml::node* when = t->get("when");
+      if (!when) fail(line(e), "key '" + where + "' misses 'when' (a fix shown always is a plain string)");
+      r.fix.push_back(text->as_string()->get());
+      r.fix_when.push_back(read_conditions(*when, where + ".when"));
+    }
+  }
+
   std::vector<Condition> read_when() const {
     const toml::node* n = root_.get("when");
     if (!n) fail(1, "missing required key 'when'");
+    return read_conditions(*n, "when");
+  }
+
+  /// An array of tables {metric, op, value} at `key` (for messages).
+  std::vector<Condition> read_conditions(const toml::node& node, const std::string& key) const {
+    const toml::node* n = &node;
     const toml::array* a = n->as_array();
-    if (!a) fail(line(*n), "key 'when' must be an array of tables {metric, op, value}, not " + std::string(toml_type_name(*n)));
-    if (a->empty()) fail(line(*n), "key 'when' is empty; a rule needs at least one condition");
+    if (!a) fail(line(*n), "key '" + key + "' must be an array of tables {metric, op, value}, not " + std::string(toml_type_name(*n)));
+    if (a->empty())
+      fail(line(*n), "key '" + key + "' is empty; " + (key == "when" ? std::string("a rule") : std::string("a conditional fix")) +
+                         " needs at least one condition");
     std::vector<Condition> out;
     for (std::size_t i = 0; i < a->size(); ++i) {
       const toml::node& e = *a->get(i);
-      const std::string where = "when[" + std::to_string(i) + "]";
+      const std::string where = key + "[" + std::to_string(i) + "]";
       const toml::table* t = e.as_table();
       if (!t) fail(line(e), "key '" + where + "' must be a table {metric, op, value}, not " + toml_type_name(e));
       check_keys(*t, kWhenKeys, " in " + where);

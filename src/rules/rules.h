@@ -47,6 +47,12 @@ struct Rule {
   std::string message;                ///< template: {layer}, {input}, {metric.name}
   std::string explain;                ///< long text: detects / why / example / fix / when to ignore
   std::vector<std::string> fix;       ///< concrete fixes, most effective first
+  /// Per entry of `fix`: conditions (on the finding's metrics, as `when`)
+  /// under which that fix applies; empty = always. A fix written as a table
+  /// {text, when} fits only some of the models the rule fires on (a router's
+  /// softmax, not an attention's), and is left out of findings where its
+  /// conditions do not hold.
+  std::vector<std::vector<Condition>> fix_when;
   std::vector<std::string> references;///< sources of the thresholds (papers, bug threads)
   std::string lifecycle = "stable";   ///< "stable" | "preview" | "deprecated"
   std::string since = "0.1.0";        ///< normdoctor version that introduced it
@@ -106,6 +112,11 @@ std::vector<Finding> evaluate_rules(const std::vector<Rule>& rules, const Metric
 /// Integers below 1e15 print exactly (counts stay exact); NaN/Inf print as
 /// nan, inf, -inf; null as null.
 std::string format_metric(const MetricValue& v);
+
+/// The rule's fixes as listed with the rule itself (explain, rules --list,
+/// SARIF rule help): a conditional fix ends in " (when METRIC OP VALUE and
+/// ...)"; findings carry only the fixes whose conditions hold, without it.
+std::vector<std::string> fix_texts(const Rule& r);
 
 /// The placeholder names of a message template, in order of appearance
 /// ("{layer} reaches {act.absmax}" -> {"layer", "act.absmax"}). Throws

@@ -86,6 +86,23 @@ TEST(Evaluate, AllConditionsMustHold) {
   EXPECT_EQ(layers_of(f), std::vector<std::string>{"both"});
 }
 
+// A finding lists the fixes whose conditions hold on its own metrics (the
+// layer's, else the model's), in the rule's order.
+TEST(Evaluate, ConditionalFixesFollowTheFindingsMetrics) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("attn", "L", 0, true, {{"m.x", 5}, {"softmax.attention_sites", 2}}));
+  doc.layers.push_back(layer("router", "L", 1, true, {{"m.x", 5}, {"softmax.attention_sites", 0}}));
+  doc.layers.push_back(layer("unknown", "L", 2, true, {{"m.x", 5}}));
+  nd::Rule r = rule("T001", "layer", {cond("m.x", ">", 1)});
+  r.fix = {"attention fix", "router fix", "any"};
+  r.fix_when = {{cond("softmax.attention_sites", ">", 0)}, {cond("softmax.attention_sites", "==", 0)}, {}};
+  const auto f = nd::evaluate_rules({r}, doc);
+  ASSERT_EQ(f.size(), 3u);
+  EXPECT_EQ(f[0].fix, (std::vector<std::string>{"attention fix", "any"}));
+  EXPECT_EQ(f[1].fix, (std::vector<std::string>{"router fix", "any"}));
+  EXPECT_EQ(f[2].fix, (std::vector<std::string>{"any"}));  // a missing metric holds no condition
+}
+
 TEST(Evaluate, LayerRuleFallsBackToModelMetrics) {
   nd::MetricsDoc doc;
   doc.layers.push_back(layer("a", "L", 0, true, {{"m.x", 5}}));

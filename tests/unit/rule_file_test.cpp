@@ -117,6 +117,34 @@ TEST(RuleFile, FloatBoolAndArrayOfTablesConditions) {
   EXPECT_EQ(r.severity, nd::Severity::kError);
 }
 
+// A fix written as a table {text, when} holds its conditions; a plain
+// string has none. fix_texts() shows the conditions where the rule is listed.
+TEST(RuleFile, ConditionalFixes) {
+  ndtest::TempDir dir;
+  const nd::Rule r = nd::load_rule_file(dir.write(
+      "X001.toml", minimal("fix = [\n  { text = \"router z-loss\", when = [ { metric = \"softmax.attention_sites\", op = \"==\", "
+                           "value = 0 } ] },\n  \"smaller init\",\n]\n")));
+  ASSERT_EQ(r.fix.size(), 2u);
+  ASSERT_EQ(r.fix_when.size(), 2u);
+  EXPECT_EQ(r.fix[0], "router z-loss");
+  ASSERT_EQ(r.fix_when[0].size(), 1u);
+  EXPECT_EQ(r.fix_when[0][0].metric, "softmax.attention_sites");
+  EXPECT_TRUE(r.fix_when[1].empty());
+  EXPECT_EQ(nd::fix_texts(r), (std::vector<std::string>{"router z-loss (when softmax.attention_sites == 0)", "smaller init"}));
+}
+
+TEST(RuleFile, ConditionalFixNeedsTextAndConditions) {
+  EXPECT_EQ(load_error(minimal("fix = [ { text = \"x\" } ]\n")),
+            ":7: key 'fix[0]' misses 'when' (a fix shown always is a plain string)");
+  EXPECT_EQ(load_error(minimal("fix = [ { text = \"x\", when = [] } ]\n")),
+            ":7: key 'fix[0].when' is empty; a conditional fix needs at least one condition");
+  EXPECT_NE(load_error(minimal("fix = [ { txt = \"x\", when = [ { metric = \"a.b\", op = \"==\", value = 1 } ] } ]\n"))
+                .find("unknown key 'txt' in fix[0]"),
+            std::string::npos);
+  EXPECT_NE(load_error(minimal("fix = [ 3 ]\n")).find("key 'fix[0]' must be a string or a table {text, when}"),
+            std::string::npos);
+}
+
 TEST(RuleFile, SyntaxErrorNamesLine) {
   const std::string msg = load_error(minimal("title = \"ok\"\nfix = [\"a\",\nreferences = 3\n"));
   EXPECT_EQ(msg.rfind(":9: TOML syntax error: ", 0), 0u) << msg;
@@ -173,7 +201,7 @@ TEST(RuleFile, MissingRequiredKey) {
 }
 
 TEST(RuleFile, WrongType) {
-  EXPECT_EQ(load_error(minimal("fix = \"one fix\"\n")), ":7: key 'fix' must be an array of strings, not a string");
+  EXPECT_EQ(load_error(minimal("fix = \"one fix\"\n")), ":7: key 'fix' must be an array of strings or tables {text, when}, not a string");
   EXPECT_EQ(load_error(minimal("data_dependent = \"yes\"\n")),
             ":7: key 'data_dependent': 'yes' is neither a boolean nor a metric name (e.g. \"grad.zero_from_values\")");
   EXPECT_EQ(load_error(minimal("data_dependent = 3\n")), ":7: key 'data_dependent' must be a boolean or a metric name, not an integer");
