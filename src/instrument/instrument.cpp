@@ -1446,6 +1446,64 @@ std::shared_ptr<torch::jit::Graph> built_callee(torch::jit::GraphFunction* fn, c
   return g;
 }
 
+// All nodes of block `b` and its sub-blocks, in program order.
+void nodes_in_order(torch::jit::Block* b, std::vector<Node*>& out) {
+  for (Node* n : b->nodes()) {
+    out.push_back(n);
+    for (torch::jit::Block* sb : n->blocks()) nodes_in_order(sb, out);
+  }
+}
+
+// True when block `outer` is `b` or holds it (through nodes' sub-blocks).
+bool block_encloses(const torch::jit::Block* outer, const torch::jit::Block* b) {
+  while (b) {
+    if (b == outer) return true;
+    const Node* owner = b->owningNode();
+    b = owner ? owner->owningBlock() : nullptr;
+  }
+  return false;
+}
+
+// Reads of a module's tensor attribute that the same forward wrote before
+// read the written value: `self.mean = x.mean(dim, keepdim=True)` in one
+// method and `x - self.mean` in the next (ts-kim/RevIN keeps its statistics
+// so, between its "norm" and "denorm" calls) is, after inlining, a
+// prim::SetAttr then a prim::GetAttr of the same path and name; the read is
+// replaced by the stored value, so the norm is seen computed from x and not
+// from a module attribute (which reads as a parameter: a weight
+// standardization). Only where the store certainly runs first: it lies in
+// a block enclosing the read, before it, with no other store of that
+// attribute after it and before the read, and none in a loop around the
+// read. The SetAttr itself stays: the module's state is as before.
+void forward_attribute_stores(torch::jit::Graph& g) {
+  std::vector<Node*> order;
+  nodes_in_order(g.block(), order);
+  std::map<std::pair<std::string, std::string>, std::vector<Node*>> stores;
+  for (Node* n : order)
+    if (n->kind() == c10::prim::SetAttr && n->inputs().size() == 2)
+      if (auto path = path_from_self(n->input(0), g)) stores[{*path, n->s(c10::attr::name)}].push_back(n);
+  if (stores.empty()) return;
+  for (Node* n : order) {
+    if (n->kind() != c10::prim::GetAttr || n->output()->type()->kind() != c10::TypeKind::TensorType) continue;
+    auto path = path_from_self(n->input(), g);
+    if (!path) continue;
+    auto it = stores.find({*path, n->s(c10::attr::name)});
+    if (it == stores.end()) continue;
+    Node* last = nullptr;
+    for (Node* st : it->second)
+      if (st->isBefore(n)) last = st;
+    if (!last || !block_encloses(last->owningBlock(), n->owningBlock())) continue;
+    if (last->input(1)->type()->kind() != c10::TypeKind::TensorType) continue;
+    // A store inside a loop around the read runs again before a later read.
+    bool looped = false;
+    for (const torch::jit::Block* b = n->owningBlock(); b && b->owningNode() && !looped; b = b->owningNode()->owningBlock())
+      if (b->owningNode()->kind() == c10::prim::Loop)
+        for (Node* st : it->second) looped = looped || block_encloses(b, st->owningBlock());
+    if (looped) continue;
+    n->output()->replaceAllUsesWith(last->input(1));
+  }
+}
+
 // Inlines every call of `graph` (a module's forward) with the module paths
 // recorded; see above.
 void inline_recording_modules(torch::jit::Graph& graph) {
@@ -1463,6 +1521,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   graph_ = model.module.get_method("forward").graph()->copy();
   inline_recording_modules(*graph_);
   torch::jit::LowerSimpleTuples(graph_);
+  forward_attribute_stores(*graph_);
   ScopeResolver scopes(model);
   // The innermost named_modules() path running node n ("" the root's own
   // forward, or unknown).
@@ -1908,6 +1967,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         if (!c) continue;
         r.dims = {*c};
       } else if (dv->node()->kind() == c10::prim::ListConstruct) {
+        if (structure::list_written(dv)) continue;  // filled at run time: axes unknown here
         bool ok = true;
         for (Value* e : dv->node()->inputs()) {
           auto c = int_of(e);
@@ -2595,6 +2655,18 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         ints = nn.node->input(1);
       site.input_tap = tap_before(nn.node, nn.input, TapKind::kNormInput, ints);
       if (nn.view_source && nn.view_node) site.source_tap = tap_before(nn.view_node, nn.view_source, TapKind::kNormInput, nullptr);
+      // Dims filled at run time (RevIN's dim2reduce built by a loop): a tap
+      // on the reduction's input records the list the reduction receives.
+      if (nn.reduce && !nn.reduce->inputs().empty() && is_tensor(nn.reduce->input(0))) {
+        const std::string rk = nn.reduce->kind().toQualString();
+        const size_t di = rk == "aten::norm" || rk == "aten::linalg_vector_norm" || rk == "aten::linalg_norm" ? 2 : 1;
+        if (di < nn.reduce->inputs().size()) {
+          Value* dl = nn.reduce->input(di);
+          auto lt = dl->type()->cast<c10::ListType>();
+          if (lt && lt->getElementType()->kind() == c10::TypeKind::IntType)
+            site.dims_tap = tap_before(nn.reduce, nn.reduce->input(0), TapKind::kNormInput, dl);
+        }
+      }
     }
     norm_ops_.push_back(std::move(site));
   }

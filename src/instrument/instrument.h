@@ -94,6 +94,10 @@ struct NormOpSite {
   /// Written-out norms over a view (GroupNorm as x.view(B, G, -1)): a
   /// kNormInput tap on the tensor before the view; -1: none.
   int64_t source_tap = -1;
+  /// Written-out norms whose reduced dims are a list filled at run time
+  /// (args "dims" = "dynamic"): a kNormInput tap before the reduction that
+  /// records the dims it receives (TapRecord::ints); -1: none.
+  int64_t dims_tap = -1;
   /// Roles of the normalized tensor's axes from what produced it
   /// (recognize::infer_roles: "batch", "time", "hidden", "channel",
   /// "spatial", "tokens", "in:I:D" for axis D of argument I, "?"); empty:
@@ -252,7 +256,7 @@ struct TapRecord {
   TensorStats grad;               ///< gradient w.r.t. the tapped tensor
   BatchNormStats bn;              ///< kBatchNormInput only
   std::vector<int64_t> shape;     ///< sizes of the tensor at its first firing
-  std::string dtype;              ///< its dtype at the first firing ("float32", ...)
+  std::string dtype;              ///< its dtype at the first firing (c10::toString: "Float", "Half", "Long", ...)
   /// normdoctor::norm_tap: the normalized_shape the op received at its
   /// first firing (computed at run time: F.layer_norm(x, x.shape[-2:])).
   std::vector<int64_t> ints;

@@ -223,7 +223,7 @@ Reduction reduction_dims(Node* r, const std::function<std::optional<double>(Valu
     out.dims = "all";
   } else if (auto l = structure::const_int_list(d)) {
     out.dims = l->empty() ? nlohmann::json("all") : nlohmann::json(*l);
-  } else if (d->node()->kind() == c10::prim::ListConstruct) {
+  } else if (d->node()->kind() == c10::prim::ListConstruct && !structure::list_written(d)) {
     // Dims held by the module (x.mean(self.dim, keepdim=True)).
     std::vector<int64_t> dims;
     for (Value* e : d->node()->inputs()) {
@@ -647,6 +647,7 @@ std::vector<structure::NormNode> find_norm_patterns(const std::vector<Node*>& no
       if (masked) nn.args["masked_rows"] = true;
       const bool centered = st->centered || num_centered;
       nn.args["dims"] = st->red.dims;
+      if (st->red.dims == "dynamic") nn.reduce = st->reduce;
       nn.args["keepdim"] = st->red.keepdim;
       nn.args["eps"] = st->eps;
       nn.args["statistic"] = st->statistic;

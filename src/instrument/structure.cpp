@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <deque>
 #include <iostream>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -92,6 +93,15 @@ bool last_component_numeric(const std::string& path, bool allow_suffix) {
 
 }  // namespace
 
+bool list_written(const Value* v) {
+  static const std::set<std::string> kListWriters = {"aten::append", "aten::insert", "aten::extend",
+                                                     "aten::_set_item", "aten::__setitem__", "aten::pop",
+                                                     "aten::clear", "aten::remove", "aten::reverse", "aten::sort"};
+  for (const auto& u : v->uses())
+    if (u.offset == 0 && kListWriters.count(u.user->kind().toQualString())) return true;
+  return false;
+}
+
 std::optional<std::vector<int64_t>> const_int_list(Value* v) {
   if (auto iv = torch::jit::toIValue(v)) {
     if (iv->isIntList()) return iv->toIntVector();
@@ -99,6 +109,7 @@ std::optional<std::vector<int64_t>> const_int_list(Value* v) {
     return std::nullopt;
   }
   if (v->node()->kind() != c10::prim::ListConstruct) return std::nullopt;
+  if (list_written(v)) return std::nullopt;
   std::vector<int64_t> out;
   for (Value* e : v->node()->inputs()) {
     auto iv = torch::jit::toIValue(e);
@@ -159,8 +170,10 @@ std::vector<NormNode> find_rms_patterns(const std::vector<Node*>& nodes, ScopeRe
         nn.args["dims"] = *dims;
       else if (d && d->isNone())
         nn.args["dims"] = "all";
-      else
+      else {
         nn.args["dims"] = "dynamic";
+        nn.reduce = mean;
+      }
       auto kd = torch::jit::toIValue(mean->input(2));
       if (kd && kd->isBool()) nn.args["keepdim"] = kd->toBool();
     } else {

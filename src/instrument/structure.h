@@ -22,8 +22,14 @@ class ScopeResolver;
 
 namespace structure {
 
+/// True when a list value is written after its construction: `dims = [i
+/// for i in range(1, x.dim() - 1)]` scripts to an empty prim::ListConstruct
+/// filled by aten::append in a loop (RevIN's dim2reduce). Its elements are
+/// then known only at run time, not from the ListConstruct's inputs.
+bool list_written(const torch::jit::Value* v);
 /// A constant int list: a prim::Constant, or a prim::ListConstruct of
-/// constant ints (how traced graphs pass dims and normalized_shape).
+/// constant ints (how traced graphs pass dims and normalized_shape) that
+/// nothing writes afterwards (list_written).
 std::optional<std::vector<int64_t>> const_int_list(torch::jit::Value* v);
 /// A constant number: a scalar constant or a one-element tensor constant
 /// (traced graphs store eps as a 0-dim tensor).
@@ -42,6 +48,10 @@ struct NormNode {
   /// tensor before the view, and the view node; nullptr otherwise.
   torch::jit::Value* view_source = nullptr;
   torch::jit::Node* view_node = nullptr;
+  /// Written-out norms whose reduced dims are not constants (args "dims" is
+  /// "dynamic": a list filled at run time): the reduction reading them, so
+  /// a tap can record the list it receives; nullptr otherwise.
+  torch::jit::Node* reduce = nullptr;
 };
 
 /// Finds RMSNorm written out as ops: rsqrt(mean(pow(x, 2) | x * x | square(x), dims) + eps)

@@ -2940,6 +2940,67 @@ TEST(Round21, NearZeroInitTokensAreNotJudgedByTheUpdateRatio) {
   EXPECT_NE(f->at("layer"), "");
 }
 
+
+// ts-kim/RevIN computes its statistics over dim2reduce = range(1, x.ndim -
+// 1), scripted as a list comprehension: an empty list filled by
+// aten::append in a loop. It keeps them as module attributes (self.mean,
+// self.stdev) between its "norm" and "denorm" calls. The empty list read as
+// "every axis" gave AXIS002 (error) on the correct RevIN, and its learned
+// per-feature affine made AXIS001 (error) of a deliberate per-instance
+// standardization (eval23 case 02). Now the dims the reduction receives are
+// recorded at run time, the stored statistics are followed through the
+// attributes, and an affine along the kept feature axis is RevIN's: AXIS007
+// (info). The fault (dims from axis 0) reduces over batch and time.
+TEST(Round24, RevinDimsBuiltAtRunTimeAreRead) {
+  const std::string name = "r24_revin_batch_stats";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{{"AXIS002", "revin_layer"}, {"BN005", "revin_layer"}});
+  const json* a = finding(rep, "AXIS002");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->at("evidence").at("norm.reduced_axes"), "batch, time");
+  EXPECT_EQ(a->at("evidence").at("norm.input_shape"), "[8, 48, 5]");
+  const json* b = finding(rep, "BN005");
+  ASSERT_NE(b, nullptr);
+  EXPECT_TRUE(nde2e::near_rel("batchdep.max_rel_diff", num(b->at("evidence").at("batchdep.max_rel_diff")),
+                              nums(name).at("last_alone_rel_diff").get<double>(), 1e-3));
+  EXPECT_NE(b->at("message").get<std::string>().find("dims [0, 1] (received at run time)"), std::string::npos)
+      << b->at("message");
+  const std::string twin_name = "r24_revin_per_instance";
+  RUN_ROUND3(twin, twin_name);
+  expect_findings(twin, twin_name, Set{});
+  EXPECT_EQ(nums(twin_name).at("last_alone_rel_diff").get<double>(), 0.0);
+  const json* i = info_finding(twin, "AXIS007", "revin_layer");
+  ASSERT_NE(i, nullptr) << twin.at("findings").dump(1);
+  EXPECT_EQ(i->at("evidence").at("norm.reduced_axes"), "time");
+  EXPECT_NE(i->at("evidence").at("norm.standardization_params").get<std::string>().find("affine"), std::string::npos);
+  EXPECT_FALSE(has_rule(twin, "IN002"));  // RevIN standardizes the input before the Linear reads it
+}
+
+
+// transformers' MixtralTopKRouter returns (router_logits, router_scores,
+// router_indices); the MoE block uses the last two, and the int64 expert
+// indices were taken as the router's activations (act.absmax 3 = experts -
+// 1 in the layer table, eval23). The floating-point output is described:
+// the top-k weights Python measures.
+TEST(Round24, RouterRowDescribesItsFloatingPointOutput) {
+  const std::string name = "r24_moe_router_outputs";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  const json* gate = nullptr;
+  for (const auto& l : rep.at("layers"))
+    if (l.at("path") == "moe.gate") gate = &l;
+  ASSERT_NE(gate, nullptr);
+  const json& m = gate->at("metrics");
+  EXPECT_TRUE(nde2e::near_rel("act.rms", num(m.at("act.rms")), nums(name).at("scores_rms").get<double>(), 1e-4));
+  EXPECT_TRUE(nde2e::near_rel("act.absmax", num(m.at("act.absmax")), nums(name).at("scores_absmax").get<double>(), 1e-4));
+  int primaries = 0;
+  for (const auto& o : m.at("act.outputs")) {
+    if (o.at("primary") == true) ++primaries;
+    if (num(o.at("absmax")) == nums(name).at("indices_absmax").get<double>()) EXPECT_EQ(o.at("primary"), false) << o.dump();
+  }
+  EXPECT_EQ(primaries, 1) << m.at("act.outputs").dump();
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -78,7 +78,8 @@ const Expected kExpected[] = {
     {"ARCH002", "missing-final-norm", nd::Severity::kWarning, "model", "all", false, "arch.head_layer",
      "arch.final_stack_pre_norm_blocks >= 2 and arch.final_norm == \"absent\" and arch.head_zero_init == false"},
     {"ARCH003", "no-normalization", nd::Severity::kWarning, "model", "all", false, "arch.stack",
-     "arch.blocks_all >= 8 and arch.norm_layers == 0 and arch.norm_modules == 0 and arch.branch_stream_ratio_max > 0.01"},
+     "arch.blocks_all >= 8 and arch.norm_layers == 0 and arch.norm_modules == 0 and arch.branch_stream_ratio_max > 0.01 and "
+     "arch.stream_decays == false"},
     {"ARCH004", "residual-stream-growth", nd::Severity::kWarning, "model", "all", true, "arch.stream_growth_layer",
      "arch.branches_normalized == false and arch.pre_norm_blocks >= 2 and arch.stream_growth > 100 and "
      "arch.block_norms_under_eps == false and run.trained == false"},
@@ -88,6 +89,9 @@ const Expected kExpected[] = {
     {"ARCH006", "residual-stream-growth", nd::Severity::kWarning, "model", "all", true, "arch.last_block",
      "arch.branches_normalized == false and arch.pre_norm_blocks >= 4 and arch.stream_late_ratio >= 1.3 and "
      "arch.stream_growth > 10 and arch.stream_growth <= 100 and arch.block_norms_under_eps == false"},
+    {"ARCH007", "no-normalization", nd::Severity::kInfo, "model", "all", true, "arch.stack",
+     "arch.blocks_all >= 8 and arch.norm_layers == 0 and arch.norm_modules == 0 and arch.branch_stream_ratio_max > 0.01 and "
+     "arch.stream_decays == true"},
     {"ATTN001", "attention-logit-growth", nd::Severity::kWarning, "layer", "all", false, "",
      "attn.logit_absmax > 30 and attn.large_logit_row_fraction >= 0.01 and run.trained == false"},
     {"ATTN002", "nonfinite-forward", nd::Severity::kError, "layer", "all", true, "", "attn.masked_nan_rows > 0"},

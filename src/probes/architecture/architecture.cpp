@@ -219,6 +219,16 @@ void probe_architecture(Session& s) {
   mm["arch.stream_rms_last"] = finite_or_null(last_out);
   mm["arch.stream_growth"] = (std::isfinite(first_in) && std::isfinite(last_out) && first_in > 0) ? finite_or_null(last_out / first_in)
                                                                                                   : nlohmann::json(nullptr);
+  // The stream leaves the main stack with under 0.75 of the RMS it entered
+  // with: the layers between the blocks take out more than the branches add
+  // (diffusers' AutoencoderTiny, TAESD: 0.44 through its decoder, eval23
+  // case 38). Independent branches added to a stream never shrink it; a
+  // normalization-free stack that decays is taken as one by design
+  // (ARCH007, info) rather than ARCH003's warning. False when not measured.
+  {
+    const auto& g = mm["arch.stream_growth"];
+    mm["arch.stream_decays"] = g.is_number() && g.get<double>() < 0.75;
+  }
   // The stream's growth per block over the second half of the main stack:
   // the smallest out / in there. Independent unit branches added to the
   // stream grow it like sqrt(k), a ratio sqrt((k + 1) / k) at block k, at
@@ -333,7 +343,7 @@ const std::vector<std::string>& architecture_writes() {
   static const std::vector<std::string> names = {
       "arch.blocks", "arch.blocks_all", "arch.branch_stream_ratio_max", "arch.norm_modules", "arch.final_norm", "arch.final_norm_layer", "arch.head_layer", "arch.last_block",
       "arch.norm_layers", "arch.placement", "arch.post_norm_blocks", "arch.pre_norm_blocks",
-      "arch.residual_additions", "arch.stack", "arch.stream_growth", "arch.stream_growth_layer", "arch.stream_growth_note",
+      "arch.residual_additions", "arch.stack", "arch.stream_growth", "arch.stream_decays", "arch.stream_growth_layer", "arch.stream_growth_note",
       "arch.stream_growth_max_block", "arch.stream_growth_max_factor", "arch.stream_growth_max_share",
       "arch.branch_rms_max", "arch.branch_rms_max_block", "arch.branch_rms_median_others", "arch.branch_rms_ratio",
       "arch.stream_rms_first", "arch.branches_normalized", "arch.stream_late_ratio",

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <iomanip>
 #include <sstream>
 #include <set>
 
@@ -15,6 +16,12 @@
 
 namespace nd {
 namespace {
+
+/// A TapRecord::dtype (c10::toString of the scalar type: "Float", "Half",
+/// "BFloat16", "Double", "Float8_e4m3fn", ...) that holds floating-point values.
+bool floating_dtype(const std::string& dt) {
+  return dt == "Float" || dt == "Double" || dt == "Half" || dt == "BFloat16" || dt.rfind("Float8", 0) == 0;
+}
 
 double finite_or(double v, double fallback) { return std::isfinite(v) ? v : fallback; }
 
@@ -228,9 +235,22 @@ static void record_training_evidence(Session& s, double loss, double chance) {
       !from.empty() ? from
                     : std::string("nothing says the model was trained (no cross-entropy against --target below half of "
                                   "chance, no saved optimizer state of 100 or more steps): judged as at initialization");
-  if (from.empty())
-    s.doc.model_metrics["run.trained_note"] =
-        " (judged as at initialization: nothing says the model was trained; --target or --optimizer-state would)";
+  // What was checked and not found, as the options given allow: a note that
+  // asks for --target when it was given contradicts the command line (eval23
+  // cases 06 and 10).
+  if (from.empty()) {
+    std::ostringstream m;
+    m << std::setprecision(3) << " (judged as at initialization: ";
+    if (std::isfinite(loss) && std::isfinite(chance) && chance > 0)
+      m << "the cross-entropy against --target, " << loss << ", is not below half of a uniform prediction's ln(C) = "
+        << chance << ", and no saved optimizer state of 100 or more steps says otherwise; --optimizer-state would)";
+    else if (!s.opt.target_file.empty())
+      m << "the loss against --target is not a cross-entropy over classes, so it cannot be compared with chance, and no "
+           "saved optimizer state of 100 or more steps says the model was trained; --optimizer-state would)";
+    else
+      m << "nothing says the model was trained; --target or --optimizer-state would)";
+    s.doc.model_metrics["run.trained_note"] = m.str();
+  }
   if (std::isfinite(chance)) s.doc.model_metrics["loss.chance"] = chance;
 }
 
@@ -323,7 +343,17 @@ void probe_forward_backward(Session& s) {
     bool attn_sdpa = false, attn_softmax = false;
     std::string attn_q, attn_k, attn_v;  // producing modules (first site that names them)
     std::vector<const TapSite*> outputs;  // every output tap that fired, in output order
-    bool primary_fired = false;
+    const TapSite* first_float = nullptr;  // the first of them holding floating-point values
+    bool primary_fired = false;            // a primary output holding floating-point values fired
+    /// Whether `t` is what act.* and grad.* describe: a primary output that
+    /// holds floating-point values (a router's top-k expert indices, int64,
+    /// are not its activations: Mixtral's router returns logits, weights
+    /// and indices, eval23), else the first floating-point output that
+    /// fired, else the first output.
+    bool describes(const TapSite* t, const std::string& dtype) const {
+      if (primary_fired) return t->primary && floating_dtype(dtype);
+      return t == (first_float ? first_float : outputs.front());
+    }
     std::vector<SoftmaxStats> heads;     // per head, over the attention sites
     int64_t masks = 0;                   // masks recognized between scores and softmax
   };
@@ -334,7 +364,10 @@ void probe_forward_backward(Session& s) {
     if (t.kind == TapKind::kModuleOutput && recs[static_cast<size_t>(t.id)].calls > 0) {
       Agg& a = agg[t.module];
       a.outputs.push_back(&t);
-      a.primary_fired = a.primary_fired || t.primary;
+      const std::string& dt = recs[static_cast<size_t>(t.id)].dtype;
+      const bool fl = floating_dtype(dt);
+      if (fl && !a.first_float) a.first_float = &t;
+      a.primary_fired = a.primary_fired || (t.primary && fl);
     }
   for (const auto& t : taps) {
     const TapRecord& rec = recs[static_cast<size_t>(t.id)];
@@ -344,7 +377,7 @@ void probe_forward_backward(Session& s) {
       case TapKind::kModuleOutput:
         if (rec.first_fire >= 0 && (a.first_fire < 0 || rec.first_fire < a.first_fire)) a.first_fire = rec.first_fire;
         // Primary output only; when it never fired, the first output that did.
-        if (a.primary_fired ? !t.primary : &t != a.outputs.front()) break;
+        if (!a.describes(&t, rec.dtype)) break;
         a.fwd.merge(rec.fwd);
         a.grad.merge(rec.grad);
         a.calls += rec.calls;
@@ -424,7 +457,7 @@ void probe_forward_backward(Session& s) {
       for (const TapSite* t : a.outputs) {
         const TapRecord& rec = recs[static_cast<size_t>(t->id)];
         outs.push_back({{"index", t->output_index},
-                        {"primary", a.primary_fired ? t->primary : t == a.outputs.front()},
+                        {"primary", a.describes(t, rec.dtype)},
                         {"shape", rec.shape},
                         {"rms", metric_number(rec.fwd.rms())},
                         {"absmax", metric_number(rec.fwd.absmax())}});
@@ -468,6 +501,10 @@ void probe_forward_backward(Session& s) {
       }
       m["softmax.entropy_max"] = a.sm.row_len_max > 0 ? std::log(static_cast<double>(a.sm.row_len_max)) : 0.0;
       m["softmax.logit_absmax"] = a.sm.logit_absmax;
+      // Attention softmaxes among them (scores of a matmul): which fixes fit
+      // (1/sqrt(d_head), QK-norm for attention; z-loss for a router).
+      m["softmax.attention_sites"] = a.attn_sites;
+      m["softmax.other_to_output"] = a.other_to_output;
       if (a.other_sites > 0) {
         // The softmaxes that are not attention (a mixture-of-experts
         // router, a gate, a pointer distribution): ACT010 judges them alone.

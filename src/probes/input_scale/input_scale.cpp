@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -122,9 +123,18 @@ void probe_input_scale(Session& s) {
     // extractor on 0..255 pixels, chainercv#358) is equivariant too, but
     // every layer computes at the raw scale: the median ratio of the module
     // outputs' RMS (doubled input / reference) tells them apart (1 vs 2).
+    // Only the layers whose initialization assumes a unit-scale input count:
+    // modules with a weight matrix or kernel of their own (Linear, Conv). A
+    // RevIN's de-normalization, and the model's output, are at the input's
+    // scale by design (ts-kim/RevIN in front of a Linear: its output doubles,
+    // the Linear's does not).
+    std::set<std::string> weighted;
+    for (const auto& mi : s.model.modules)
+      for (const auto& prm : mi.module.named_parameters(/*recurse=*/false))
+        if (prm.value.dim() >= 2) weighted.insert(mi.path);
     std::vector<double> ratios;
     for (const auto& t : s.inst->taps()) {
-      if (t.kind != TapKind::kModuleOutput) continue;
+      if (t.kind != TapKind::kModuleOutput || !weighted.count(t.module)) continue;
       const auto& ra = r->collector->records()[static_cast<size_t>(t.id)];
       const auto& rb = ref->collector->records()[static_cast<size_t>(t.id)];
       if (ra.calls == 0 || rb.calls == 0) continue;

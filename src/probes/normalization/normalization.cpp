@@ -120,8 +120,11 @@ struct BatchAxisReduction {
 /// by role when the graph shows it, else axis 0 while every batched
 /// argument's batch axis is 0 (stated as assumed). A normalization (the
 /// statistic divides its own input) is preferred over a plain reduction;
-/// empty when none.
-BatchAxisReduction batch_axis_reduction(const Session& s, const InstrumentedModel& im, const std::string& first) {
+/// empty when none. `col`: a pass's taps, for the dims a written-out norm
+/// received at run time (NormOpSite::dims_tap: RevIN's dim2reduce built by
+/// a loop), which the graph does not show.
+BatchAxisReduction batch_axis_reduction(const Session& s, const InstrumentedModel& im, const std::string& first,
+                                        const Collector* col = nullptr) {
   bool axis0 = false;
   if (s.doc.probes.contains("batch_layout") && s.doc.probes["batch_layout"].contains("axes")) {
     axis0 = !s.doc.probes["batch_layout"]["axes"].empty();
@@ -148,6 +151,27 @@ BatchAxisReduction batch_axis_reduction(const Session& s, const InstrumentedMode
                        : std::string("axis 0 (the batch axis, assumed: axis 0 of every input is the batch)");
     if (how.empty()) continue;
     if (best.op.empty() || (r.normalizes && !best.normalizes)) best = {r.op, r.module, how, r.normalizes, r.in_norm, r.applied};
+  }
+  if (!best.op.empty() || !col) return best;
+  for (const auto& n : im.norm_ops()) {
+    if (n.dims_tap < 0 || !holds(n.module) || static_cast<size_t>(n.dims_tap) >= col->records().size()) continue;
+    const auto& rec = col->records()[static_cast<size_t>(n.dims_tap)];
+    const int64_t rank = static_cast<int64_t>(rec.shape.size());
+    if (rank == 0 || rec.ints.empty()) continue;
+    std::string dims;
+    bool batch = false;
+    for (int64_t d : rec.ints) {
+      const int64_t w = d < 0 ? d + rank : d;
+      dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+      const bool named = w >= 0 && w < static_cast<int64_t>(n.input_roles.size()) && n.input_roles[static_cast<size_t>(w)] == "batch";
+      if (named || (w == 0 && axis0)) batch = true;
+    }
+    if (!batch) continue;
+    best = {n.op, n.module,
+            "dims [" + dims + "] (received at run time) of its input, the batch axis 0 included" +
+                (axis0 ? std::string(" (assumed: axis 0 of every input is the batch)") : std::string()),
+            true, true, "divides"};
+    break;
   }
   return best;
 }
@@ -405,8 +429,17 @@ void probe_normalization(Session& s) {
     m["bn.has_running_stats"] = has_running;
     (void)type;
     // Batch statistics from fewer than 16 values per channel are noise (the
-    // standard error of a mean of n values is 1/sqrt(n) standard deviations).
-    const bool enough = b.examples * b.spatial >= 16;
+    // standard error of a mean of n values is 1/sqrt(n) standard deviations),
+    // unless many channels average it out: with 8 values the per-channel
+    // mean |z| expected from sampling alone is sqrt(2/pi/8) = 0.28 and the
+    // geometric mean of the variance ratio about 0.75 (E log(chi2_7 / 8)),
+    // both well inside BN001-BN003's gates (1 and 4x), and over 16 or more
+    // channels their averages hold still. A BatchNorm1d head on pooled
+    // features [8, 384] is judged so (eval23 case 37: running_var 0.35
+    // against a batch variance of 0.006 went unseen, and the drift it made
+    // was blamed on the stem).
+    const int64_t sample_values = b.examples * b.spatial;
+    const bool enough = sample_values >= 16 || (sample_values >= 8 && channels >= 16);
     m["bn.sample_values_per_channel"] = b.examples * b.spatial;
     if (has_running) {
       at::Tensor rm = mod.attr("running_mean").toTensor().detach().to(at::kDouble).cpu();
@@ -570,6 +603,8 @@ void probe_normalization(Session& s) {
       bool frozen = false;
       for (const auto& no : im.norm_ops())
         if (no.module == first_at_init && no.op == "frozen_batch_norm") frozen = true;
+      // Which fixes fit (BN001): a calibration pass cannot estimate frozen ones.
+      mm["bn.first_at_init_frozen"] = frozen;
       if (frozen)
         mm["bn.at_init_consequence"] =
             mm["bn.at_init_consequence"].get<std::string>() +
@@ -696,6 +731,32 @@ void probe_normalization(Session& s) {
         eval_ref_p == eval_p ? eval_stats : module_stats(im, *eval_ref_p->collector);
     const double drift = Session::relative_difference(nodrop_output, eval_ref);
     mm["drift.rel_output_diff"] = metric_number(drift);
+    // The two outputs' norms. drift is relative to the eval output's norm,
+    // so it saturates at 1 when eval mode blows the output up (timm's
+    // mobileone_s0 with stale statistics: 2.3e16 in eval against 24.8 in
+    // train, eval23): the norms say which way and how far.
+    auto output_norm = [](const c10::IValue& v) {
+      double sq = 0;
+      for (const auto& t : Session::output_tensors(v)) {
+        if (!t.is_floating_point()) continue;
+        const at::Tensor x = t.detach().to(at::kDouble);
+        sq += x.masked_fill(at::isfinite(x).logical_not(), 0).pow(2).sum().item<double>();
+      }
+      return std::sqrt(sq);
+    };
+    const double train_norm = output_norm(nodrop_output), eval_norm = output_norm(eval_ref);
+    mm["drift.train_output_norm"] = metric_number(train_norm);
+    mm["drift.eval_output_norm"] = metric_number(eval_norm);
+    std::string norms_note;
+    if (train_norm > 0 && eval_norm > 0 && std::isfinite(train_norm) && std::isfinite(eval_norm) &&
+        (eval_norm > 10 * train_norm || train_norm > 10 * eval_norm)) {
+      char nb[160];
+      std::snprintf(nb, sizeof nb, " (the output's norm is %.3g in eval mode against %.3g in train mode: %.3gx %s)",
+                    eval_norm, train_norm, eval_norm > train_norm ? eval_norm / train_norm : train_norm / eval_norm,
+                    eval_norm > train_norm ? "larger" : "smaller");
+      norms_note = nb;
+    }
+    mm["drift.norms_note"] = norms_note;
     // Batch statistics of one example leave out the between-example
     // variance the running statistics hold: drift is expected there (BN004
     // needs two).
@@ -723,8 +784,8 @@ void probe_normalization(Session& s) {
       const LayerMetrics* l = s.doc.find_layer(first);
       // A module that runs batch_norm (measured as one), whatever its class name.
       const bool bn = l && (l->metrics.count("bn.channels") || l->kind.find("BatchNorm") != std::string::npos);
-      mm["drift.cause"] = bn ? "BatchNorm running statistics differ from the batch statistics"
-                             : "a mode-dependent op other than dropout in " + first;
+      mm["drift.cause"] = (bn ? "BatchNorm running statistics differ from the batch statistics"
+                              : "a mode-dependent op other than dropout in " + first) + norms_note;
       bool stale = bn && l->metrics.count("bn.stale") && l->metrics.at("bn.stale") == true;
       std::string stale_layer = first;
       // The drift starts at a BatchNorm whose statistics fit within their
@@ -757,7 +818,7 @@ void probe_normalization(Session& s) {
                                    " is all zero where the train-mode output is not, first at " + first;
         else if (drift > 0)
           mm["drift.stale_note"] = "; this is also what makes the train and eval outputs" + whose + " differ by " +
-                                   std::string(buf) + " of their norm, first at " + first;
+                                   std::string(buf) + " of their norm" + norms_note + ", first at " + stale_layer;
       }
     }
     // What batch statistics alone move the output by, with running
@@ -1291,7 +1352,7 @@ void probe_normalization(Session& s) {
           cause = l->kind +
                   " has running_mean/running_var buffers but normalizes with the batch's statistics in eval mode: its "
                   "forward does not switch to them when not training";
-        } else if (const BatchAxisReduction b = batch_axis_reduction(s, im, first); !b.op.empty()) {
+        } else if (const BatchAxisReduction b = batch_axis_reduction(s, im, first, &batched_col); !b.op.empty()) {
           // A reduction over the batch axis in the first changed module, a
           // module holding it, or the root's own forward (F.normalize(x,
           // dim=0) between encoder and classifier): the op that mixes. A
@@ -1322,7 +1383,7 @@ void probe_normalization(Session& s) {
           mm["batchdep.writes_buffers"] = true;
         }
         mm["batchdep.cause"] = cause;
-      } else if (const BatchAxisReduction b = batch_axis_reduction(s, im, ""); !b.op.empty()) {
+      } else if (const BatchAxisReduction b = batch_axis_reduction(s, im, "", &batched_col); !b.op.empty()) {
         // No module's output differs, the model's output does: the op that
         // mixes runs in the root's own forward after its last module.
         mm["batchdep.cause"] = record_batch_axis(mm, b) + " in the model's own forward after its last module";

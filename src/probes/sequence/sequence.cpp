@@ -618,7 +618,10 @@ Deviation deviations(const InstrumentedModel& im, const Collector& ref, const Co
 
 
 /// Axes a normalization reduces over, for an input of rank `rank`; empty
-/// when unknown (a normalized_shape computed at run time).
+/// when unknown. `runtime_shape`: what a tap recorded at run time, the
+/// normalized_shape of a layer_norm/rms_norm computed there
+/// (F.layer_norm(x, x.shape[-2:])) or the dims of a written-out norm
+/// built at run time (NormOpSite::dims_tap).
 std::vector<int64_t> reduced_axes(const NormOpSite& n, int64_t rank, const nlohmann::json& info,
                                   const std::vector<int64_t>& runtime_shape = {}) {
   std::vector<int64_t> r;
@@ -641,7 +644,9 @@ std::vector<int64_t> reduced_axes(const NormOpSite& n, int64_t rank, const nlohm
       if (d >= 0) r.push_back(d);
   } else if (n.op == "rms_norm_pattern" || n.op == "layer_norm_pattern" || n.op == "group_norm_pattern" ||
              n.op == "l2_norm_pattern" || n.op == "batch_norm_pattern") {
-    const auto& dims = n.args.value("dims", nlohmann::json());
+    nlohmann::json dims = n.args.value("dims", nlohmann::json());
+    // Dims filled at run time (NormOpSite::dims_tap): the list received.
+    if (dims == "dynamic" && !runtime_shape.empty()) dims = runtime_shape;
     // A statistic over the rows a boolean mask keeps (x[~padding_mask]: the
     // mask covers every axis but the features, the selection is [N, C]):
     // its axis 0 stands for all of x's leading axes.
@@ -1095,6 +1100,21 @@ void probe_sequence(Session& s) {
                                     : "size match (" + std::to_string(L.T) + ")" +
                                           (time_guessed ? ", unconfirmed: no second length" : ", and the graph");
     }
+    // A LayerNorm/RMSNorm over the last axis of a 4-D (or deeper) tensor
+    // whose roles the graph does not give is a channels-last norm
+    // ([N, H, W, C] after a permute: ConvNeXt, EdgeNeXt, Swin): its
+    // reduced axis holds the channels, not a spatial axis (eval22: timm's
+    // edgenext rows read "[batch, channel, spatial, spatial] over spatial").
+    bool channels_last = false;
+    if (rank >= 4 && graph_roles.empty() && !L.sequence &&
+        (n.op == "layer_norm" || n.op == "rms_norm" || n.op == "layer_norm_pattern" || n.op == "rms_norm_pattern")) {
+      const LayerMetrics* ow = s.doc.find_layer(n.module);
+      std::vector<int64_t> rt = rec.ints;
+      if (rt.empty() && n.dims_tap >= 0) rt = here->records()[static_cast<size_t>(n.dims_tap)].ints;
+      const auto red0 = reduced_axes(n, rank, ow ? ow->info : nlohmann::json::object(), rt);
+      channels_last = red0 == std::vector<int64_t>{rank - 1};
+      if (channels_last) layout_from = "sizes, channels-last (a LayerNorm over the last axis of a " + std::to_string(rank) + "-D tensor)";
+    }
     for (int64_t d = 0; d < rank; ++d) {
       std::string& r = roles[static_cast<size_t>(d)];
       const int64_t sz = shape[static_cast<size_t>(d)];
@@ -1121,7 +1141,7 @@ void probe_sequence(Session& s) {
         // the graph or not at all.
         r = d == rank - 1 || (rank == 3 && d == 1) ? "hidden" : rank == 4 && d == 1 ? "heads" : "unknown";
       } else if (rank >= 4 && graph_roles.empty()) {
-        r = d == 1 ? "channel" : "spatial";
+        r = channels_last ? (d == rank - 1 ? "channel" : "spatial") : d == 1 ? "channel" : "spatial";
       } else {
         // No time axis and nothing in the graph says what this axis is.
         r = "unknown";
@@ -1134,9 +1154,12 @@ void probe_sequence(Session& s) {
     std::string groups_along;  // the role of the axis a written-out GroupNorm's groups split
     bool groups_split_positions = false;
     std::vector<int64_t> red;
+    // The dims a written-out norm's reduction received at run time.
+    std::vector<int64_t> run_dims;
+    if (n.dims_tap >= 0) run_dims = here->records()[static_cast<size_t>(n.dims_tap)].ints;
     if (over_view) {
       const auto& vshape = rec.shape;
-      const auto vred = reduced_axes(n, static_cast<int64_t>(vshape.size()), info);
+      const auto vred = reduced_axes(n, static_cast<int64_t>(vshape.size()), info, run_dims);
       red = source_axes(shape, vshape, vred, straddle);
       // Groups only where the view is read as [batch, groups, rest] with
       // the rest reduced: a channels-last port that groups the last axis
@@ -1169,7 +1192,7 @@ void probe_sequence(Session& s) {
         }
       }
     } else if (!frozen) {
-      red = reduced_axes(n, rank, info, rec.ints);
+      red = reduced_axes(n, rank, info, rec.ints.empty() ? run_dims : rec.ints);
     }
     nlohmann::json eps = n.args.value("eps", nlohmann::json());
     if (!eps.is_number() && info.contains("eps")) eps = info["eps"];
@@ -1191,8 +1214,10 @@ void probe_sequence(Session& s) {
     if (!shape2.empty()) row["input_shape_at_T2"] = shape2;
     if (!time_from.empty()) row["time_from"] = time_from;
     if (!rec.ints.empty()) row["normalized_shape_at_run_time"] = rec.ints;
+    if (!run_dims.empty()) row["dims_at_run_time"] = run_dims;
     if (frozen) row["reduced"] = "none: running statistics (frozen)";
-    else if (red.empty()) row["reduced"] = "unknown (normalized_shape computed at run time)";
+    else if (red.empty())
+      row["reduced"] = written_out ? "unknown (dims computed at run time, not recorded)" : "unknown (normalized_shape computed at run time)";
     axes_rows.push_back(row);
     // Once per module (a written-out norm can match as two patterns).
     if (r_time && (n.op == "batch_norm" || n.op == "group_norm" || n.op == "instance_norm" || written_out) &&
@@ -1220,8 +1245,37 @@ void probe_sequence(Session& s) {
     // x_enc.mean(1), stdev over time, de-normalized at the output):
     // normalizing over time is its purpose, like InstanceNorm1d's on the
     // input of a speaker model (AXIS007, info). A leaf norm module with
-    // parameters of its own applied to the input over time is not this.
-    m["norm.input_standardization"] = written_out && n.of_model_input && (lm->parameters == 0 || !lm->leaf);
+    // parameters of its own applied to the input over time is not this,
+    // unless its parameters are per feature of an axis it keeps (RevIN's
+    // affine_weight [num_features] on [batch, time, features] reduced over
+    // time: InstanceNorm1d(affine=True) written out, ts-kim/RevIN); a
+    // LayerNorm misapplied over time has its weight along the reduced axis.
+    bool affine_on_kept_axes = false;
+    if (written_out && n.of_model_input && lm->parameters > 0 && lm->leaf && !red.empty()) {
+      std::set<int64_t> kept_sizes, reduced_sizes;
+      for (int64_t d = 0; d < rank; ++d) {
+        const bool reduced = std::find(red.begin(), red.end(), d) != red.end();
+        if (reduced) reduced_sizes.insert(shape[static_cast<size_t>(d)]);
+        else if (roles[static_cast<size_t>(d)] != "batch") kept_sizes.insert(shape[static_cast<size_t>(d)]);
+      }
+      bool all_fit = true, any_vector = false;
+      for (const auto& mi : s.model.modules) {
+        if (mi.path != n.module) continue;
+        for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) {
+          const int64_t k = p.value.numel();
+          if (k <= 1) continue;  // a scalar gain says nothing about axes
+          any_vector = true;
+          if (!kept_sizes.count(k) || reduced_sizes.count(k)) all_fit = false;
+        }
+      }
+      affine_on_kept_axes = all_fit && any_vector;
+    }
+    m["norm.input_standardization"] =
+        written_out && n.of_model_input && (lm->parameters == 0 || !lm->leaf || affine_on_kept_axes);
+    if (m["norm.input_standardization"] == true)
+      m["norm.standardization_params"] =
+          affine_on_kept_axes ? std::string("a learned affine per feature of the axes it keeps (RevIN's, InstanceNorm1d(affine=True)'s)")
+                              : std::string("no learned parameters");
     m["norm.after_convolution"] = n.after_convolution;
     if (written_out || frozen) {
       m["norm.written_out"] = true;
@@ -1713,6 +1767,14 @@ void probe_sequence(Session& s) {
     }
     s.doc.model_metrics["seqlen.attention_sites"] = sites;
     s.doc.model_metrics["seqlen.causal_attention"] = sites > 0 && causal == sites;
+    // SEQ007's closing words: an unmasked attention, or, with no attention
+    // at all, an op over time that reads ahead (a TCN's convolution padded
+    // on both sides: eval23 case 01).
+    s.doc.model_metrics["seqlen.lookahead_note"] =
+        sites > 0 ? ", and not every attention masks the future (" + std::to_string(causal) + " of " +
+                        std::to_string(sites) + " attention sites do)"
+                  : ", and the model has no attention: a convolution padded on both sides or another op over time "
+                    "reads later positions";
     // Where later positions first reach earlier ones: the first changed
     // module, or the attention in its parent's own forward before it.
     const std::string parent = via.empty() ? attention_entry(d.first, *shorter->collector) : std::string();
@@ -1771,7 +1833,7 @@ const std::vector<std::string>& sequence_writes() {
       "arch.attention_ops", "layout.", "norm.batchnorm_over_time", "norm.centered", "norm.channels_are_time", "norm.channels_per_group", "norm.groups_along",
       "norm.groups_split_positions",
       "norm.computing_dtype", "norm.eps", "norm.fails_at_other_length", "norm.input_layout",
-      "norm.after_convolution", "norm.time_stats_in_causal_model", "norm.groupnorm_time_in_causal_model", "norm.causal_from", "norm.input_shape", "norm.input_standardization", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.op",
+      "norm.after_convolution", "norm.time_stats_in_causal_model", "norm.groupnorm_time_in_causal_model", "norm.causal_from", "norm.input_shape", "norm.input_standardization", "norm.standardization_params", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.op",
       "norm.over_batch", "norm.over_time", "norm.reduced_axes", "norm.reduces_batch", "norm.reduces_time",
       "norm.reduces_time_unconfirmed", "norm.spatial_size", "norm.statistic", "norm.time_axis_from", "norm.written_out", "pad.entry_kind",
       "pad.enters_at", "pad.enters_through", "pad.entry_layer", "pad.entry_op", "pad.error", "pad.first_layer",
@@ -1779,7 +1841,7 @@ const std::vector<std::string>& sequence_writes() {
       "pad.norm_layer", "pad.norms_over_time", "pad.padded_to",
       "pad.rel_diff", "pad.rel_diff_eval", "pad.rel_diff_train", "pad.via_norm", "pad.via_pooling_or_conv",
       "seq.fixed_length", "seq.trace_baked_length", "seq.trace_baked_length_at", "seq.trace_baked_length_module", "seq.sample_length", "seqlen.error", "seqlen.failed_layer", "seqlen.attention_sites", "seqlen.causal_attention", "seqlen.causal_intent", "seqlen.causal_intent_from", "seqlen.enters_at", "seqlen.first_layer", "seqlen.first_layer_kind", "seqlen.lengths", "seqlen.lookahead", "seqlen.lookahead_fraction",
-      "seqlen.norm_layer", "seqlen.rel_diff", "seqlen.rel_diff_at", "seqlen.via_input_standardization", "seqlen.via_norm"};
+      "seqlen.norm_layer", "seqlen.lookahead_note", "seqlen.rel_diff", "seqlen.rel_diff_at", "seqlen.via_input_standardization", "seqlen.via_norm"};
   return names;
 }
 
