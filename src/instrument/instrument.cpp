@@ -2679,6 +2679,11 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     site.stack = r.stack;
     site.placement = r.placement;
     site.branch_normalized = r.branch_normalized;
+    if (r.stream_scale) {
+      std::optional<double> v = structure::const_number(r.stream_scale);
+      if (!v && r.stream_scale->node()->kind() == c10::prim::GetAttr) v = attr_double(r.stream_scale);
+      site.stream_scale = !v ? std::nan("") : r.scale_divides ? (*v != 0 ? 1.0 / *v : std::nan("")) : *v;
+    }
     site.norm_module = r.norm_module;
     Node* add = r.add;
     // A kResidualStream tap on operand `i` of the addition; its id.

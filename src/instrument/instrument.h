@@ -129,6 +129,10 @@ struct ResidualSite {
   std::string placement;     ///< "pre-norm" | "post-norm" | "in-branch" | "none"
   std::string norm_module;   ///< the norm that gives the placement ("" for none)
   bool branch_normalized = false;  ///< the added branch ends in a norm (structure::Residual)
+  /// The number the stream is scaled by before the addition (DeepNorm's
+  /// alpha: `residual * self.alpha + x`); 1 when added as it is, NaN when
+  /// scaled by a number not known before running.
+  double stream_scale = 1.0;
   int64_t in_tap = -1;       ///< kResidualStream tap on the stream entering the addition
   int64_t out_tap = -1;      ///< kResidualStream tap on the sum
   int64_t branch_tap = -1;   ///< kResidualStream tap on the branch added to the stream (-1: not tapped)

@@ -228,13 +228,30 @@ std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std:
       // A constant (a pooled eps tensor) or a parameter is not a stream.
       const auto ak = strip(a)->node()->kind();
       if (ak == c10::prim::Constant || ak == c10::prim::GetAttr) continue;
-      const size_t lo = pos_of(a->node());
+      // A stream scaled by a number before the addition (DeepNorm's
+      // `x = residual * self.alpha + x`, torchscale and fairseq; Admin's
+      // omega): the branch reads the stream before the scaling (eval24
+      // case 03: no residual block was found, and no deep-post-norm).
+      Value* src = a;
+      Value* scale = nullptr;
+      bool divides = false;
+      {
+        Node* an = strip(a)->node();
+        const std::string mk = kind_of(an);
+        if ((mk == "aten::mul" || mk == "aten::div") && an->inputs().size() >= 2 && is_tensor(an->input(0)) &&
+            !carries_tensor(an->input(1)->type())) {
+          src = an->input(0);
+          scale = an->input(1);
+          divides = mk == "aten::div";
+        }
+      }
+      const size_t lo = pos_of(src->node());
       // Ancestors of b defined after a (the branch), through tensor inputs only
       // (a shape read with aten::size is not a data dependence).
       std::unordered_set<const Node*> seen;
       std::deque<Node*> todo{b->node()};
       bool reaches = false, parameterized = false;
-      const Value* a_stripped = strip(a);
+      const Value* a_stripped = strip(src);
       while (!todo.empty()) {
         Node* d = todo.front();
         todo.pop_front();
@@ -246,7 +263,7 @@ std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std:
           for (Value* r : blk->return_node()->inputs()) ins.push_back(r);
         for (Value* in : ins) {
           if (!carries_tensor(in->type())) continue;
-          if (in == a || in == a_stripped) {
+          if (in == a || in == src || in == a_stripped) {
             reaches = true;
             continue;
           }
@@ -317,7 +334,7 @@ std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std:
       // (an attention mask added to every layer's scores) is not a stream.
       if (!block.empty()) {
         std::unordered_set<const Node*> from_a;
-        std::deque<Value*> fwd{a};
+        std::deque<Value*> fwd{src};
         const size_t hi = pos_of(n);
         while (!fwd.empty()) {
           Value* v = fwd.front();
@@ -358,10 +375,12 @@ std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std:
       r.module = chain.empty() ? std::string() : chain.back();
       r.block = block;
       r.stack = r.block.empty() ? std::string() : parent_module(r.block);
+      r.stream_scale = scale;
+      r.scale_divides = divides;
 
       // Pre-norm: a norm in the branch normalizes the stream itself.
       for (const auto& nn : norms)
-        if (seen.count(nn.anchor) && pos_of(nn.anchor) > lo && (strip(nn.input) == a_stripped || nn.input == a)) {
+        if (seen.count(nn.anchor) && pos_of(nn.anchor) > lo && (strip(nn.input) == a_stripped || nn.input == a || nn.input == src)) {
           r.placement = "pre-norm";
           r.norm_module = nn.module;
           break;

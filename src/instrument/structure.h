@@ -76,6 +76,11 @@ struct Residual {
   /// OLMo 2's reordered norm), read back from the added branch through
   /// views, casts and gate multiplications: it adds a bounded amount.
   bool branch_normalized = false;
+  /// The number the stream is multiplied (or divided, `scale_divides`) by
+  /// before the addition: DeepNorm's `residual * self.alpha + x`; nullptr
+  /// when the stream is added as it is.
+  torch::jit::Value* stream_scale = nullptr;
+  bool scale_divides = false;
 };
 
 /// Finds residual additions (aten::add / add_ of two tensors) and classifies

@@ -651,6 +651,7 @@ PassResult Session::run_pass(PassSpec spec) {
   last_pass_started = spec.name;
   const auto t0 = std::chrono::steady_clock::now();
   at::manual_seed(opt.seed + spec.seed_offset);
+  bool forward_done = false;  // a raise after it is the loss's or backward's, not a module's
   PassConfig cfg;
   cfg.training = spec.train_mode;
   cfg.dropout = spec.dropout;
@@ -671,6 +672,7 @@ PassResult Session::run_pass(PassSpec spec) {
       }
       torch::AutoGradMode grad(true);
       r.output = const_cast<InstrumentedModel&>(im).run(a, cfg, *r.collector);
+      forward_done = true;
       std::string which;
       at::Tensor y = pick_loss_output(r.output, opt, which);
       if (!y.defined()) {
@@ -757,6 +759,45 @@ PassResult Session::run_pass(PassSpec spec) {
       throw PassError(oom.kind(), oom.exit_code(), oom.what(), spec.name);
     }
     for (auto& [live, copy] : saved) live.detach().copy_(copy);
+    // Where the forward raised: the op after the last value a tap measured.
+    // A norm's or softmax's input tap is in front of its op, so that op (in
+    // that module) raised; after a module's output, the next op in execution
+    // order did (pix2pix's InstanceNorm2d over the innermost 1x1 map raises
+    // "Expected more than 1 spatial element": eval24 case 04).
+    std::string where;
+    const int64_t lt = r.collector ? r.collector->last_tap() : -1;
+    if (!forward_done && lt >= 0 && static_cast<size_t>(lt) < im.taps().size()) {
+      const TapSite& t = im.taps()[static_cast<size_t>(lt)];
+      const std::string mod = t.module.empty() ? std::string("the model's own forward") : t.module;
+      switch (t.kind) {
+        case TapKind::kNormInput:
+        case TapKind::kBatchNormInput:
+          where = "\n  raised at the normalization op of " + mod + " (its input was the last value measured)";
+          break;
+        case TapKind::kSoftmaxInput:
+          where = "\n  raised at the softmax of " + mod + " (its input was the last value measured)";
+          break;
+        case TapKind::kModuleOutput: {
+          where = "\n  raised after " + mod + " returned (the last value measured): in the op that runs next";
+          // The module after it in named_modules() order (outside its own
+          // children) is where that op most often sits (an nn.Sequential's
+          // next layer).
+          for (size_t i = 0; i + 1 < model.modules.size(); ++i) {
+            if (model.modules[i].path != t.module || t.module.empty()) continue;
+            for (size_t j = i + 1; j < model.modules.size(); ++j) {
+              const auto& nx = model.modules[j];
+              if (nx.path.rfind(t.module + ".", 0) == 0) continue;
+              where += ", probably in " + nx.path + " (" + nx.kind + "), the next module in named_modules() order";
+              break;
+            }
+            break;
+          }
+          break;
+        }
+        default:
+          where = "\n  raised in or after " + mod + " (the last value measured was there)";
+      }
+    }
     failed_collector = std::move(r.collector);
     // torch.export specializes every axis it was not told is dynamic: an
     // exported graph fed other shapes than its example inputs' may fail on
@@ -773,7 +814,7 @@ PassResult Session::run_pass(PassSpec spec) {
                     "{\"x\": {0: torch.export.Dim(\"batch\")}})";
     throw PassError(error_kind::kModelRun, ExitCode::kLoad,
                     model.path + ": forward" + std::string(spec.backward ? "/backward" : "") + " raised in the " +
-                        spec.name + " pass: " + msg + "\n  inputs given: " + shapes_of(args) + dtype_hint(msg, model.module) +
+                        spec.name + " pass: " + msg + where + "\n  inputs given: " + shapes_of(args) + dtype_hint(msg, model.module) +
                         static_hint,
                     spec.name);
   }

@@ -3001,6 +3001,51 @@ TEST(Round24, RouterRowDescribesItsFloatingPointOutput) {
   EXPECT_EQ(primaries, 1) << m.at("act.outputs").dump();
 }
 
+
+// pix2pix's UNet with an InstanceNorm2d after the innermost downconv (the
+// change asked about in pytorch-CycleGAN-and-pix2pix#60): the norm sees a
+// 1x1 map and PyTorch raises in train and eval alike. The model cannot run
+// on this batch (exit 3, a JSON error report); the error names where the
+// forward raised instead of PyTorch's message alone (eval24 case 04).
+TEST(Round24, ForwardThatRaisesNamesWhereItRaised) {
+  const std::string name = "r24_pix2pix_innermost_norm";
+  nde2e::TempDir tmp;
+  const auto r = nde2e::run_nd({"check", round3(name + ".pt"), "--input", round3(name + ".input.pt")}, tmp.file("r.json"));
+  if (TORCH_VERSION_MAJOR < 2 && r.has_report && r.report.contains("error") &&
+      r.report["error"].value("kind", "") == "missing_operator")
+    GTEST_SKIP() << "this LibTorch 1.x cannot run this PyTorch 2.x file";
+  ASSERT_EQ(r.exit_code, 3) << r.describe();
+  ASSERT_TRUE(r.has_report) << r.describe();
+  EXPECT_EQ(r.report.at("error").at("kind"), "model_run");
+  const std::string msg = r.report.at("error").at("message");
+  const json& n = nums(name);
+  EXPECT_NE(msg.find("Expected more than 1 spatial element"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("raised after " + n.at("last_module_before").get<std::string>() + " returned"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("probably in " + n.at("raising_module").get<std::string>() + " (InstanceNorm2d)"), std::string::npos) << msg;
+}
+
+
+// torchscale adds the stream as `residual * self.alpha + x` before the
+// post-norm. With alpha = 1.0 (deepnorm off) it is a plain 14-block post-LN
+// stack, which the scaled spelling hid: no residual block was found and no
+// ARCH001 (eval24 case 03). DeepNorm's alpha = (2N)^(1/4) is the remedy:
+// the twin is clean, with the scale read from the module attribute.
+TEST(Round24, ScaledResidualStreamIsAResidual) {
+  const std::string name = "r24_torchscale_postnorm_alpha1";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{{"ARCH001", "layers"}});
+  EXPECT_EQ(num(mm(rep).at("arch.post_norm_blocks")), nums(name).at("blocks").get<double>());
+  EXPECT_EQ(mm(rep).at("arch.post_norm_residual_scaled"), false);
+  EXPECT_EQ(num(mm(rep).at("arch.post_norm_residual_scale")), 1.0);
+  const std::string twin_name = "r24_torchscale_deepnorm";
+  RUN_ROUND3(twin, twin_name);
+  expect_findings(twin, twin_name, Set{});
+  EXPECT_EQ(num(mm(twin).at("arch.post_norm_blocks")), 14.0);
+  EXPECT_EQ(mm(twin).at("arch.post_norm_residual_scaled"), true);
+  EXPECT_TRUE(nde2e::near_rel("arch.post_norm_residual_scale", num(mm(twin).at("arch.post_norm_residual_scale")),
+                              nums(twin_name).at("alpha").get<double>(), 1e-5));
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

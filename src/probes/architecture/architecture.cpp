@@ -68,6 +68,8 @@ void probe_architecture(Session& s) {
     return rec.fwd.numel > 0 ? rec.fwd.rms() : std::nan("");
   };
   int64_t pre = 0, post = 0, main_blocks = 0, normalized_branches = 0, main_adds = 0;
+  bool all_post_scaled = true;  // every post-norm addition of the main stack scales its stream by more than 1
+  double min_post_scale = std::numeric_limits<double>::infinity();
   double first_in = std::nan(""), last_out = std::nan("");
   std::string last_block;
   // What each block of the main stack adds to the stream: its branches' RMS
@@ -93,7 +95,15 @@ void probe_architecture(Session& s) {
         if (a->branch_normalized) ++normalized_branches;
       }
       if (placement == "pre-norm") ++pre;
-      if (placement == "post-norm") ++post;
+      if (placement == "post-norm") {
+        ++post;
+        for (const auto* a : b.adds) {
+          // DeepNorm (Wang et al. 2022) up-weights the stream before the
+          // post-norm: x = LN(alpha * x + F(x)), alpha = (2N)^(1/4) > 1.
+          if (!(a->stream_scale > 1.0)) all_post_scaled = false;
+          if (std::isfinite(a->stream_scale)) min_post_scale = std::min(min_post_scale, a->stream_scale);
+        }
+      }
       if (!std::isfinite(first_in)) first_in = in;
       last_out = out;
       last_block = b.path;
@@ -151,6 +161,10 @@ void probe_architecture(Session& s) {
   if (!branch.empty()) mm["arch.branch_stream_ratio_max"] = finite_or_null(branch_stream_max);
   mm["arch.pre_norm_blocks"] = pre;
   mm["arch.post_norm_blocks"] = post;
+  // Post-norm blocks that up-weight the stream before their norm (DeepNorm's
+  // alpha > 1): the remedy for a deep post-norm stack, not its fault (ARCH001).
+  mm["arch.post_norm_residual_scaled"] = post > 0 && all_post_scaled;
+  if (post > 0 && std::isfinite(min_post_scale)) mm["arch.post_norm_residual_scale"] = metric_number(min_post_scale);
   mm["arch.norm_layers"] = norm_sites;
   // Norm modules the model holds (nn.LayerNorm, BatchNorm, GroupNorm,
   // *RMSNorm classes), whether or not the graph analysis found their ops: a
@@ -342,7 +356,7 @@ void probe_architecture(Session& s) {
 const std::vector<std::string>& architecture_writes() {
   static const std::vector<std::string> names = {
       "arch.blocks", "arch.blocks_all", "arch.branch_stream_ratio_max", "arch.norm_modules", "arch.final_norm", "arch.final_norm_layer", "arch.head_layer", "arch.last_block",
-      "arch.norm_layers", "arch.placement", "arch.post_norm_blocks", "arch.pre_norm_blocks",
+      "arch.norm_layers", "arch.placement", "arch.post_norm_blocks", "arch.post_norm_residual_scaled", "arch.post_norm_residual_scale", "arch.pre_norm_blocks",
       "arch.residual_additions", "arch.stack", "arch.stream_growth", "arch.stream_decays", "arch.stream_growth_layer", "arch.stream_growth_note",
       "arch.stream_growth_max_block", "arch.stream_growth_max_factor", "arch.stream_growth_max_share",
       "arch.branch_rms_max", "arch.branch_rms_max_block", "arch.branch_rms_median_others", "arch.branch_rms_ratio",
