@@ -87,12 +87,6 @@ void setup_logging(const CheckArgs& a) {
   spdlog::set_default_logger(logger);
 }
 
-std::string conditions_text(const Rule& r) {
-  std::string s;
-  for (const auto& c : r.when) s += (s.empty() ? "" : " and ") + c.metric + " " + c.op + " " + format_metric(c.value);
-  return s;
-}
-
 int run_rules_list(const std::string& dir, const std::string& format) {
   const auto rules = load_rules(resolve_rules_dir(dir));
   if (format == "json") {
@@ -171,7 +165,7 @@ int run_explain(const std::string& dir, const std::string& id) {
     std::cout << r.id << ": " << (r.title.empty() ? r.failure_mode : r.title) << "\n"
               << "failure mode " << r.failure_mode << ", default severity " << severity_name(r.severity) << ", scope "
               << r.scope << ", " << r.lifecycle << " since " << r.since << "\n"
-              << "fires when " << conditions_text(r) << "\n";
+              << "fires when " << conditions_text(r.when) << "\n";
     if (!r.explain.empty()) std::cout << "\n" << r.explain << (r.explain.back() == '\n' ? "" : "\n");
     if (!r.fix.empty()) {
       std::cout << "\nFixes\n";

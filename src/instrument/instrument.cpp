@@ -843,6 +843,7 @@ TapRecord& Collector::fire(int64_t id, const at::Tensor& x, int64_t& seq) {
     r.first_fire = seq;
     r.shape = x.sizes().vec();
     r.dtype = c10::toString(x.scalar_type());
+    r.floating = x.is_floating_point();
   }
   ++r.calls;
   return r;
@@ -1446,14 +1447,6 @@ std::shared_ptr<torch::jit::Graph> built_callee(torch::jit::GraphFunction* fn, c
   return g;
 }
 
-// All nodes of block `b` and its sub-blocks, in program order.
-void nodes_in_order(torch::jit::Block* b, std::vector<Node*>& out) {
-  for (Node* n : b->nodes()) {
-    out.push_back(n);
-    for (torch::jit::Block* sb : n->blocks()) nodes_in_order(sb, out);
-  }
-}
-
 // True when block `outer` is `b` or holds it (through nodes' sub-blocks).
 bool block_encloses(const torch::jit::Block* outer, const torch::jit::Block* b) {
   while (b) {
@@ -1477,7 +1470,7 @@ bool block_encloses(const torch::jit::Block* outer, const torch::jit::Block* b) 
 // read. The SetAttr itself stays: the module's state is as before.
 void forward_attribute_stores(torch::jit::Graph& g) {
   std::vector<Node*> order;
-  nodes_in_order(g.block(), order);
+  collect_nodes(g.block(), order);
   std::map<std::pair<std::string, std::string>, std::vector<Node*>> stores;
   for (Node* n : order)
     if (n->kind() == c10::prim::SetAttr && n->inputs().size() == 2)
@@ -2657,15 +2650,10 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       if (nn.view_source && nn.view_node) site.source_tap = tap_before(nn.view_node, nn.view_source, TapKind::kNormInput, nullptr);
       // Dims filled at run time (RevIN's dim2reduce built by a loop): a tap
       // on the reduction's input records the list the reduction receives.
-      if (nn.reduce && !nn.reduce->inputs().empty() && is_tensor(nn.reduce->input(0))) {
-        const std::string rk = nn.reduce->kind().toQualString();
-        const size_t di = rk == "aten::norm" || rk == "aten::linalg_vector_norm" || rk == "aten::linalg_norm" ? 2 : 1;
-        if (di < nn.reduce->inputs().size()) {
-          Value* dl = nn.reduce->input(di);
-          auto lt = dl->type()->cast<c10::ListType>();
-          if (lt && lt->getElementType()->kind() == c10::TypeKind::IntType)
-            site.dims_tap = tap_before(nn.reduce, nn.reduce->input(0), TapKind::kNormInput, dl);
-        }
+      if (nn.reduce && nn.reduce_dims && is_tensor(nn.reduce->input(0))) {
+        auto lt = nn.reduce_dims->type()->cast<c10::ListType>();
+        if (lt && lt->getElementType()->kind() == c10::TypeKind::IntType)
+          site.dims_tap = tap_before(nn.reduce, nn.reduce->input(0), TapKind::kNormInput, nn.reduce_dims);
       }
     }
     norm_ops_.push_back(std::move(site));

@@ -261,6 +261,7 @@ struct TapRecord {
   BatchNormStats bn;              ///< kBatchNormInput only
   std::vector<int64_t> shape;     ///< sizes of the tensor at its first firing
   std::string dtype;              ///< its dtype at the first firing (c10::toString: "Float", "Half", "Long", ...)
+  bool floating = false;          ///< that dtype holds floating-point values
   /// normdoctor::norm_tap: the normalized_shape the op received at its
   /// first firing (computed at run time: F.layer_norm(x, x.shape[-2:])).
   std::vector<int64_t> ints;

@@ -200,6 +200,7 @@ Value* centered_source(Value* v, Node** mean_out = nullptr) {
 struct Reduction {
   nlohmann::json dims = "dynamic";
   bool keepdim = false;
+  Value* dims_value = nullptr;  // the dims argument, when "dynamic" (read at run time)
 };
 
 // The dims of aten::mean / std / var / sum / norm / linalg_vector_norm /
@@ -240,6 +241,7 @@ Reduction reduction_dims(Node* r, const std::function<std::optional<double>(Valu
     // mean(self, dtype): all elements
     out.dims = "all";
   }
+  if (out.dims == "dynamic") out.dims_value = d;
   if (keep_index < r->inputs().size()) {
     auto kd = torch::jit::toIValue(r->input(keep_index));
     if (kd && kd->isBool()) out.keepdim = kd->toBool();
@@ -448,15 +450,11 @@ bool numerator_of(Value* y, Value* src, int depth, bool& centered) {
 namespace {
 
 // True when `user` writes into its input at `offset`: an in-place tensor op
-// (in_place_op: the first argument) or a list/dict mutator (`append`,
-// `insert`, `extend`, `_set_item`, ...). Values written so are not their
+// (in_place_op: the first argument) or a list/dict mutator
+// (structure::container_writer: `append`, `insert`, `extend`, `_set_item`, ...). Values written so are not their
 // defining node's alone: `xs = []` then `xs.append(x)` makes the list hold x.
 bool writes_input(const Node* user, size_t offset) {
-  if (offset != 0) return false;
-  static const std::set<std::string> kContainerWriters = {
-      "aten::append", "aten::insert",     "aten::extend", "aten::_set_item", "aten::__setitem__",
-      "aten::setdefault", "aten::update", "aten::pop",    "aten::clear",     "aten::remove"};
-  return kContainerWriters.count(user->kind().toQualString()) > 0 || in_place_op(user);
+  return offset == 0 && (structure::container_writer(user) || in_place_op(user));
 }
 
 }  // namespace
@@ -647,7 +645,10 @@ std::vector<structure::NormNode> find_norm_patterns(const std::vector<Node*>& no
       if (masked) nn.args["masked_rows"] = true;
       const bool centered = st->centered || num_centered;
       nn.args["dims"] = st->red.dims;
-      if (st->red.dims == "dynamic") nn.reduce = st->reduce;
+      if (st->red.dims_value) {
+        nn.reduce = st->reduce;
+        nn.reduce_dims = st->red.dims_value;
+      }
       nn.args["keepdim"] = st->red.keepdim;
       nn.args["eps"] = st->eps;
       nn.args["statistic"] = st->statistic;

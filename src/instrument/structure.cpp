@@ -93,12 +93,16 @@ bool last_component_numeric(const std::string& path, bool allow_suffix) {
 
 }  // namespace
 
+bool container_writer(const Node* n) {
+  static const std::set<std::string> kWriters = {
+      "aten::append", "aten::insert", "aten::extend", "aten::_set_item", "aten::__setitem__", "aten::setdefault",
+      "aten::update", "aten::pop",    "aten::clear",  "aten::remove",    "aten::reverse",     "aten::sort"};
+  return kWriters.count(n->kind().toQualString()) > 0;
+}
+
 bool list_written(const Value* v) {
-  static const std::set<std::string> kListWriters = {"aten::append", "aten::insert", "aten::extend",
-                                                     "aten::_set_item", "aten::__setitem__", "aten::pop",
-                                                     "aten::clear", "aten::remove", "aten::reverse", "aten::sort"};
   for (const auto& u : v->uses())
-    if (u.offset == 0 && kListWriters.count(u.user->kind().toQualString())) return true;
+    if (u.offset == 0 && container_writer(u.user)) return true;
   return false;
 }
 
@@ -173,6 +177,7 @@ std::vector<NormNode> find_rms_patterns(const std::vector<Node*>& nodes, ScopeRe
       else {
         nn.args["dims"] = "dynamic";
         nn.reduce = mean;
+        nn.reduce_dims = mean->input(1);
       }
       auto kd = torch::jit::toIValue(mean->input(2));
       if (kd && kd->isBool()) nn.args["keepdim"] = kd->toBool();

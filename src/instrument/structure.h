@@ -22,6 +22,9 @@ class ScopeResolver;
 
 namespace structure {
 
+/// True when `n` is a list or dict mutator (`append`, `insert`, `extend`,
+/// `_set_item`, `pop`, `sort`, ...): it writes into its first argument.
+bool container_writer(const torch::jit::Node* n);
 /// True when a list value is written after its construction: `dims = [i
 /// for i in range(1, x.dim() - 1)]` scripts to an empty prim::ListConstruct
 /// filled by aten::append in a loop (RevIN's dim2reduce). Its elements are
@@ -49,9 +52,10 @@ struct NormNode {
   torch::jit::Value* view_source = nullptr;
   torch::jit::Node* view_node = nullptr;
   /// Written-out norms whose reduced dims are not constants (args "dims" is
-  /// "dynamic": a list filled at run time): the reduction reading them, so
-  /// a tap can record the list it receives; nullptr otherwise.
+  /// "dynamic": a list filled at run time): the reduction and its dims
+  /// argument, so a tap can record the list it receives; nullptr otherwise.
   torch::jit::Node* reduce = nullptr;
+  torch::jit::Value* reduce_dims = nullptr;
 };
 
 /// Finds RMSNorm written out as ops: rsqrt(mean(pow(x, 2) | x * x | square(x), dims) + eps)

@@ -49,8 +49,8 @@ bool holds(const Condition& c, const MetricValue* v) {
   return false;
 }
 
-bool all_hold(const Rule& r, const MetricMap* local, const MetricMap& model) {
-  for (const auto& c : r.when)
+bool all_hold(const std::vector<Condition>& when, const MetricMap* local, const MetricMap& model) {
+  for (const auto& c : when)
     if (!holds(c, lookup_metric(local, model, c.metric))) return false;
   return true;
 }
@@ -101,17 +101,17 @@ struct Keyed {
 
 }  // namespace
 
+std::string conditions_text(const std::vector<Condition>& when) {
+  std::string s;
+  for (const auto& c : when) s += (s.empty() ? "" : " and ") + c.metric + " " + c.op + " " + format_metric(c.value);
+  return s;
+}
+
 std::vector<std::string> fix_texts(const Rule& r) {
   std::vector<std::string> out;
-  for (std::size_t i = 0; i < r.fix.size(); ++i) {
-    std::string t = r.fix[i];
-    if (i < r.fix_when.size() && !r.fix_when[i].empty()) {
-      std::string w;
-      for (const auto& c : r.fix_when[i]) w += (w.empty() ? "" : " and ") + c.metric + " " + c.op + " " + format_metric(c.value);
-      t += " (when " + w + ")";
-    }
-    out.push_back(std::move(t));
-  }
+  for (std::size_t i = 0; i < r.fix.size(); ++i)
+    out.push_back(i < r.fix_when.size() && !r.fix_when[i].empty() ? r.fix[i] + " (when " + conditions_text(r.fix_when[i]) + ")"
+                                                                  : r.fix[i]);
   return out;
 }
 
@@ -135,12 +135,8 @@ std::vector<Finding> evaluate_rules(const std::vector<Rule>& rules, const Metric
     f.evidence = collect_evidence(r, local, model);
     for (auto& [k, v] : extra.items()) f.evidence[k] = v;
     // Conditional fixes: only those whose conditions hold on this finding's metrics.
-    for (std::size_t i = 0; i < r.fix.size(); ++i) {
-      bool ok = true;
-      if (i < r.fix_when.size())
-        for (const auto& c : r.fix_when[i]) ok = ok && holds(c, lookup_metric(local, model, c.metric));
-      if (ok) f.fix.push_back(r.fix[i]);
-    }
+    for (std::size_t i = 0; i < r.fix.size(); ++i)
+      if (i >= r.fix_when.size() || all_hold(r.fix_when[i], local, model)) f.fix.push_back(r.fix[i]);
     bool depends = r.data_dependent;
     if (!r.data_dependent_metric.empty()) {
       const MetricValue* d = lookup_metric(local, model, r.data_dependent_metric);
@@ -163,7 +159,7 @@ std::vector<Finding> evaluate_rules(const std::vector<Rule>& rules, const Metric
 
   for (const Rule& r : rules) {
     if (r.scope == "model") {
-      if (!all_hold(r, nullptr, model)) continue;
+      if (!all_hold(r.when, nullptr, model)) continue;
       std::optional<std::string> layer;
       if (!r.layer_from.empty()) {
         const MetricValue* v = lookup_metric(nullptr, model, r.layer_from);
@@ -172,11 +168,11 @@ std::vector<Finding> evaluate_rules(const std::vector<Rule>& rules, const Metric
       emit(r, nullptr, layer, std::nullopt, -1, nlohmann::json::object());
     } else if (r.scope == "input") {
       for (const auto& in : doc.inputs)
-        if (all_hold(r, &in.metrics, model)) emit(r, &in.metrics, std::nullopt, in.name, in.index, nlohmann::json::object());
+        if (all_hold(r.when, &in.metrics, model)) emit(r, &in.metrics, std::nullopt, in.name, in.index, nlohmann::json::object());
     } else {  // layer
       std::vector<const LayerMetrics*> matched;
       for (const auto& l : doc.layers)
-        if (kind_matches(r, l.kind) && all_hold(r, &l.metrics, model)) matched.push_back(&l);
+        if (kind_matches(r, l.kind) && all_hold(r.when, &l.metrics, model)) matched.push_back(&l);
       if (matched.empty()) continue;
       if (r.select == "first" || r.select == "group") {
         // Smallest exec_order among layers that ran; a layer that never ran

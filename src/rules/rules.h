@@ -113,6 +113,10 @@ std::vector<Finding> evaluate_rules(const std::vector<Rule>& rules, const Metric
 /// nan, inf, -inf; null as null.
 std::string format_metric(const MetricValue& v);
 
+/// Conditions as text: "METRIC OP VALUE and ..." (explain's "fires when",
+/// a conditional fix's "(when ...)").
+std::string conditions_text(const std::vector<Condition>& when);
+
 /// The rule's fixes as listed with the rule itself (explain, rules --list,
 /// SARIF rule help): a conditional fix ends in " (when METRIC OP VALUE and
 /// ...)"; findings carry only the fixes whose conditions hold, without it.

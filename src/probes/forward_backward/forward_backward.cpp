@@ -17,12 +17,6 @@
 namespace nd {
 namespace {
 
-/// A TapRecord::dtype (c10::toString of the scalar type: "Float", "Half",
-/// "BFloat16", "Double", "Float8_e4m3fn", ...) that holds floating-point values.
-bool floating_dtype(const std::string& dt) {
-  return dt == "Float" || dt == "Double" || dt == "Half" || dt == "BFloat16" || dt.rfind("Float8", 0) == 0;
-}
-
 double finite_or(double v, double fallback) { return std::isfinite(v) ? v : fallback; }
 
 std::string layer_label(const std::string& path) { return path.empty() ? "<root>" : path; }
@@ -350,8 +344,8 @@ void probe_forward_backward(Session& s) {
     /// are not its activations: Mixtral's router returns logits, weights
     /// and indices, eval23), else the first floating-point output that
     /// fired, else the first output.
-    bool describes(const TapSite* t, const std::string& dtype) const {
-      if (primary_fired) return t->primary && floating_dtype(dtype);
+    bool describes(const TapSite* t, bool floating) const {
+      if (primary_fired) return t->primary && floating;
       return t == (first_float ? first_float : outputs.front());
     }
     std::vector<SoftmaxStats> heads;     // per head, over the attention sites
@@ -364,8 +358,7 @@ void probe_forward_backward(Session& s) {
     if (t.kind == TapKind::kModuleOutput && recs[static_cast<size_t>(t.id)].calls > 0) {
       Agg& a = agg[t.module];
       a.outputs.push_back(&t);
-      const std::string& dt = recs[static_cast<size_t>(t.id)].dtype;
-      const bool fl = floating_dtype(dt);
+      const bool fl = recs[static_cast<size_t>(t.id)].floating;
       if (fl && !a.first_float) a.first_float = &t;
       a.primary_fired = a.primary_fired || (t.primary && fl);
     }
@@ -377,7 +370,7 @@ void probe_forward_backward(Session& s) {
       case TapKind::kModuleOutput:
         if (rec.first_fire >= 0 && (a.first_fire < 0 || rec.first_fire < a.first_fire)) a.first_fire = rec.first_fire;
         // Primary output only; when it never fired, the first output that did.
-        if (!a.describes(&t, rec.dtype)) break;
+        if (!a.describes(&t, rec.floating)) break;
         a.fwd.merge(rec.fwd);
         a.grad.merge(rec.grad);
         a.calls += rec.calls;
@@ -457,7 +450,7 @@ void probe_forward_backward(Session& s) {
       for (const TapSite* t : a.outputs) {
         const TapRecord& rec = recs[static_cast<size_t>(t->id)];
         outs.push_back({{"index", t->output_index},
-                        {"primary", a.describes(t, rec.dtype)},
+                        {"primary", a.describes(t, rec.floating)},
                         {"shape", rec.shape},
                         {"rms", metric_number(rec.fwd.rms())},
                         {"absmax", metric_number(rec.fwd.absmax())}});

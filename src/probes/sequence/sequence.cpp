@@ -1105,14 +1105,15 @@ void probe_sequence(Session& s) {
     // ([N, H, W, C] after a permute: ConvNeXt, EdgeNeXt, Swin): its
     // reduced axis holds the channels, not a spatial axis (eval22: timm's
     // edgenext rows read "[batch, channel, spatial, spatial] over spatial").
+    const LayerMetrics* owner = s.doc.find_layer(n.module);
+    const nlohmann::json info = owner ? owner->info : nlohmann::json::object();
+    // The dims a written-out norm's reduction received at run time.
+    std::vector<int64_t> run_dims;
+    if (n.dims_tap >= 0) run_dims = here->records()[static_cast<size_t>(n.dims_tap)].ints;
     bool channels_last = false;
     if (rank >= 4 && graph_roles.empty() && !L.sequence &&
         (n.op == "layer_norm" || n.op == "rms_norm" || n.op == "layer_norm_pattern" || n.op == "rms_norm_pattern")) {
-      const LayerMetrics* ow = s.doc.find_layer(n.module);
-      std::vector<int64_t> rt = rec.ints;
-      if (rt.empty() && n.dims_tap >= 0) rt = here->records()[static_cast<size_t>(n.dims_tap)].ints;
-      const auto red0 = reduced_axes(n, rank, ow ? ow->info : nlohmann::json::object(), rt);
-      channels_last = red0 == std::vector<int64_t>{rank - 1};
+      channels_last = reduced_axes(n, rank, info, rec.ints.empty() ? run_dims : rec.ints) == std::vector<int64_t>{rank - 1};
       if (channels_last) layout_from = "sizes, channels-last (a LayerNorm over the last axis of a " + std::to_string(rank) + "-D tensor)";
     }
     for (int64_t d = 0; d < rank; ++d) {
@@ -1147,16 +1148,11 @@ void probe_sequence(Session& s) {
         r = "unknown";
       }
     }
-    const LayerMetrics* owner = s.doc.find_layer(n.module);
-    const nlohmann::json info = owner ? owner->info : nlohmann::json::object();
     bool straddle = false;
     int64_t view_groups = 0;
     std::string groups_along;  // the role of the axis a written-out GroupNorm's groups split
     bool groups_split_positions = false;
     std::vector<int64_t> red;
-    // The dims a written-out norm's reduction received at run time.
-    std::vector<int64_t> run_dims;
-    if (n.dims_tap >= 0) run_dims = here->records()[static_cast<size_t>(n.dims_tap)].ints;
     if (over_view) {
       const auto& vshape = rec.shape;
       const auto vred = reduced_axes(n, static_cast<int64_t>(vshape.size()), info, run_dims);
