@@ -177,9 +177,22 @@ std::vector<Finding> evaluate_rules(const std::vector<Rule>& rules, const Metric
       if (r.select == "first" || r.select == "group") {
         // Smallest exec_order among layers that ran; a layer that never ran
         // (-1) only when no matching layer ran; doc order breaks ties.
+        // With rank_by: the largest value of that metric first (a layer
+        // without a number for it last).
+        auto rank = [&](const LayerMetrics* l) {
+          if (r.rank_by.empty()) return 0.0;
+          const MetricValue* v = lookup_metric(&l->metrics, model, r.rank_by);
+          return v && v->is_number() && !std::isnan(v->get<double>()) ? v->get<double>()
+                                                                      : -std::numeric_limits<double>::infinity();
+        };
         const LayerMetrics* best = nullptr;
         for (const LayerMetrics* l : matched) {
           if (!best) { best = l; continue; }
+          const double rl = rank(l), rb = rank(best);
+          if (rl != rb) {
+            if (rl > rb) best = l;
+            continue;
+          }
           const bool l_ran = l->exec_order >= 0, b_ran = best->exec_order >= 0;
           if (l_ran && (!b_ran || l->exec_order < best->exec_order)) best = l;
         }

@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 const std::vector<std::string> kTopKeys = {
     "id",    "failure_mode", "severity", "scope",   "select",     "kinds",      "when",  "layer_from",     "evidence",
     "title", "message",      "explain",  "fix",     "references", "lifecycle",  "since", "data_dependent",
-    "probe",
+    "probe", "rank_by",
 };
 const std::vector<std::string> kWhenKeys = {"metric", "op", "value"};
 const std::vector<std::string> kSeverities = {"info", "warning", "error"};
@@ -93,6 +93,7 @@ class RuleReader {
     r.scope = kScopes[choice_index("scope", kScopes, false, 1)];
     r.select = kSelects[choice_index("select", kSelects, false, 0)];
     r.kinds = string_list_at("kinds");
+    r.rank_by = string_at("rank_by", false);
     r.when = read_when();
     r.layer_from = string_at("layer_from", false);
     r.evidence = string_list_at("evidence");
@@ -276,6 +277,10 @@ class RuleReader {
       fail(line_of("kinds"), "key 'kinds' applies to scope 'layer' only (this rule has scope '" + r.scope + "')");
     if (r.select != "all" && r.scope != "layer")
       fail(line_of("select"), "key 'select' applies to scope 'layer' only (this rule has scope '" + r.scope + "')");
+    if (!r.rank_by.empty() && r.select == "all")
+      fail(line_of("rank_by"), "key 'rank_by' applies to select 'first' or 'group' only (this rule has select 'all')");
+    if (root_.contains("rank_by") && !is_metric_name(r.rank_by))
+      fail(line_of("rank_by"), "key 'rank_by': '" + r.rank_by + "' is not a metric name");
     if (!r.layer_from.empty() && r.scope != "model")
       fail(line_of("layer_from"), "key 'layer_from' applies to scope 'model' only (this rule has scope '" + r.scope + "')");
     if (root_.contains("layer_from") && !is_metric_name(r.layer_from))

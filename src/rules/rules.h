@@ -39,6 +39,10 @@ struct Rule {
   Severity severity = Severity::kWarning;  ///< default severity
   std::string scope = "layer";        ///< "model" | "layer" | "input"
   std::string select = "all";         ///< "all" | "first": first matching layer in execution order only | "group": the same, naming the other matching layers
+  /// With select "first"/"group": the metric whose largest value picks the
+  /// finding's layer among the matching ones (execution order breaks ties,
+  /// and picks when empty): the noisiest BatchNorm, not the first (BN007).
+  std::string rank_by;
   std::vector<std::string> kinds;     ///< layer kinds (glob, "BatchNorm*"); empty = any
   std::vector<Condition> when;        ///< all must hold
   std::string layer_from;             ///< model scope: metric whose string value names the finding's layer

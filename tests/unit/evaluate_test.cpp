@@ -151,6 +151,28 @@ TEST(Evaluate, SelectFirstUsesANeverRunLayerOnlyWhenNothingElseMatches) {
   EXPECT_EQ(f[0].evidence["matched_layers"], 2);
 }
 
+// rank_by: the matching layer with the largest value names the finding (the
+// noisiest BatchNorm, eval25's resnest at batch 2), execution order among
+// equals; a layer without a number for it comes last.
+TEST(Evaluate, RankByPicksTheLargestValue) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("stem", "L", 0, true, {{"m.x", 0.107}}));
+  doc.layers.push_back(layer("split_a", "L", 5, true, {{"m.x", 0.69}}));
+  doc.layers.push_back(layer("split_b", "L", 3, true, {{"m.x", 0.69}}));
+  doc.layers.push_back(layer("unknown", "L", 1, true, {{"m.x", "nan"}}));
+  nd::Rule r = rule("T001", "layer", {cond("m.x", ">", 0.1)});
+  r.select = "group";
+  r.rank_by = "m.x";
+  auto f = nd::evaluate_rules({r}, doc);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].layer, "split_b");
+  EXPECT_EQ(f[0].evidence["matched_layers"], 3);
+  r.rank_by.clear();
+  f = nd::evaluate_rules({r}, doc);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].layer, "stem");
+}
+
 TEST(Evaluate, InputScopeIteratesInputs) {
   nd::MetricsDoc doc;
   doc.inputs.push_back(input("input_ids", 0, {{"m.x", 1}}));

@@ -236,6 +236,12 @@ TEST(RuleFile, KeysThatNeedAnotherScope) {
             ":7: key 'kinds' applies to scope 'layer' only (this rule has scope 'model')");
   EXPECT_EQ(load_error(minimal("select = \"first\"\n")),
             ":7: key 'select' applies to scope 'layer' only (this rule has scope 'model')");
+  std::string layer_rule = minimal("rank_by = \"a.b\"\n");
+  layer_rule.replace(layer_rule.find("scope = \"model\""), 15, "scope = \"layer\"");
+  EXPECT_EQ(load_error(layer_rule), ":7: key 'rank_by' applies to select 'first' or 'group' only (this rule has select 'all')");
+  std::string bad_name = minimal("select = \"first\"\nrank_by = \"a b\"\n");
+  bad_name.replace(bad_name.find("scope = \"model\""), 15, "scope = \"layer\"");
+  EXPECT_EQ(load_error(bad_name), ":8: key 'rank_by': 'a b' is not a metric name");
 }
 
 TEST(RuleFile, MissingFile) {
