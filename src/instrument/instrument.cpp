@@ -273,6 +273,10 @@ at::Tensor tap_impl(int64_t id, const at::Tensor& x) {
       Collector* col = ctx->collector;
       x.register_hook([col, id](const at::Tensor& g) { col->on_grad(id, g); });
     }
+    if (ctx->collector->edit) {
+      at::Tensor y = ctx->collector->edit(site, x);
+      if (y.defined()) return y;
+    }
   }
   return x;
 }

@@ -335,6 +335,13 @@ class Collector {
   /// may modify the tensor in place (the precision probe rounds module
   /// outputs to fp16/bf16 this way); the statistics then see the new values.
   std::function<void(const TapSite&, const at::Tensor&)> hook;
+  /// Optional: called by the tap operator after the statistics are taken;
+  /// a defined tensor it returns replaces the tapped one for every use
+  /// after the tap (the forward_backward probe replaces one module's
+  /// output with noise to see whether any model output depends on it). An
+  /// undefined return leaves the tensor as it was. Passes with an edit are
+  /// never shared (Session::pass_key).
+  std::function<at::Tensor(const TapSite&, const at::Tensor&)> edit;
   bool batch_norm_stats = true;  ///< copied from PassConfig by InstrumentedModel::run
   /// Defer CPU tensors' statistics too (the device path; tests use it on a CPU build).
   bool defer_cpu = false;

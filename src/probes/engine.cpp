@@ -454,7 +454,7 @@ PassSpec train_pass_spec() {
 }
 
 std::string Session::pass_key(const PassSpec& p) const {
-  if (p.tap_hook || p.reference || p.real_positions.defined()) return "";
+  if (p.tap_hook || p.tap_edit || p.reference || p.real_positions.defined()) return "";
   if (p.instrumented && p.instrumented != inst.get()) return "";
   if (!p.args.empty() && p.edit.empty()) return "";
   if (!inst) return "";
@@ -621,6 +621,7 @@ PassResult Session::run_pass(PassSpec spec) {
   r.collector->align_end = spec.align_end;
   r.collector->time_cut = spec.time_cut;
   r.collector->hook = spec.tap_hook;
+  r.collector->edit = spec.tap_edit;
   if (spec.features) {
     std::shared_ptr<FeatureStats> f = new_feature_stats();
     r.features = f;
@@ -1048,6 +1049,17 @@ std::unique_ptr<Session> prepare_check(const CheckOptions& opt, const ProgressFn
     std::string unusual;
     for (size_t i = 0; i < s.args.size(); ++i) {
       if (!s.args[i].value.isTensor()) continue;
+      const auto k = static_cast<int64_t>(i);
+      const bool bag_ids = k == bl.bag_indices ||
+                           std::find(bl.bag_aligned.begin(), bl.bag_aligned.end(), k) != bl.bag_aligned.end();
+      if (bag_ids || k == bl.bag_offsets) {
+        // EmbeddingBag's flat layout: no axis holds the examples.
+        axes[s.args[i].name] = bag_ids ? "bags" : "offsets";
+        unusual += (unusual.empty() ? "" : ", ") + s.args[i].name +
+                   (bag_ids ? std::string(": flat ids, cut into bags by the offsets")
+                            : std::string(": the bags' offsets, rebuilt for each selection"));
+        continue;
+      }
       axes[s.args[i].name] = bl.axis[i] >= 0 ? nlohmann::json(bl.axis[i]) : nlohmann::json(nullptr);
       if (bl.axis[i] != 0)
         unusual += (unusual.empty() ? "" : ", ") + s.args[i].name +

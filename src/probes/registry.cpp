@@ -45,8 +45,9 @@ const std::vector<ProbeEntry>& probe_pipeline() {
       // Every checkpoint of 2+ --weights; leaves the last one loaded, whatever
       // happens (every later probe measures the last checkpoint).
       {"timeline", probe_timeline, [](const Session& s) { return s.checkpoints.size() >= 2; }},
-      // The loaded gains against the norm's formula (--weights).
-      {"gain_convention", probe_gain_convention, [](const Session& s) { return !s.checkpoints.empty(); }},
+      // The gains against the norm's formula: the loaded ones (--weights),
+      // else the model file's own.
+      {"gain_convention", probe_gain_convention, always},
       {"forward_backward", probe_forward_backward, always},
       {"update", probe_update_ratio, [](const Session& s) { return s.opt.lr.has_value() || s.optimizer.has_value(); }},
       {"normalization", probe_normalization, always},

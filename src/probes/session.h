@@ -156,6 +156,9 @@ struct PassSpec {
   /// Optional Collector::hook for this pass (sees every tapped tensor first).
   /// A pass with a hook is never shared.
   std::function<void(const TapSite&, const at::Tensor&)> tap_hook;
+  /// Optional Collector::edit for this pass (replaces tapped tensors).
+  /// A pass with an edit is never shared.
+  std::function<at::Tensor(const TapSite&, const at::Tensor&)> tap_edit;
   /// Added to --seed for this pass's random ops (0: the session's seed); a
   /// second draw of a train-mode pass measures what its random ops move.
   uint64_t seed_offset = 0;

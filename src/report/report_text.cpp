@@ -431,8 +431,13 @@ void render_architecture(std::ostringstream& out, const MetricsDoc& doc, const P
   auto get = [&](const char* k) { return mm.count(k) ? json_text(mm.at(k)) : std::string("-"); };
   out << '\n'
       << paint("residual blocks (" + get("arch.placement") + ", " + get("arch.blocks") + " in " +
-                   (get("arch.stack").empty() ? std::string("<root>") : get("arch.stack")) + "; final norm: " +
-                   get("arch.final_norm") + ")",
+                   (get("arch.stack").empty() ? std::string("<root>") : get("arch.stack")) +
+                   // Blocks of other stacks are rows too (Flux's dual-stream blocks
+                   // before its single-stream stack): say how many rows there are.
+                   (get("arch.blocks_all") != "-" && get("arch.blocks_all") != get("arch.blocks")
+                        ? ", " + get("arch.blocks_all") + " in all"
+                        : std::string()) +
+                   "; final norm: " + get("arch.final_norm") + ")",
                kBold)
       << '\n';
   out << "  " << pad_right("block", w) << "  " << pad_right("placement", 10) << "  " << pad_left("stream in", 10) << "  "

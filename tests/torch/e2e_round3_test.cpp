@@ -3046,6 +3046,97 @@ TEST(Round24, ScaledResidualStreamIsAResidual) {
                               nums(twin_name).at("alpha").get<double>(), 1e-5));
 }
 
+// diffusers SD3Transformer2DModel: the last JointTransformerBlock is
+// context_pre_only, so its attention computes the text tokens' queries
+// (attn.add_q_proj) and slices their rows off. Exact zero gradients by
+// design: a warning on a stock model (eval24). Replacing the module's
+// output with noise leaves every model output bit for bit the same: GRAD021
+// (info). The twin's fault, the context_embedder's output detached, still
+// warns: the forward reads that output.
+TEST(Round25, OutputTheArchitectureDiscardsIsInfo) {
+  const std::string name = "r25_sd3_context_pre_only";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  const std::string layer = nums(name).at("discarded_layer").get<std::string>();
+  const json* i = info_finding(rep, "GRAD021", layer);
+  ASSERT_NE(i, nullptr) << rep.at("findings").dump(1);
+  EXPECT_EQ(num(i->at("evidence").at("grad.output_discard_change")), 0.0);
+  EXPECT_EQ(num(i->at("evidence").at("grad.params_zero_grad")), nums(name).at("params").get<double>());
+  EXPECT_FALSE(has_rule(rep, "GRAD004"));
+  // Every other module with parameters: untested or read by the outputs.
+  const json* k = layer_metrics(rep, "transformer_blocks.1.attn.add_k_proj");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->at("grad.output_discarded"), false);
+  const std::string twin_name = "r25_sd3_context_detached";
+  RUN_ROUND3(twin, twin_name);
+  expect_findings(twin, twin_name, Set{{"GRAD004", "context_embedder"}});
+  const json* w = finding(twin, "GRAD004");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(num(w->at("evidence").at("grad.params_without_grad")), 2.0);
+  const json* c = layer_metrics(twin, "context_embedder");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->at("grad.output_discarded"), false);
+  EXPECT_GT(num(c->at("grad.output_discard_change")), 1e-3);
+  ASSERT_NE(info_finding(twin, "GRAD021", layer), nullptr);
+}
+
+// transformers' _init_weights filled every *RMSNorm* with ones, GemmaRMSNorm
+// included, which multiplies by 1 + weight (issue #40224, PR #40449): every
+// norm scaled its output by 2. Found in the model file itself, no --weights
+// (eval24 case 06 found it only with --weights). The fix, zeros, is clean.
+TEST(Round25, GemmaNormFilledWithOnesIsFoundInTheFile) {
+  const std::string name = "r25_gemma_norm_init_ones";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  const auto norms = nums(name).at("norms");
+  ASSERT_EQ(norms.size(), 5u);
+  for (const auto& n : norms) {
+    const json* f = info_finding(rep, "CKPT003", n.get<std::string>());
+    ASSERT_NE(f, nullptr) << n << rep.at("findings").dump(1);
+    EXPECT_EQ(num(f->at("evidence").at("norm.gain_effective_mean")), nums(name).at("effective_gain").get<double>());
+    EXPECT_EQ(f->at("evidence").at("norm.gain_formula"), "1 + weight");
+  }
+  const std::string twin_name = "r25_gemma_norm_init_zeros";
+  RUN_ROUND3(twin, twin_name);
+  expect_findings(twin, twin_name, Set{});
+  EXPECT_FALSE(has_rule(twin, "CKPT003"));
+  const json* m = layer_metrics(twin, "norm");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->at("norm.gain_formula"), "1 + weight");
+  EXPECT_EQ(m->at("norm.gain_from_checkpoint"), false);
+  EXPECT_EQ(num(m->at("norm.gain_loaded_mean")), 0.0);
+}
+
+// nn.EmbeddingBag(text, offsets) (the torchtext text-classification
+// tutorial, fastText, DLRM): the ids of every example one after the other,
+// the offsets saying where each starts. Read as a batch of 321 examples
+// (axis 0 of the flat ids), the per-example passes could not run (eval24
+// case 08). The offsets name the batch; an example is its bag, cut out and
+// given offsets [0]. The fault normalizes over the batch (F.normalize(x,
+// dim=0), SoundCLR#4): found; the twin (dim=1) is clean.
+TEST(Round25, EmbeddingBagOffsetsNameTheBatch) {
+  const std::string name = "r25_text_bag_normalize_batch";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{{"AXIS010", ""}, {"BN005", "fc"}});
+  const json& bl = rep.at("probes").at("batch_layout");
+  EXPECT_EQ(num(bl.at("batch")), nums(name).at("batch").get<double>());
+  EXPECT_EQ(bl.at("axes").at("text"), "bags");
+  EXPECT_EQ(bl.at("axes").at("offsets"), "offsets");
+  const json* b = finding(rep, "BN005");
+  ASSERT_NE(b, nullptr);
+  EXPECT_TRUE(nde2e::near_rel("batchdep.max_rel_diff", num(b->at("evidence").at("batchdep.max_rel_diff")),
+                              nums(name).at("alone_rel_diff_max").get<double>(), 1e-3));
+  EXPECT_EQ(b->at("evidence").at("batchdep.batch_axis_op"), "aten::norm");
+  ASSERT_FALSE(b->at("fix").empty());
+  EXPECT_NE(b->at("fix").at(0).get<std::string>().find("F.normalize(x, dim=-1)"), std::string::npos) << b->at("fix");
+  const std::string twin_name = "r25_text_bag_normalize_features";
+  RUN_ROUND3(twin, twin_name);
+  expect_findings(twin, twin_name, Set{});
+  EXPECT_EQ(num(twin.at("probes").at("batch_layout").at("batch")), 16.0);
+  EXPECT_EQ(twin.at("probes").at("batch_dependence").at("status"), "ok");
+  EXPECT_LT(num(mm(twin).at("batchdep.max_rel_diff")), 1e-5);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -152,10 +152,14 @@ const Expected kExpected[] = {
      "bn.layers_running_var_negative > 0"},
     {"BN013", "train-eval-drift", nd::Severity::kWarning, "layer", "first", true, "", "bn.variance_shift == true"},
     {"CKPT001", "norm-gain-convention", nd::Severity::kWarning, "layer", "all", false, "",
-     "norm.gain_formula == \"weight\" and norm.gain_loaded_absmean < 0.5 and norm.gain_negative_fraction >= 0.25"},
+     "norm.gain_from_checkpoint == true and norm.gain_formula == \"weight\" and norm.gain_loaded_absmean < 0.5 and "
+     "norm.gain_negative_fraction >= 0.25"},
     {"CKPT002", "norm-gain-convention", nd::Severity::kInfo, "layer", "all", false, "",
-     "norm.gain_formula == \"1 + weight\" and norm.gain_negative_fraction == 0 and norm.gain_loaded_mean > 0.75 and "
-     "norm.gain_loaded_mean < 1.25 and norm.gain_loaded_std < 0.25"},
+     "norm.gain_from_checkpoint == true and norm.gain_formula == \"1 + weight\" and norm.gain_negative_fraction == 0 and "
+     "norm.gain_loaded_mean > 0.75 and norm.gain_loaded_mean < 1.25 and norm.gain_loaded_std < 0.25"},
+    {"CKPT003", "norm-gain-convention", nd::Severity::kInfo, "layer", "all", false, "",
+     "norm.gain_from_checkpoint == false and norm.gain_formula == \"1 + weight\" and norm.gain_loaded_mean == 1 and "
+     "norm.gain_loaded_std == 0"},
     {"GRAD001", "nonfinite-gradient", nd::Severity::kError, "layer", "all", false, "",
      "grad.first_nonfinite == true and grad.nonfinite_reaches_parameters == true"},
     {"GRAD002", "exploding-gradients", nd::Severity::kWarning, "model", "all", false, "grad.first_layer",
@@ -167,7 +171,8 @@ const Expected kExpected[] = {
      "grad.small_gain_params == 0 and grad.bn_batch_noise == false and grad.cut_layer == \"\" and grad.profile_shallow == false and "
      "grad.blocks_contradict_vanishing == false"},
     {"GRAD004", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "",
-     "grad.params_no_signal > 0 and grad.module_ran != false and grad.no_signal_under == \"\" and grad.blocked_by == \"\""},
+     "grad.params_no_signal > 0 and grad.module_ran != false and grad.no_signal_under == \"\" and grad.blocked_by == \"\" and "
+     "grad.output_discarded != true"},
     {"GRAD005", "no-gradient-path", nd::Severity::kInfo, "model", "all", false, "grad.zero_weight_layer",
      "grad.blocked_layers > 0"},
     {"GRAD006", "vanishing-gradients", nd::Severity::kInfo, "model", "all", false, "grad.max_shrink_to",
@@ -200,6 +205,9 @@ const Expected kExpected[] = {
     {"GRAD020", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "",
      "grad.output_layer == true and grad.output_layer_frozen == true and grad.output_layer_tied == false and "
      "grad.trainable_fraction_before_output >= 0.5"},
+    {"GRAD021", "no-gradient-path", nd::Severity::kInfo, "layer", "all", false, "",
+     "grad.params_no_signal > 0 and grad.module_ran == true and grad.output_discarded == true and grad.no_signal_under == "
+     "\"\" and grad.blocked_by == \"\""},
     {"IN001", "nonfinite-input", nd::Severity::kError, "input", "all", false, "", "input.nonfinite_count > 0"},
     {"IN002", "input-scale", nd::Severity::kWarning, "input", "all", true, "",
      "input.is_float == true and input.scale > 10 and input.scale_invariant == false and input.periodic_encoding != true "

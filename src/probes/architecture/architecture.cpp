@@ -86,7 +86,21 @@ void probe_architecture(Session& s) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& b : blocks) {
     const std::string placement = b.placements.size() == 1 ? *b.placements.begin() : "mixed";
-    const double in = rms_of(b.adds.front()->in_tap), out = rms_of(b.adds.back()->out_tap);
+    // The stream out: the last addition on the stream that entered, by its
+    // shape. A dual-stream block (Flux/SD3 MM-DiT: image tokens, then text
+    // tokens, each with its own residual additions) ends with the other
+    // stream's additions; its RMS is not this stream's (eval25).
+    int64_t out_tap = b.adds.back()->out_tap;
+    if (col && b.adds.front()->in_tap >= 0) {
+      const auto& recs = col->records();
+      const auto& in_shape = recs[static_cast<size_t>(b.adds.front()->in_tap)].shape;
+      for (auto it = b.adds.rbegin(); it != b.adds.rend(); ++it)
+        if ((*it)->out_tap >= 0 && recs[static_cast<size_t>((*it)->out_tap)].shape == in_shape) {
+          out_tap = (*it)->out_tap;
+          break;
+        }
+    }
+    const double in = rms_of(b.adds.front()->in_tap), out = rms_of(out_tap);
     const bool main = b.stack == main_stack;
     if (main) {
       ++main_blocks;

@@ -166,6 +166,50 @@ std::string nonfinite_state_note(const Session& s, const InstrumentedModel& im, 
   return o.str();
 }
 
+/// `x` replaced for the discard check: -x + N(0, 1) * scale, scale the
+/// larger of x's standard deviation and mean magnitude (1e-3 at least), the
+/// noise drawn from a generator seeded with `seed`. Neither a rescaling (a
+/// norm after it would cancel one) nor small: a ReLU that x leaves dead
+/// everywhere comes alive, so only a model that never reads x keeps its
+/// outputs. Undefined (no edit) for non-floating, empty or non-finite x.
+at::Tensor discard_probe_value(const at::Tensor& x, uint64_t seed) {
+  if (!x.defined() || !x.is_floating_point() || x.numel() == 0 || x.is_nested()) return at::Tensor();
+  at::NoGradGuard ng;
+  const at::Tensor xd = x.detach().to(at::kDouble);
+  if (!at::isfinite(xd).all().item<bool>()) return at::Tensor();
+  const double scale = std::max({xd.numel() > 1 ? xd.std().item<double>() : 0.0, xd.mean().abs().item<double>(), 1e-3});
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  const at::Tensor noise = at::randn(x.sizes(), gen, at::TensorOptions().dtype(at::kFloat)).to(x.device());
+  return (noise.to(at::kDouble) * scale - xd).to(x.scalar_type());
+}
+
+/// The largest change between two outputs of the same structure, relative
+/// to the reference's largest finite magnitude: 0 when every tensor is
+/// identical; +inf when their structure, shapes, integer values or the
+/// places of NaN/Inf differ.
+double output_change(const c10::IValue& ref, const c10::IValue& other) {
+  const auto ta = Session::output_tensors(ref), tb = Session::output_tensors(other);
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (ta.size() != tb.size()) return kInf;
+  double diff = 0, mag = 0;
+  for (size_t i = 0; i < ta.size(); ++i) {
+    if (ta[i].sizes() != tb[i].sizes() || ta[i].is_floating_point() != tb[i].is_floating_point()) return kInf;
+    if (ta[i].numel() == 0) continue;
+    if (!ta[i].is_floating_point()) {
+      if (!ta[i].equal(tb[i])) return kInf;
+      continue;
+    }
+    const at::Tensor a = ta[i].detach().to(at::kDouble).cpu(), b = tb[i].detach().to(at::kDouble).cpu();
+    const at::Tensor fa = at::isfinite(a), fb = at::isfinite(b);
+    if (!fa.equal(fb) || !at::isnan(a).equal(at::isnan(b))) return kInf;
+    if (!fa.any().item<bool>()) continue;
+    const at::Tensor d = (a - b).abs().masked_select(fa);
+    diff = std::max(diff, d.max().item<double>());
+    mag = std::max(mag, a.abs().masked_select(fa).max().item<double>());
+  }
+  return diff == 0 ? 0.0 : diff / std::max(mag, 1e-30);
+}
+
 }  // namespace
 
 void build_inventory(Session& s) {
@@ -982,6 +1026,161 @@ void probe_forward_backward(Session& s) {
         s.doc.model_metrics["grad.cut_layer"] = at->path;
       }
     }
+  }
+
+  // Outputs the architecture discards (GRAD021, info). A module with
+  // parameters that get no signal although nothing before it cut the path
+  // (GRAD004's candidates) is tested once more: its output is replaced by
+  // discard_probe_value in a forward of the train pass's mode (dropout off,
+  // no backward, every all-zero parameter and buffer lifted) and the model's outputs
+  // are compared with the same forward unedited. Unchanged outputs (relative change <= 1e-6): no output
+  // depends on this module's output, so its parameters cannot get a
+  // gradient from any loss over them: the last SD3/MMDiT block's context
+  // query projection (context_pre_only: the attention output rows of the
+  // context tokens are sliced away). A detach() or a dead ReLU changes the
+  // outputs (the forward still reads the module) and stays GRAD004. At
+  // most kDiscardChecks tests, the first in execution order; the rest keep
+  // grad.output_discarded false (GRAD004).
+  {
+    constexpr size_t kDiscardChecks = 8;
+    std::vector<LayerMetrics*> cand;
+    for (auto& l : s.doc.layers) {
+      if (!l.metrics.count("grad.params")) continue;
+      MetricMap& m = l.metrics;
+      m["grad.output_discarded"] = false;
+      auto num = [&](const char* k) {
+        auto it = m.find(k);
+        return it != m.end() && it->second.is_number() ? it->second.get<double>() : 0.0;
+      };
+      auto str = [&](const char* k) {
+        auto it = m.find(k);
+        return it != m.end() && it->second.is_string() ? it->second.get<std::string>() : std::string();
+      };
+      auto ran = m.find("grad.module_ran");
+      if (num("grad.params_no_signal") > 0 && ran != m.end() && ran->second == true && str("grad.no_signal_under").empty() &&
+          str("grad.blocked_by").empty() && l.exec_order >= 0)
+        cand.push_back(&l);
+    }
+    std::sort(cand.begin(), cand.end(), [](auto* a, auto* b) { return a->exec_order < b->exec_order; });
+    // A module (not the root) whose every module with parameters that ran
+    // is a candidate, two or more (a discarded branch: an unused context
+    // FeedForward): tested once, by its own output, for all of them.
+    struct Test {
+      std::string module;               ///< whose outputs are replaced
+      std::vector<LayerMetrics*> layers;  ///< the candidates it decides
+    };
+    std::vector<Test> tests;
+    {
+      std::set<const LayerMetrics*> in_cand(cand.begin(), cand.end()), grouped;
+      for (const auto& p : parents) {
+        std::vector<LayerMetrics*> under;
+        bool all = true;
+        for (auto& l : s.doc.layers) {
+          if (l.path != p && l.path.rfind(p + ".", 0) != 0) continue;
+          if (!l.metrics.count("grad.params") || l.exec_order < 0) continue;
+          if (!in_cand.count(&l) || grouped.count(&l)) {
+            all = false;
+            break;
+          }
+          under.push_back(&l);
+        }
+        const LayerMetrics* pl = s.doc.find_layer(p);
+        if (!all || under.size() < 2 || !pl || pl->exec_order < 0) continue;
+        for (auto* l : under) grouped.insert(l);
+        tests.push_back({p, under});
+      }
+      for (auto* l : cand)
+        if (!grouped.count(l)) tests.push_back({l->path, {l}});
+      std::stable_sort(tests.begin(), tests.end(), [](const Test& a, const Test& b) {
+        return a.layers.front()->exec_order < b.layers.front()->exec_order;
+      });
+    }
+    if (tests.size() > kDiscardChecks) tests.resize(kDiscardChecks);
+    // Zero-valued parameters and buffers lifted for these passes (ones for
+    // gains and scalars, N(0, 1/fan_in) for matrices, put back after): an output
+    // multiplied by a zero gain (two zero factors in a row, NF-ResNet's
+    // skipinit gain after a zero-initialized branch) is closed by values
+    // that training could move, not dropped by the architecture; with the
+    // zeros lifted its replacement reaches the outputs, and GRAD004 stays.
+    std::vector<std::pair<at::Tensor, at::Tensor>> lifted;
+    auto put_back = [&]() {
+      at::NoGradGuard ng;
+      for (auto& [live, copy] : lifted) live.detach().copy_(copy);
+      lifted.clear();
+    };
+    if (!tests.empty()) {
+      at::NoGradGuard ng;
+      at::Generator gen = at::detail::createCPUGenerator(s.opt.seed + 23);
+      std::set<const void*> seen;
+      std::vector<at::Tensor> zeros_to_lift;
+      for (const auto& p : s.model.module.parameters(/*recurse=*/true)) zeros_to_lift.push_back(p);
+      // Floating buffers too: a gain registered as a buffer (timm's skipinit
+      // gain kept out of the optimizer) closes the branch for good, a value
+      // no training moves, but a value all the same (GRAD004).
+      for (const auto& b : s.model.module.buffers(/*recurse=*/true)) zeros_to_lift.push_back(b);
+      for (const auto& p : zeros_to_lift) {
+        if (!p.defined() || !p.is_floating_point() || p.numel() == 0 || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
+        if (p.detach().ne(0).any().item<bool>()) continue;
+        lifted.push_back({p, p.detach().clone()});
+        at::Tensor v;
+        if (p.dim() >= 2) {
+          const double fan_in = static_cast<double>(p.numel() / std::max<int64_t>(1, p.size(0)));
+          v = at::randn(p.sizes(), gen, at::TensorOptions().dtype(at::kFloat)) / std::sqrt(std::max(1.0, fan_in));
+        } else {
+          v = at::ones(p.sizes(), at::TensorOptions().dtype(at::kFloat));
+        }
+        p.detach().copy_(v.to(p.device()).to(p.scalar_type()));
+      }
+    }
+    if (!tests.empty()) {
+      PassSpec ref_spec;
+      ref_spec.name = "discard-reference";
+      ref_spec.probe = "forward_backward";
+      ref_spec.train_mode = true;
+      ref_spec.dropout = false;
+      // Always run (never served from the cache): compared bit for bit with
+      // the edited passes below, which run the same way.
+      ref_spec.tap_edit = [](const TapSite&, const at::Tensor&) { return at::Tensor(); };
+      std::optional<c10::IValue> ref;
+      try {
+        ref = s.run_pass(ref_spec).output;
+      } catch (const PassError&) {
+      } catch (const FatalRunError&) {
+      } catch (...) {
+        put_back();  // the deadline, a usage error: the model as it was, then on
+        throw;
+      }
+      for (size_t ci = 0; ref && ci < tests.size(); ++ci) {
+        const std::string path = tests[ci].module;
+        auto edits = std::make_shared<int64_t>(0);
+        const uint64_t seed = s.opt.seed + 7919 * (ci + 1);
+        PassSpec ed = ref_spec;
+        ed.name = "discard-check";
+        ed.tap_edit = [path, edits, seed](const TapSite& site, const at::Tensor& x) {
+          if (site.kind != TapKind::kModuleOutput || site.module != path) return at::Tensor();
+          at::Tensor y = discard_probe_value(x, seed + static_cast<uint64_t>(*edits));
+          if (y.defined()) ++*edits;
+          return y;
+        };
+        double change = std::numeric_limits<double>::infinity();
+        try {
+          const PassResult pr = s.run_pass(ed);
+          if (*edits > 0) change = output_change(*ref, pr.output);
+        } catch (const PassError&) {
+        } catch (const FatalRunError&) {
+        } catch (...) {
+          put_back();
+          throw;
+        }
+        if (*edits > 0)
+          for (LayerMetrics* l : tests[ci].layers) {
+            l->metrics["grad.output_discard_change"] = metric_number(change);
+            l->metrics["grad.output_discarded"] = change <= 1e-6;
+            if (path != l->path) l->metrics["grad.output_discard_tested_at"] = path;
+          }
+      }
+    }
+    put_back();
   }
 
   // The output layer frozen while the layers before it train (GRAD020): a

@@ -1,7 +1,10 @@
-// Norm-gain convention (--weights): does a LayerNorm/RMSNorm module multiply
-// its normalized output by `weight` (PyTorch, Llama) or by `1 + weight`
-// (Gemma, some T5/Mamba ports), and do the gains loaded from the checkpoint
-// look stored for the other formula?
+// Norm-gain convention: does a LayerNorm/RMSNorm module multiply its
+// normalized output by `weight` (PyTorch, Llama) or by `1 + weight` (Gemma,
+// some T5/Mamba ports), and do the gains loaded from the checkpoint
+// (--weights) look stored for the other formula? Without --weights the
+// model file's own gains are read (norm.gain_from_checkpoint false): only
+// gains of exactly 1 in a 1 + weight norm are judged there (CKPT003, the
+// ones-initialization of a weight-style norm: transformers#40224).
 //
 // The formula is found by what the module computes, not by its class name:
 // run it alone on a seeded input with weight = 0 and with weight = 1 (bias,
@@ -33,7 +36,7 @@ bool normalizes_last_dim(const std::string& kind) {
 }  // namespace
 
 void probe_gain_convention(Session& s) {
-  if (s.opt.weights.empty()) return;
+  const bool from_checkpoint = !s.opt.weights.empty();
   at::NoGradGuard ng;
   for (const auto& mi : s.model.modules) {
     if (!normalizes_last_dim(mi.kind) || !mi.module.hasattr("weight")) continue;
@@ -92,6 +95,7 @@ void probe_gain_convention(Session& s) {
     if (!at::isfinite(g).all().item<bool>()) continue;  // a diverged checkpoint: nothing to judge
     auto& mm = lm->metrics;
     mm["norm.gain_formula"] = formula;
+    mm["norm.gain_from_checkpoint"] = from_checkpoint;
     mm["norm.gain_loaded_mean"] = g.mean().item<double>();
     mm["norm.gain_loaded_std"] = g.std().item<double>();
     mm["norm.gain_loaded_absmean"] = g.abs().mean().item<double>();
@@ -102,7 +106,7 @@ void probe_gain_convention(Session& s) {
 
 const std::vector<std::string>& gain_convention_writes() {
   static const std::vector<std::string> names = {
-      "norm.gain_effective_mean", "norm.gain_formula", "norm.gain_loaded_absmean", "norm.gain_loaded_mean",
+      "norm.gain_effective_mean", "norm.gain_formula", "norm.gain_from_checkpoint", "norm.gain_loaded_absmean", "norm.gain_loaded_mean",
       "norm.gain_loaded_std", "norm.gain_negative_fraction"};
   return names;
 }

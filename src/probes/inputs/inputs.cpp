@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <torch/csrc/jit/passes/inliner.h>
 
@@ -303,6 +304,67 @@ std::vector<std::string> find_time_major_readers(const Session& s) {
 }
 }  // namespace
 
+namespace {
+/// The (indices, offsets, include_last_offset) arguments of the first
+/// aten::embedding_bag whose indices and offsets are forward arguments
+/// (through casts), each 1-D integral with offsets a valid start list of the
+/// indices; nullopt otherwise (a .pt2, no such op, offsets built in forward).
+std::optional<std::tuple<int64_t, int64_t, bool>> find_bag_arguments(const Session& s) {
+  try {
+    auto g = s.model.module.get_method("forward").graph()->copy();
+    torch::jit::Inline(*g);
+    static const std::set<std::string> casts = {"aten::to", "aten::contiguous", "aten::long", "aten::int",
+                                                "prim::unchecked_cast", "aten::_unwrap_optional", "aten::detach"};
+    // The forward argument `v` is, through casts and the branches of an
+    // if (F.embedding_bag's `if input.dim() == 2: ... elif input.dim() == 1:`
+    // keeps 1-D input and offsets unchanged in one branch); -1 when none.
+    std::function<int64_t(const torch::jit::Value*, int)> argument_of = [&](const torch::jit::Value* v,
+                                                                            int depth) -> int64_t {
+      if (depth > 12) return -1;
+      const torch::jit::Node* d = v->node();
+      if (d->kind() == c10::prim::Param) return static_cast<int64_t>(v->offset()) - 1;  // input 0 is self
+      if (d->kind() == c10::prim::If) {
+        for (const torch::jit::Block* b : d->blocks())
+          if (v->offset() < b->outputs().size())
+            if (const int64_t a = argument_of(b->outputs()[v->offset()], depth + 1); a >= 0) return a;
+        return -1;
+      }
+      if (!casts.count(d->kind().toQualString()) || d->inputs().empty()) return -1;
+      return argument_of(d->input(0), depth + 1);
+    };
+    std::vector<const torch::jit::Node*> bags;
+    std::function<void(torch::jit::Block*)> walk = [&](torch::jit::Block* b) {
+      for (torch::jit::Node* n : b->nodes()) {
+        const std::string k = n->kind().toQualString();
+        if ((k == "aten::embedding_bag" || k == "aten::_embedding_bag") && n->inputs().size() >= 3) bags.push_back(n);
+        for (torch::jit::Block* sb : n->blocks()) walk(sb);
+      }
+    };
+    walk(g->block());
+    for (const torch::jit::Node* n : bags) {
+      const int64_t i = argument_of(n->input(1), 0), j = argument_of(n->input(2), 0);
+      if (i < 0 || j < 0 || i == j || static_cast<size_t>(std::max(i, j)) >= s.args.size()) continue;
+      const c10::IValue &a = s.args[static_cast<size_t>(i)].value, &b = s.args[static_cast<size_t>(j)].value;
+      if (!a.isTensor() || !b.isTensor()) continue;
+      const at::Tensor ids = a.toTensor(), off = b.toTensor();
+      if (ids.dim() != 1 || off.dim() != 1 || off.numel() == 0 || ids.is_floating_point() || off.is_floating_point())
+        continue;
+      const at::Tensor o = off.to(at::kLong).cpu();
+      if (o[0].item<int64_t>() != 0 || o[-1].item<int64_t>() > ids.numel()) continue;
+      if (o.numel() > 1 && (o.slice(0, 1) - o.slice(0, 0, -1)).lt(0).any().item<bool>()) continue;
+      bool last = false;
+      if (n->inputs().size() >= 8)
+        if (auto c = torch::jit::toIValue(n->input(7)); c && c->isBool()) last = c->toBool();
+      if (last && o.numel() < 2) continue;
+      return std::make_tuple(i, j, last);
+    }
+  } catch (const std::exception&) {
+    // No TorchScript forward (an exported program): no graph evidence.
+  }
+  return std::nullopt;
+}
+}  // namespace
+
 BatchLayout batch_layout(const Session& s) {
   BatchLayout L;
   L.axis.assign(s.args.size(), -1);
@@ -334,6 +396,23 @@ BatchLayout batch_layout(const Session& s) {
       if (!t || (t->dim() != 3 && !ids) || (*s.time_major_readers)[i].empty()) continue;
       time_major[i] = true;
     }
+  // EmbeddingBag's flat ids + offsets: one example per bag, however many ids.
+  if (!bd)
+    if (const auto bag = find_bag_arguments(s)) {
+      const auto [i, j, last] = *bag;
+      L.bag_indices = i;
+      L.bag_offsets = j;
+      L.bag_last_offset = last;
+      L.batch = tensor(static_cast<size_t>(j))->size(0) - (last ? 1 : 0);
+      L.from = "the offsets '" + s.args[static_cast<size_t>(j)].name + "' of the flat ids '" +
+               s.args[static_cast<size_t>(i)].name + "' that aten::embedding_bag reads (one bag per example)";
+      const int64_t n_ids = tensor(static_cast<size_t>(i))->size(0);
+      for (size_t k = 0; k < s.args.size(); ++k) {
+        const at::Tensor* t = tensor(k);
+        if (static_cast<int64_t>(k) == i || static_cast<int64_t>(k) == j || !t || t->dim() != 1) continue;
+        if (t->size(0) == n_ids && n_ids != L.batch) L.bag_aligned.push_back(static_cast<int64_t>(k));
+      }
+    }
   for (int rule = 0; rule < 3 && L.batch == 0; ++rule) {
     if (rule == 2)  // before axis 0 of the first tensor: the recurrent op's evidence
       for (size_t i = 0; i < s.args.size() && L.batch == 0; ++i)
@@ -358,9 +437,14 @@ BatchLayout batch_layout(const Session& s) {
     }
   }
   if (L.batch == 0) return L;
+  auto in_bag = [&](size_t i) {
+    const auto k = static_cast<int64_t>(i);
+    return k == L.bag_indices || k == L.bag_offsets ||
+           std::find(L.bag_aligned.begin(), L.bag_aligned.end(), k) != L.bag_aligned.end();
+  };
   for (size_t i = 0; i < s.args.size(); ++i) {
     const at::Tensor* t = tensor(i);
-    if (!t || t->dim() == 0) continue;
+    if (!t || t->dim() == 0 || in_bag(i)) continue;
     if (bd && t->dim() > *bd && t->size(*bd) == L.batch) {
       L.axis[i] = *bd;
       continue;
@@ -380,8 +464,44 @@ BatchLayout batch_layout(const Session& s) {
 
 std::vector<c10::IValue> select_examples(const Session& s, const BatchLayout& L, const at::Tensor& index) {
   std::vector<c10::IValue> out;
+  // The bags of an EmbeddingBag layout: [start, end) of example k's ids.
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  at::Tensor new_offsets;
+  if (L.bag_indices >= 0) {
+    const at::Tensor off = s.args[static_cast<size_t>(L.bag_offsets)].value.toTensor();
+    const at::Tensor o = off.to(at::kLong).cpu();
+    const int64_t n_ids = s.args[static_cast<size_t>(L.bag_indices)].value.toTensor().size(0);
+    const at::Tensor idx = index.to(at::kLong).cpu();
+    std::vector<int64_t> starts;
+    int64_t at_id = 0;
+    for (int64_t r = 0; r < idx.numel(); ++r) {
+      const int64_t k = idx[r].item<int64_t>();
+      const int64_t b = o[k].item<int64_t>();
+      const int64_t e = k + 1 < o.numel() ? o[k + 1].item<int64_t>() : n_ids;
+      ranges.push_back({b, e});
+      starts.push_back(at_id);
+      at_id += e - b;
+    }
+    if (L.bag_last_offset) starts.push_back(at_id);
+    new_offsets = at::tensor(starts, at::TensorOptions().dtype(at::kLong)).to(off.scalar_type()).to(off.device());
+  }
+  auto cut_bags = [&](const at::Tensor& t) {
+    std::vector<at::Tensor> parts;
+    for (const auto& [b, e] : ranges) parts.push_back(t.slice(0, b, e));
+    return parts.empty() ? t.slice(0, 0, 0) : at::cat(parts);
+  };
   for (size_t i = 0; i < s.args.size(); ++i) {
     const c10::IValue& a = s.args[i].value;
+    const auto k = static_cast<int64_t>(i);
+    if (L.bag_indices >= 0 && a.isTensor() &&
+        (k == L.bag_indices || std::find(L.bag_aligned.begin(), L.bag_aligned.end(), k) != L.bag_aligned.end())) {
+      out.emplace_back(cut_bags(a.toTensor()));
+      continue;
+    }
+    if (k == L.bag_offsets) {
+      out.emplace_back(new_offsets);
+      continue;
+    }
     if (i < L.axis.size() && L.axis[i] >= 0 && a.isTensor())
       out.emplace_back(a.toTensor().index_select(L.axis[i], index.to(a.toTensor().device())));
     else

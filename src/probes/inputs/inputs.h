@@ -17,6 +17,17 @@ struct BatchLayout {
   int64_t batch = 0;          ///< examples in the batch; 0: no tensor argument has one
   std::vector<int64_t> axis;  ///< per argument of s.args: its batch axis; -1 not batch-major (scalars, tables, None)
   std::string from;           ///< how the batch size was found, in words
+  /// nn.EmbeddingBag's flat layout (fastText, torchtext's text classifier,
+  /// DLRM): argument `bag_indices` holds every example's ids one after the
+  /// other (1-D) and `bag_offsets` where each example starts (1-D, [B], or
+  /// [B + 1] with include_last_offset), both read by aten::embedding_bag.
+  /// Examples are selected by cutting and re-joining the bags
+  /// (select_examples); -1 when the model has no such pair.
+  int64_t bag_indices = -1;
+  int64_t bag_offsets = -1;
+  bool bag_last_offset = false;  ///< include_last_offset: bag_offsets has B + 1 entries
+  /// Other 1-D arguments aligned with bag_indices (per_sample_weights), cut the same way.
+  std::vector<int64_t> bag_aligned;
 };
 
 /// The batch layout of s.args. The batch size comes from --batch-dim D
@@ -33,7 +44,9 @@ struct BatchLayout {
 BatchLayout batch_layout(const Session& s);
 
 /// The examples `index` of every batch-major argument, along its own batch
-/// axis; the other arguments unchanged.
+/// axis; the other arguments unchanged. An EmbeddingBag layout's indices
+/// (and the arguments aligned with them) keep the selected bags, joined in
+/// the order of `index`, and its offsets are rebuilt for them.
 std::vector<c10::IValue> select_examples(const Session& s, const BatchLayout& L, const at::Tensor& index);
 
 /// The batch axis of an output tensor of the model: the main input's batch

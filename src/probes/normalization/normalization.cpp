@@ -125,11 +125,18 @@ struct BatchAxisReduction {
 /// a loop), which the graph does not show.
 BatchAxisReduction batch_axis_reduction(const Session& s, const InstrumentedModel& im, const std::string& first,
                                         const Collector* col = nullptr) {
-  bool axis0 = false;
+  bool axis0 = false, bags = false;
   if (s.doc.probes.contains("batch_layout") && s.doc.probes["batch_layout"].contains("axes")) {
     axis0 = !s.doc.probes["batch_layout"]["axes"].empty();
-    for (const auto& [name, a] : s.doc.probes["batch_layout"]["axes"].items()) axis0 = axis0 && a == 0;
+    // EmbeddingBag's flat ids and offsets: aten::embedding_bag gives one
+    // row per bag, the batch on axis 0 of what the model computes.
+    for (const auto& [name, a] : s.doc.probes["batch_layout"]["axes"].items()) {
+      bags = bags || a == "bags";
+      axis0 = axis0 && (a == 0 || a == "bags" || a == "offsets");
+    }
   }
+  const std::string assumed = bags ? "assumed: axis 0 is the batch, one row per bag of the EmbeddingBag's flat ids"
+                                   : "assumed: axis 0 of every input is the batch";
   auto holds = [&](const std::string& m) { return m.empty() || m == first || first.rfind(m + ".", 0) == 0; };
   BatchAxisReduction best;
   for (const auto& r : im.reductions()) {
@@ -147,8 +154,7 @@ BatchAxisReduction batch_axis_reduction(const Session& s, const InstrumentedMode
     }
     const bool roles_known = rank > 0 && std::any_of(r.input_roles.begin(), r.input_roles.end(), [](const std::string& x) { return x == "batch"; });
     if (how.empty() && !roles_known && axis0 && (r.all_dims || std::find(r.dims.begin(), r.dims.end(), 0) != r.dims.end()))
-      how = r.all_dims ? std::string("every axis, the batch axis 0 included (assumed: axis 0 of every input is the batch)")
-                       : std::string("axis 0 (the batch axis, assumed: axis 0 of every input is the batch)");
+      how = r.all_dims ? "every axis, the batch axis 0 included (" + assumed + ")" : "axis 0 (the batch axis, " + assumed + ")";
     if (how.empty()) continue;
     if (best.op.empty() || (r.normalizes && !best.normalizes)) best = {r.op, r.module, how, r.normalizes, r.in_norm, r.applied};
   }
@@ -169,7 +175,7 @@ BatchAxisReduction batch_axis_reduction(const Session& s, const InstrumentedMode
     if (!batch) continue;
     best = {n.op, n.module,
             "dims [" + dims + "] (received at run time) of its input, the batch axis 0 included" +
-                (axis0 ? std::string(" (assumed: axis 0 of every input is the batch)") : std::string()),
+                (axis0 ? " (" + assumed + ")" : std::string()),
             true, true, "divides"};
     break;
   }
@@ -1182,6 +1188,7 @@ void probe_normalization(Session& s) {
       mm["batchdep.random_eval"] = true;
     }
     mm["batchdep.max_rel_diff"] = metric_number(worst);
+    mm["batchdep.batch_axis_op"] = "";  // named where a reduction over the batch axis mixes examples
     mm["batchdep.worst_example"] = worst_example;
     mm["batchdep.reorder_rel_diff"] = metric_number(dr);
     // Noise floor (issue 16.11): the same batch reordered. Batch statistics
@@ -1329,6 +1336,9 @@ void probe_normalization(Session& s) {
               : "an op of " + (first.empty() ? std::string("the model") : first) + "'s own forward before " +
                     seen_in_passthrough + " makes an example's output depend on the rest of the batch (" +
                     seen_in_passthrough + " itself passes its input through)";
+      // BN005's fixes tell a reduction over the batch axis (record_batch_axis
+      // names it below) from a normalization with batch statistics ("").
+      mm["batchdep.batch_axis_op"] = "";
       if (!seen_in_passthrough.empty() && first.empty()) {
         mm["batchdep.first_seen_at"] = seen_in_passthrough;
         mm["batchdep.first_layer"] = "";

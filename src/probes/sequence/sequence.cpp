@@ -1646,6 +1646,22 @@ void probe_sequence(Session& s) {
     // needs a padding input: nothing is said of them without one.
     s.doc.model_metrics["pad.hypothetical"] =
         declared.empty() && (via.empty() ? !e.kind.empty() : (via_input_standardization || via_batch_norm));
+    // SEQ006's words for what the model was given: a forward with an
+    // optional tensor argument the batch left out (VITS' x_mask: Optional[Tensor]
+    // = None) may take a mask, just not in this batch (eval25).
+    {
+      std::string unfed;
+      for (const auto& a : s.model.args) {
+        if (!a.has_default || a.type.find("Tensor") == std::string::npos) continue;
+        bool given = false;
+        for (const auto& v : s.args) given = given || v.name == a.name;
+        if (!given) unfed += (unfed.empty() ? "" : ", ") + a.name;
+      }
+      s.doc.model_metrics["pad.mask_note"] =
+          unfed.empty() ? std::string("it takes no padding mask or lengths")
+                        : "the batch gives no padding mask or lengths (forward's optional " + unfed +
+                              (unfed.find(',') == std::string::npos ? " was" : " were") + " left at the default)";
+    }
     // Where the change enters, whatever the route (SEQ006 names it).
     auto layer_label = [](const std::string& p) { return p.empty() ? std::string("<root>") : p; };
     std::string enters = !via.empty() ? via : !e.kind.empty() ? e.layer : w.first;
@@ -1833,7 +1849,7 @@ const std::vector<std::string>& sequence_writes() {
       "norm.over_batch", "norm.over_time", "norm.reduced_axes", "norm.reduces_batch", "norm.reduces_time",
       "norm.reduces_time_unconfirmed", "norm.spatial_size", "norm.statistic", "norm.time_axis_from", "norm.written_out", "pad.entry_kind",
       "pad.enters_at", "pad.enters_through", "pad.entry_layer", "pad.entry_op", "pad.error", "pad.first_layer",
-      "pad.first_layer_kind", "pad.how", "pad.hypothetical", "pad.mode", "pad.padding_declared", "pad.padding_declared_from",
+      "pad.first_layer_kind", "pad.how", "pad.hypothetical", "pad.mask_note", "pad.mode", "pad.padding_declared", "pad.padding_declared_from",
       "pad.norm_layer", "pad.norms_over_time", "pad.padded_to",
       "pad.rel_diff", "pad.rel_diff_eval", "pad.rel_diff_train", "pad.via_norm", "pad.via_pooling_or_conv",
       "seq.fixed_length", "seq.trace_baked_length", "seq.trace_baked_length_at", "seq.trace_baked_length_module", "seq.sample_length", "seqlen.error", "seqlen.failed_layer", "seqlen.attention_sites", "seqlen.causal_attention", "seqlen.causal_intent", "seqlen.causal_intent_from", "seqlen.enters_at", "seqlen.first_layer", "seqlen.first_layer_kind", "seqlen.lengths", "seqlen.lookahead", "seqlen.lookahead_fraction",
