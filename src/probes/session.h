@@ -98,6 +98,10 @@ struct PassResult {
   /// read as T classes), which softmax's shift invariance cancels. The zero
   /// is the loss's, not a missing path.
   std::set<const void*> shift_invariant_only;
+  /// A cross-entropy loss of exactly 0 whose backward left every parameter
+  /// gradient exactly zero: the softmax is saturated at the targets (no
+  /// shift-invariance test is made then).
+  bool loss_saturated = false;
   /// The outputs the loss did not read, "output[1], output[2]" ("" when none).
   std::string unread_outputs;
   /// Backward asked for but not run: why (forward returned only integer or
@@ -167,6 +171,12 @@ struct PassSpec {
   /// sees the state they left. Buffers are restored after the pass as always.
   int warmup_calls = 0;
 };
+
+/// The tensor of `out` the loss reads (--output-index, else a "loss" or
+/// "logits" entry, else the first floating tensor; src/probes/engine.cpp);
+/// undefined when no output is floating. Throws FatalRunError when `out`
+/// holds no tensor, nd::Error (usage) for an --output-index out of range.
+at::Tensor loss_output(const c10::IValue& out, const CheckOptions& opt);
 
 /// The train pass of the forward_backward probe (train mode, dropout on,
 /// traced flags following the mode, backward, per-unit features): the pass

@@ -3137,6 +3137,58 @@ TEST(Round25, EmbeddingBagOffsetsNameTheBatch) {
   EXPECT_LT(num(mm(twin).at("batchdep.max_rel_diff")), 1e-5);
 }
 
+// AntixK/PyTorch-VAE's VanillaVAE returns (recons, mu, log_var). Sampled
+// with torch.normal(mu, std), whose gradient to mu and std is zero
+// (pytorch#4620), the reconstruction cannot train the encoder; mu and
+// log_var, other outputs, still reach it, so the encoder's zeros were
+// explained away as GRAD009 (info) and the exact cut read as GRAD003
+// vanishing gradients (eval26 C04). The loss's output does read what the
+// encoder computes (its output replaced by noise changes the
+// reconstruction): a cut, GRAD017, with the reparameterization fix.
+TEST(Round26, CutHiddenByOtherOutputsIsACut) {
+  const std::string name = "r26_vae_torch_normal";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{{"GRAD017", "decoder_input"}});
+  const json* f = finding(rep, "GRAD017");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("evidence").at("grad.cut_after"), "fc_var");
+  EXPECT_EQ(f->at("evidence").at("grad.cut_first_layer"), "encoder.0.0");
+  EXPECT_EQ(num(f->at("evidence").at("grad.cut_blocked_modules")), nums(name).at("cut_modules").get<double>());
+  EXPECT_EQ(f->at("evidence").at("grad.cut_other_outputs"), "output[1], output[2]");
+  bool reparam_fix = false;
+  for (const auto& x : f->at("fix")) reparam_fix = reparam_fix || x.get<std::string>().find("randn_like") != std::string::npos;
+  EXPECT_TRUE(reparam_fix) << f->at("fix");
+  EXPECT_FALSE(has_rule(rep, "GRAD003"));
+  const std::string twin_name = "r26_vae_reparameterized";
+  RUN_ROUND3(twin, twin_name);
+  expect_findings(twin, twin_name, Set{});
+  EXPECT_FALSE(has_rule(twin, "GRAD009"));
+}
+
+// A GIN with sum aggregation and no normalization on dense graphs
+// (spektral#188): logits in the thousands, checked against what it already
+// predicts. The cross-entropy is exactly 0 and every gradient exactly zero;
+// that was explained as "they shift every class alike, which softmax
+// cancels" and no gradient finding said anything (eval26 C06). GRAD022 says
+// it once; no GRAD004 per module, no shift-invariance assumption.
+TEST(Round26, SaturatedCrossEntropyIsOneFinding) {
+  const std::string name = "r26_gin_sum_no_norm";
+  RUN_ROUND3(rep, name, {"--target", round3(name + ".target.pt")});
+  expect_findings(rep, name, Set{{"ACT008", "lin2"}, {"GRAD022", ""}});
+  EXPECT_EQ(nums(name).at("loss").get<double>(), 0.0);
+  const json* f = finding(rep, "GRAD022");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(num(f->at("evidence").at("loss.value")), 0.0);
+  EXPECT_EQ(mm(rep).at("loss.saturated"), true);
+  for (const auto& a : rep.at("probes").at("assumptions"))
+    EXPECT_EQ(a.get<std::string>().find("shift every class alike"), std::string::npos) << a;
+  const std::string twin_name = "r26_gin_sum_batch_norm";
+  RUN_ROUND3(twin, twin_name, {"--target", round3(twin_name + ".target.pt")});
+  expect_findings(twin, twin_name, Set{});
+  EXPECT_EQ(mm(twin).at("loss.saturated"), false);
+  EXPECT_GT(num(mm(twin).at("loss.value")), 0.01);  // train-mode BatchNorm: not the eval loss the script printed
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -4,6 +4,8 @@
 // to measure the inputs of the module where it started.
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <limits>
 #include <optional>
 #include <iomanip>
@@ -210,6 +212,33 @@ double output_change(const c10::IValue& ref, const c10::IValue& other) {
   return diff == 0 ? 0.0 : diff / std::max(mag, 1e-30);
 }
 
+/// The spec of a forward in the train pass's mode, dropout off, no backward,
+/// never served from the cache (an edit that changes nothing): the reference
+/// of the output-replacement tests, and their base.
+PassSpec replacement_pass_spec(const std::string& name) {
+  PassSpec spec;
+  spec.name = name;
+  spec.probe = "forward_backward";
+  spec.train_mode = true;
+  spec.dropout = false;
+  spec.tap_edit = [](const TapSite&, const at::Tensor&) { return at::Tensor(); };
+  return spec;
+}
+
+/// A Collector::edit replacing every output of module `path` with
+/// discard_probe_value (seeded `seed` + the count so far); `edits` counts
+/// the replacements made (0: the module gave no floating output).
+std::function<at::Tensor(const TapSite&, const at::Tensor&)> replace_module_output(const std::string& path,
+                                                                                   std::shared_ptr<int64_t> edits,
+                                                                                   uint64_t seed) {
+  return [path, edits, seed](const TapSite& site, const at::Tensor& x) {
+    if (site.kind != TapKind::kModuleOutput || site.module != path) return at::Tensor();
+    at::Tensor y = discard_probe_value(x, seed + static_cast<uint64_t>(*edits));
+    if (y.defined()) ++*edits;
+    return y;
+  };
+}
+
 }  // namespace
 
 void build_inventory(Session& s) {
@@ -355,6 +384,9 @@ void probe_forward_backward(Session& s) {
   const double loss_v = r.loss ? r.loss->item<double>() : std::numeric_limits<double>::quiet_NaN();
   s.doc.model_metrics["loss.value"] = metric_number(loss_v);
   s.doc.model_metrics["loss.finite"] = std::isfinite(loss_v);
+  // GRAD022's: a saturated cross-entropy (0, every gradient exactly zero);
+  // GRAD004 does not repeat it per module.
+  s.doc.model_metrics["loss.saturated"] = r.loss_saturated;
   s.doc.probes["loss"]["value"] = metric_number(loss_v);
   record_training_evidence(s, loss_v, r.loss_chance);
 
@@ -983,12 +1015,41 @@ void probe_forward_backward(Session& s) {
         const bool zero_out = on != l.metrics.end() && on->second.is_number() && on->second.get<double>() == 0.0;
         if (l.leaf ? zero_leaves.count(l.path) > 0 : (zero_out && l.exec_order < c.exec_order)) before_cut.push_back(&l);
       }
-      int64_t modules = 0, params = 0;
+      int64_t modules = 0, params = 0, modules_other = 0, params_other = 0;
       for (const LayerMetrics* l : before_cut) {
-        auto it = l->metrics.find("grad.params_no_signal");
-        if (it == l->metrics.end() || !it->second.is_number() || it->second.get<double>() <= 0) continue;
-        ++modules;
-        params += it->second.get<int64_t>();
+        auto count = [&](const char* k) -> int64_t {
+          auto it = l->metrics.find(k);
+          return it != l->metrics.end() && it->second.is_number() && it->second.get<double>() > 0 ? it->second.get<int64_t>() : 0;
+        };
+        const int64_t own = count("grad.params_no_signal"), other = count("grad.params_other_outputs_only");
+        if (own > 0) ++modules, params += own;
+        if (own + other > 0) ++modules_other, params_other += own + other;
+      }
+      // Parameters the loss's output does not reach but other outputs do
+      // (a VAE returning (recons, mu, log_var) that samples z with
+      // torch.normal(mu, std), whose gradient to mu and std is 0: the
+      // reconstruction cannot train the encoder, the KL term over mu and
+      // log_var only pulls it to the prior; eval26 C04). A cut all the same
+      // when the loss's output does read what they compute: the last zero
+      // leaf's output replaced by noise changes it (an auxiliary branch
+      // computed first, which the loss's output never reads, does not).
+      std::string cut_other_outputs;
+      if (modules < 2 && modules_other >= 2) {
+        const PassSpec ref_spec = replacement_pass_spec("cut-reference");
+        PassSpec ed = replacement_pass_spec("cut-check");
+        auto edits = std::make_shared<int64_t>(0);
+        ed.tap_edit = replace_module_output(ran[cut - 1]->path, edits, s.opt.seed + 7907);
+        try {
+          const at::Tensor a = loss_output(s.run_pass(ref_spec).output, s.opt);
+          const at::Tensor b = loss_output(s.run_pass(ed).output, s.opt);
+          if (*edits > 0 && a.defined() && b.defined() && output_change(c10::IValue(a), c10::IValue(b)) > 1e-6) {
+            modules = modules_other;
+            params = params_other;
+            cut_other_outputs = rp->unread_outputs;
+          }
+        } catch (const PassError&) {
+        } catch (const FatalRunError&) {
+        }
       }
       if (modules >= 2) {
         // The highest module holding the last zero leaf whose every leaf
@@ -1021,6 +1082,8 @@ void probe_forward_backward(Session& s) {
         at->metrics["grad.cut_after"] = after;
         at->metrics["grad.cut_before"] = c.path;
         at->metrics["grad.cut_before_out_norm"] = c.metrics.at("grad.out_norm");
+        // Other outputs still reach the modules before the cut ("" none).
+        at->metrics["grad.cut_other_outputs"] = cut_other_outputs;
         for (LayerMetrics* l : before_cut) l->metrics["grad.blocked_by"] = at->path;
         // GRAD003's guard: a first layer at exactly zero is this cut's.
         s.doc.model_metrics["grad.cut_layer"] = at->path;
@@ -1133,14 +1196,8 @@ void probe_forward_backward(Session& s) {
       }
     }
     if (!tests.empty()) {
-      PassSpec ref_spec;
-      ref_spec.name = "discard-reference";
-      ref_spec.probe = "forward_backward";
-      ref_spec.train_mode = true;
-      ref_spec.dropout = false;
-      // Always run (never served from the cache): compared bit for bit with
-      // the edited passes below, which run the same way.
-      ref_spec.tap_edit = [](const TapSite&, const at::Tensor&) { return at::Tensor(); };
+      // Compared bit for bit with the edited passes below, which run the same way.
+      const PassSpec ref_spec = replacement_pass_spec("discard-reference");
       std::optional<c10::IValue> ref;
       try {
         ref = s.run_pass(ref_spec).output;
@@ -1153,15 +1210,8 @@ void probe_forward_backward(Session& s) {
       for (size_t ci = 0; ref && ci < tests.size(); ++ci) {
         const std::string path = tests[ci].module;
         auto edits = std::make_shared<int64_t>(0);
-        const uint64_t seed = s.opt.seed + 7919 * (ci + 1);
-        PassSpec ed = ref_spec;
-        ed.name = "discard-check";
-        ed.tap_edit = [path, edits, seed](const TapSite& site, const at::Tensor& x) {
-          if (site.kind != TapKind::kModuleOutput || site.module != path) return at::Tensor();
-          at::Tensor y = discard_probe_value(x, seed + static_cast<uint64_t>(*edits));
-          if (y.defined()) ++*edits;
-          return y;
-        };
+        PassSpec ed = replacement_pass_spec("discard-check");
+        ed.tap_edit = replace_module_output(path, edits, s.opt.seed + 7919 * (ci + 1));
         double change = std::numeric_limits<double>::infinity();
         try {
           const PassResult pr = s.run_pass(ed);

@@ -50,6 +50,11 @@ void probe_gain_convention(Session& s) {
     }
     const at::Tensor w_saved = w.detach().clone();
     const at::Tensor b_saved = b.defined() ? b.detach().clone() : at::Tensor();
+    // A norm that writes its buffers when called (a running statistic) must
+    // not keep what the seeded input left there: every later pass reads them.
+    std::vector<std::pair<at::Tensor, at::Tensor>> buffers;
+    for (const auto& nb : mi.module.named_buffers(/*recurse=*/true))
+      if (nb.value.defined()) buffers.push_back({nb.value, nb.value.detach().clone()});
     std::string formula;
     torch::jit::Module m = mi.module;
     const bool sub_mode = m.is_training();
@@ -88,6 +93,7 @@ void probe_gain_convention(Session& s) {
     m.train(sub_mode);
     w.detach().copy_(w_saved);
     if (b.defined()) b.detach().copy_(b_saved);
+    for (auto& [live, copy] : buffers) live.detach().copy_(copy);
     if (formula.empty()) continue;
     LayerMetrics* lm = s.doc.find_layer(mi.path);
     if (!lm) continue;
