@@ -811,6 +811,26 @@ void probe_normalization(Session& s) {
         }
       }
       mm["drift.explained_by_stale_stats"] = stale;
+      // Where the outputs first diverge is not where the statistics are
+      // furthest off (a stem BatchNorm off by 0.03 diverges first, a
+      // last-stage one on 4x4 maps is off by 0.44: eval25 C04, eval26 C05):
+      // BN004 and BN009 name both.
+      {
+        const LayerMetrics* worst = nullptr;
+        double worst_err = 0;
+        for (const auto& ol : s.doc.layers) {
+          const double e = val(ol.metrics, "bn.eval_error", 0.0);
+          if (ol.exec_order >= 0 && std::isfinite(e) && e > worst_err) worst = &ol, worst_err = e;
+        }
+        const double first_err = l ? val(l->metrics, "bn.eval_error", 0.0) : 0.0;
+        if (worst && worst->path != first && worst->path != stale_layer && worst_err > 2 * first_err) {
+          char buf[64];
+          std::snprintf(buf, sizeof buf, "%.3g", worst_err);
+          mm["drift.largest_note"] = "; the BatchNorm whose running statistics are furthest off this batch is " +
+                                     worst->path + " (its eval-mode output " + std::string(buf) +
+                                     " of its scale away from the train-mode one)";
+        }
+      }
       if (stale) {
         mm["drift.stale_layer"] = stale_layer;
         // The stale-statistics finding's message names the drift it causes.
