@@ -1065,8 +1065,7 @@ std::unique_ptr<Session> prepare_check(const CheckOptions& opt, const ProgressFn
     for (size_t i = 0; i < s.args.size(); ++i) {
       if (!s.args[i].value.isTensor()) continue;
       const auto k = static_cast<int64_t>(i);
-      const bool bag_ids = k == bl.bag_indices ||
-                           std::find(bl.bag_aligned.begin(), bl.bag_aligned.end(), k) != bl.bag_aligned.end();
+      const bool bag_ids = bl.bag_ids(k);
       if (bag_ids || k == bl.bag_offsets) {
         // EmbeddingBag's flat layout: no axis holds the examples.
         axes[s.args[i].name] = bag_ids ? "bags" : "offsets";

@@ -1165,12 +1165,16 @@ void probe_forward_backward(Session& s) {
     // skipinit gain after a zero-initialized branch) is closed by values
     // that training could move, not dropped by the architecture; with the
     // zeros lifted its replacement reaches the outputs, and GRAD004 stays.
-    std::vector<std::pair<at::Tensor, at::Tensor>> lifted;
-    auto put_back = [&]() {
-      at::NoGradGuard ng;
-      for (auto& [live, copy] : lifted) live.detach().copy_(copy);
-      lifted.clear();
-    };
+    // Put back when the block ends, however it ends (the deadline, a usage
+    // error rethrown below): the model as it was.
+    struct PutBack {
+      std::vector<std::pair<at::Tensor, at::Tensor>> saved;
+      ~PutBack() {
+        at::NoGradGuard ng;
+        for (auto& [live, copy] : saved) live.detach().copy_(copy);
+      }
+    } put_back;
+    std::vector<std::pair<at::Tensor, at::Tensor>>& lifted = put_back.saved;
     if (!tests.empty()) {
       at::NoGradGuard ng;
       at::Generator gen = at::detail::createCPUGenerator(s.opt.seed + 23);
@@ -1185,14 +1189,7 @@ void probe_forward_backward(Session& s) {
         if (!p.defined() || !p.is_floating_point() || p.numel() == 0 || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
         if (p.detach().ne(0).any().item<bool>()) continue;
         lifted.push_back({p, p.detach().clone()});
-        at::Tensor v;
-        if (p.dim() >= 2) {
-          const double fan_in = static_cast<double>(p.numel() / std::max<int64_t>(1, p.size(0)));
-          v = at::randn(p.sizes(), gen, at::TensorOptions().dtype(at::kFloat)) / std::sqrt(std::max(1.0, fan_in));
-        } else {
-          v = at::ones(p.sizes(), at::TensorOptions().dtype(at::kFloat));
-        }
-        p.detach().copy_(v.to(p.device()).to(p.scalar_type()));
+        lift_zero(p, gen);
       }
     }
     if (!tests.empty()) {
@@ -1203,9 +1200,6 @@ void probe_forward_backward(Session& s) {
         ref = s.run_pass(ref_spec).output;
       } catch (const PassError&) {
       } catch (const FatalRunError&) {
-      } catch (...) {
-        put_back();  // the deadline, a usage error: the model as it was, then on
-        throw;
       }
       for (size_t ci = 0; ref && ci < tests.size(); ++ci) {
         const std::string path = tests[ci].module;
@@ -1218,9 +1212,6 @@ void probe_forward_backward(Session& s) {
           if (*edits > 0) change = output_change(*ref, pr.output);
         } catch (const PassError&) {
         } catch (const FatalRunError&) {
-        } catch (...) {
-          put_back();
-          throw;
         }
         if (*edits > 0)
           for (LayerMetrics* l : tests[ci].layers) {
@@ -1230,7 +1221,6 @@ void probe_forward_backward(Session& s) {
           }
       }
     }
-    put_back();
   }
 
   // The output layer frozen while the layers before it train (GRAD020): a

@@ -38,6 +38,13 @@ struct ZeroInitFacts {
 /// out of memory.
 ZeroInitFacts zero_init_conventions(Session& s);
 
+/// Writes a non-zero stand-in into the all-zero tensor `t` (in place, no
+/// grad): ones for gains and scalars (fewer than 2 dims), N(0, 1/fan_in)
+/// drawn from `gen` for matrices and kernels (fan_in = elements / size(0)).
+/// What "the zeros lifted" means for zero_init_conventions and for the
+/// forward_backward probe's output-replacement test.
+void lift_zero(const at::Tensor& t, at::Generator& gen);
+
 /// Bias parameters whose gradient a train-mode BatchNorm cancels: the bias
 /// argument of a convolution or linear whose output is the input of an
 /// aten::batch_norm that uses batch statistics in the train pass (its flag

@@ -315,6 +315,18 @@ std::set<const void*> biases_cancelled_by_batch_norm(const Session& s) {
   return out;
 }
 
+void lift_zero(const at::Tensor& t, at::Generator& gen) {
+  at::NoGradGuard ng;
+  at::Tensor v;
+  if (t.dim() >= 2) {
+    const double fan_in = static_cast<double>(t.numel() / std::max<int64_t>(1, t.size(0)));
+    v = at::randn(t.sizes(), gen, at::TensorOptions().dtype(at::kFloat)) / std::sqrt(std::max(1.0, fan_in));
+  } else {
+    v = at::ones(t.sizes(), at::TensorOptions().dtype(at::kFloat));
+  }
+  t.detach().copy_(v.to(t.device()).to(t.scalar_type()));
+}
+
 ZeroInitFacts zero_init_conventions(Session& s) {
   ZeroInitFacts f;
   // Trainable parameters that are exactly zero, once per tensor (tied weights).
@@ -428,14 +440,7 @@ ZeroInitFacts zero_init_conventions(Session& s) {
       for (const Cand* c : conv) {
         if (!lifted_set.insert(c->value.unsafeGetTensorImpl()).second) continue;
         saved_values.push_back({c->value, c->value.detach().clone()});
-        at::Tensor v;
-        if (c->value.dim() >= 2) {
-          const double fan_in = static_cast<double>(c->value.numel() / std::max<int64_t>(1, c->value.size(0)));
-          v = at::randn(c->value.sizes(), gen, at::TensorOptions().dtype(at::kFloat)) / std::sqrt(std::max(1.0, fan_in));
-        } else {
-          v = at::ones(c->value.sizes(), at::TensorOptions().dtype(at::kFloat));
-        }
-        c->value.detach().copy_(v.to(c->value.device()).to(c->value.scalar_type()));
+        lift_zero(c->value, gen);
       }
     }
     for (auto& p : params) p.value.mutable_grad() = at::Tensor();

@@ -437,14 +437,10 @@ BatchLayout batch_layout(const Session& s) {
     }
   }
   if (L.batch == 0) return L;
-  auto in_bag = [&](size_t i) {
-    const auto k = static_cast<int64_t>(i);
-    return k == L.bag_indices || k == L.bag_offsets ||
-           std::find(L.bag_aligned.begin(), L.bag_aligned.end(), k) != L.bag_aligned.end();
-  };
   for (size_t i = 0; i < s.args.size(); ++i) {
     const at::Tensor* t = tensor(i);
-    if (!t || t->dim() == 0 || in_bag(i)) continue;
+    const auto k = static_cast<int64_t>(i);
+    if (!t || t->dim() == 0 || L.bag_ids(k) || k == L.bag_offsets) continue;
     if (bd && t->dim() > *bd && t->size(*bd) == L.batch) {
       L.axis[i] = *bd;
       continue;
@@ -493,8 +489,7 @@ std::vector<c10::IValue> select_examples(const Session& s, const BatchLayout& L,
   for (size_t i = 0; i < s.args.size(); ++i) {
     const c10::IValue& a = s.args[i].value;
     const auto k = static_cast<int64_t>(i);
-    if (L.bag_indices >= 0 && a.isTensor() &&
-        (k == L.bag_indices || std::find(L.bag_aligned.begin(), L.bag_aligned.end(), k) != L.bag_aligned.end())) {
+    if (a.isTensor() && L.bag_ids(k)) {
       out.emplace_back(cut_bags(a.toTensor()));
       continue;
     }

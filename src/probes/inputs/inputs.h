@@ -4,6 +4,7 @@
 // slices examples uses.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ struct BatchLayout {
   bool bag_last_offset = false;  ///< include_last_offset: bag_offsets has B + 1 entries
   /// Other 1-D arguments aligned with bag_indices (per_sample_weights), cut the same way.
   std::vector<int64_t> bag_aligned;
+  /// Argument `i` holds bags of ids (bag_indices or one aligned with them).
+  bool bag_ids(int64_t i) const {
+    return i == bag_indices || std::find(bag_aligned.begin(), bag_aligned.end(), i) != bag_aligned.end();
+  }
 };
 
 /// The batch layout of s.args. The batch size comes from --batch-dim D

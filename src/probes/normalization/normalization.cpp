@@ -1208,7 +1208,9 @@ void probe_normalization(Session& s) {
       mm["batchdep.random_eval"] = true;
     }
     mm["batchdep.max_rel_diff"] = metric_number(worst);
-    mm["batchdep.batch_axis_op"] = "";  // named where a reduction over the batch axis mixes examples
+    // BN005's fixes tell a reduction over the batch axis (record_batch_axis
+    // names it below) from a normalization with batch statistics ("").
+    mm["batchdep.batch_axis_op"] = "";
     mm["batchdep.worst_example"] = worst_example;
     mm["batchdep.reorder_rel_diff"] = metric_number(dr);
     // Noise floor (issue 16.11): the same batch reordered. Batch statistics
@@ -1356,9 +1358,6 @@ void probe_normalization(Session& s) {
               : "an op of " + (first.empty() ? std::string("the model") : first) + "'s own forward before " +
                     seen_in_passthrough + " makes an example's output depend on the rest of the batch (" +
                     seen_in_passthrough + " itself passes its input through)";
-      // BN005's fixes tell a reduction over the batch axis (record_batch_axis
-      // names it below) from a normalization with batch statistics ("").
-      mm["batchdep.batch_axis_op"] = "";
       if (!seen_in_passthrough.empty() && first.empty()) {
         mm["batchdep.first_seen_at"] = seen_in_passthrough;
         mm["batchdep.first_layer"] = "";
