@@ -884,7 +884,13 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
   }
   const bool module_kind = site.kind == TapKind::kModuleOutput || site.kind == TapKind::kModuleInput;
   bool sliced = false, guided = false;
-  if (slice0_batch > 0 && module_kind && x.dim() >= 1 && slice_guide &&
+  if (slice0_batch > 0 && module_kind && x.dim() >= 1 && slice_rows.defined() && slice_rows_of > 0 &&
+      x.size(0) == slice_rows_of) {
+    // A node tensor of a graph batch: the example's nodes, by their rows.
+    x = x.index_select(0, slice_rows.to(x.device())).contiguous();
+    sliced = guided = true;
+  }
+  if (!sliced && slice0_batch > 0 && module_kind && x.dim() >= 1 && slice_guide &&
       static_cast<size_t>(site.id) < slice_guide->records().size()) {
     // The shape this output had for example 0 alone: the axis where the
     // batch has slice0_batch and the example 1 (select), or a folded axis
@@ -2978,6 +2984,8 @@ c10::IValue InstrumentedModel::run(const std::vector<c10::IValue>& args, const P
   collector.slice_axis = cfg.slice_axis;
   collector.slice_index = cfg.slice_index;
   collector.slice_guide = cfg.slice_guide;
+  collector.slice_rows = cfg.slice_rows;
+  collector.slice_rows_of = cfg.slice_rows_of;
   collector.batch_norm_stats = cfg.batch_norm_stats;
   torch::jit::Stack stack;
   stack.reserve(args.size() + 1);

@@ -231,6 +231,13 @@ struct PassConfig {
   /// the alone tensor has 1, or a folded [batch * k] axis where it has k);
   /// the axis heuristics above apply only where its shapes say nothing.
   const Collector* slice_guide = nullptr;
+  /// With slice0_batch: the rows (long [n]) of the example measured in
+  /// module tensors whose axis 0 has slice_rows_of entries: the nodes of one
+  /// graph in a graph batch ([N, F] node tensors, N the nodes of all graphs),
+  /// kept whole along axis 0 (compared with the graph alone's [n, F]).
+  /// Undefined: no such rows.
+  at::Tensor slice_rows;
+  int64_t slice_rows_of = 0;
   /// true: flags that tracing baked in keep their saved value (the model as
   /// a user runs it); false: they follow `training` (the switch restored).
   bool keep_baked = false;
@@ -307,6 +314,8 @@ class Collector {
   int64_t slice_axis = 0;    ///< copied from PassConfig by InstrumentedModel::run
   int64_t slice_index = 0;   ///< copied from PassConfig by InstrumentedModel::run
   const Collector* slice_guide = nullptr;  ///< copied from PassConfig by InstrumentedModel::run
+  at::Tensor slice_rows;                   ///< copied from PassConfig by InstrumentedModel::run
+  int64_t slice_rows_of = 0;               ///< copied from PassConfig by InstrumentedModel::run
   /// Sequence probes: keep a copy of every module output (the reference pass).
   bool capture = false;
   /// While true the gradient hooks record nothing: a second backward through

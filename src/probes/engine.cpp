@@ -486,7 +486,11 @@ std::string Session::pass_key(const PassSpec& p) const {
                   " batch=" + (p.edit.empty() ? std::string("as given") : p.edit) +
                   " slice0=" + std::to_string(p.slice0) + "@" + std::to_string(p.slice_axis) +
                   (p.slice_index > 0 ? "#" + std::to_string(p.slice_index) : std::string()) +
-                  (p.slice_guide ? " guided" : "") + " seed=" + std::to_string(opt.seed + p.seed_offset) +
+                  (p.slice_guide ? " guided" : "") +
+                  (p.slice_rows.defined() ? " rows=" + std::to_string(p.slice_rows.numel()) + "/" +
+                                                std::to_string(p.slice_rows_of)
+                                          : std::string()) +
+                  " seed=" + std::to_string(opt.seed + p.seed_offset) +
                   (p.warmup_calls > 0 ? " warmup=" + std::to_string(p.warmup_calls) : std::string());
   // In eval mode grad on or off is another forward (PyTorch's inference fast
   // paths run only without grad); in train mode backward adds to a pass.
@@ -666,6 +670,8 @@ PassResult Session::run_pass(PassSpec spec) {
   cfg.slice_axis = spec.slice_axis;
   cfg.slice_index = spec.slice_index;
   cfg.slice_guide = spec.slice_guide;
+  cfg.slice_rows = spec.slice_rows;
+  cfg.slice_rows_of = spec.slice_rows_of;
   cfg.keep_baked = spec.keep_baked;
   cfg.batch_norm_stats = spec.batch_norm_stats;
   try {
@@ -1074,6 +1080,19 @@ std::unique_ptr<Session> prepare_check(const CheckOptions& opt, const ProgressFn
                             : std::string(": the bags' offsets, rebuilt for each selection"));
         continue;
       }
+      if (bl.graph_arg(k)) {
+        // A graph batch: cut by graph, not along an axis.
+        const bool edge_aligned = std::find(bl.graph_edge_aligned.begin(), bl.graph_edge_aligned.end(), k) !=
+                                  bl.graph_edge_aligned.end();
+        const char* role = k == bl.graph_edges ? "edges" : k == bl.graph_ids ? "graph ids" : edge_aligned ? "per edge" : "nodes";
+        axes[s.args[i].name] = role;
+        const std::string how = k == bl.graph_edges ? ": the edge list, renumbered for the graphs kept"
+                                : k == bl.graph_ids ? ": the graph of each node"
+                                : edge_aligned      ? ": one row per edge"
+                                                    : ": one row per node";
+        unusual += (unusual.empty() ? "" : ", ") + s.args[i].name + how;
+        continue;
+      }
       axes[s.args[i].name] = bl.axis[i] >= 0 ? nlohmann::json(bl.axis[i]) : nlohmann::json(nullptr);
       if (bl.axis[i] != 0)
         unusual += (unusual.empty() ? "" : ", ") + s.args[i].name +
@@ -1082,7 +1101,7 @@ std::unique_ptr<Session> prepare_check(const CheckOptions& opt, const ProgressFn
     // probes.batch_layout (probes.layout is the sequence probe's roles).
     s.doc.probes["batch_layout"] = {{"batch", bl.batch}, {"from", bl.from}, {"axes", axes}};
     if (!unusual.empty())
-      s.doc.assumptions.push_back("batch of " + std::to_string(bl.batch) + " examples (from " + bl.from +
+      s.doc.assumptions.push_back("batch of " + std::to_string(bl.batch) + (bl.batch == 1 ? " example" : " examples") + " (from " + bl.from +
                                   "); batch axes not 0: " + unusual + (opt.batch_dim ? "" : " (--batch-dim overrides)"));
   }
 

@@ -143,6 +143,8 @@ struct PassSpec {
   int64_t slice_index = 0;     ///< PassConfig::slice_index: the example measured (0: the first)
   bool keep_baked = false;     ///< PassConfig::keep_baked: run traced flags as saved
   const Collector* slice_guide = nullptr;  ///< PassConfig::slice_guide: example 0's pass alone
+  at::Tensor slice_rows;       ///< PassConfig::slice_rows: the example's nodes in a graph batch
+  int64_t slice_rows_of = 0;   ///< PassConfig::slice_rows_of: the nodes of the whole graph batch
   bool capture = false;        ///< Collector::capture: keep every module output (reference pass)
   const Collector* reference = nullptr;  ///< Collector::reference: compare module outputs with it
   at::Tensor real_positions;   ///< Collector::real_positions: [B, T] bool, real (not padded) positions

@@ -3189,6 +3189,42 @@ TEST(Round26, SaturatedCrossEntropyIsOneFinding) {
   EXPECT_GT(num(mm(twin).at("loss.value")), 0.01);  // train-mode BatchNorm: not the eval loss the script printed
 }
 
+// A PyG mini-batch of six graphs of different sizes (x [120, 9], edge_index
+// [2, 916], batch [120]) through a DeepGCN whose PairNorm is called without
+// the batch vector: every graph is centred with the whole mini-batch's nodes.
+// The edge list was read as token ids [batch, time] and the per-example
+// passes cut x along axis 0 ("index out of range", eval26 C02/C06): the
+// examples are the graphs, selected with their nodes and renumbered edges.
+TEST(Round27, GraphBatchIsCutByGraph) {
+  const std::string name = "r27_pyg_pairnorm_whole_batch";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{{"BN005", "norms.0"}, {"AXIS010", "norms.0"}});
+  const json& bl = rep.at("probes").at("batch_layout");
+  EXPECT_EQ(bl.at("batch"), nums(name).at("graphs"));
+  EXPECT_EQ(bl.at("axes").at("x"), "nodes");
+  EXPECT_EQ(bl.at("axes").at("edge_index"), "edges");
+  EXPECT_EQ(bl.at("axes").at("batch"), "graph ids");
+  const json* f = finding(rep, "BN005");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(num(f->at("evidence").at("batchdep.max_rel_diff")), nums(name).at("alone_vs_batch_graph0").get<double>(),
+              1e-3);
+  EXPECT_EQ(f->at("evidence").at("batchdep.worst_example"), "0");
+  EXPECT_EQ(f->at("evidence").at("batchdep.first_layer"), "norms.0");
+  const json* a = finding(rep, "AXIS010");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->at("evidence").at("batchdep.batch_axis_op"), "aten::mean");
+  // No sequence passes over the edge list.
+  EXPECT_EQ(rep.at("probes").at("layout").at("sequence"), false);
+  for (const auto& in : rep.at("probes").at("layout").at("inputs"))
+    if (in.at("name") == "edge_index") EXPECT_EQ(in.at("role"), "edges");
+  const std::string twin_name = "r27_pyg_pairnorm_per_graph";
+  RUN_ROUND3(twin, twin_name);
+  expect_findings(twin, twin_name, Set{});
+  EXPECT_EQ(twin.at("probes").at("batch_dependence").at("status"), "ok");
+  EXPECT_LT(num(mm(twin).at("batchdep.max_rel_diff")), 1e-4);
+  EXPECT_LT(nums(twin_name).at("alone_vs_batch_graph0").get<double>(), 1e-4);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

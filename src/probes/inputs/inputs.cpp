@@ -363,6 +363,130 @@ std::optional<std::tuple<int64_t, int64_t, bool>> find_bag_arguments(const Sessi
   }
   return std::nullopt;
 }
+
+/// The arguments of forward that index rows of a tensor: the index of
+/// aten::index (first of its list), index_select, index_add, index_copy,
+/// index_fill, index_put, scatter, scatter_add, scatter_reduce and gather,
+/// traced back through selects, slices, concatenation, unbinding, casts and
+/// views (PyG's `row, col = edge_index`, `x[row]`, `scatter_add(0, col, ...)`,
+/// a self-loop cat). Empty without a TorchScript forward.
+std::set<int64_t> row_index_arguments(const Session& s) {
+  std::set<int64_t> out;
+  try {
+    auto g = s.model.module.get_method("forward").graph()->copy();
+    torch::jit::Inline(*g);
+    static const std::set<std::string> back = {
+        "aten::select", "aten::slice", "aten::cat", "aten::to", "aten::long", "aten::int", "aten::contiguous",
+        "aten::view", "aten::reshape", "aten::expand", "aten::expand_as", "aten::unsqueeze", "aten::squeeze",
+        "aten::repeat", "aten::flatten", "aten::t", "aten::transpose", "aten::clone", "aten::detach", "aten::unbind",
+        "aten::__getitem__", "prim::ListUnpack", "prim::ListConstruct", "prim::TupleUnpack", "prim::unchecked_cast",
+        "aten::_unwrap_optional", "aten::chunk", "aten::split", "aten::view_as", "aten::type_as", "aten::flip"};
+    static const std::set<std::string> at_two = {
+        "aten::index_select", "aten::index_add", "aten::index_add_", "aten::index_copy", "aten::index_copy_",
+        "aten::index_fill", "aten::index_fill_", "aten::scatter", "aten::scatter_", "aten::scatter_add",
+        "aten::scatter_add_", "aten::scatter_reduce", "aten::scatter_reduce_", "aten::gather", "aten::index_reduce",
+        "aten::index_reduce_"};
+    std::vector<const torch::jit::Value*> work;
+    std::function<void(torch::jit::Block*)> walk = [&](torch::jit::Block* b) {
+      for (torch::jit::Node* n : b->nodes()) {
+        const std::string k = n->kind().toQualString();
+        if (at_two.count(k) && n->inputs().size() > 2) work.push_back(n->input(2));
+        if ((k == "aten::index" || k == "aten::index_put" || k == "aten::index_put_") && n->inputs().size() > 1) {
+          const torch::jit::Node* l = n->input(1)->node();
+          if (l->kind() == c10::prim::ListConstruct && !l->inputs().empty()) work.push_back(l->input(0));
+        }
+        for (torch::jit::Block* sb : n->blocks()) walk(sb);
+      }
+    };
+    walk(g->block());
+    std::set<const torch::jit::Value*> seen;
+    for (size_t w = 0; w < work.size() && w < 4096; ++w) {
+      const torch::jit::Value* v = work[w];
+      if (!seen.insert(v).second) continue;
+      const torch::jit::Node* d = v->node();
+      if (d->kind() == c10::prim::Param) {
+        if (v->offset() >= 1) out.insert(static_cast<int64_t>(v->offset()) - 1);
+        continue;
+      }
+      if (d->kind() == c10::prim::If) {
+        for (const torch::jit::Block* b : d->blocks())
+          if (v->offset() < b->outputs().size()) work.push_back(b->outputs()[v->offset()]);
+        continue;
+      }
+      if (!back.count(d->kind().toQualString())) continue;
+      for (const torch::jit::Value* in : d->inputs())
+        if (in->type()->kind() == c10::TypeKind::TensorType || in->type()->kind() == c10::TypeKind::ListType ||
+            in->type()->kind() == c10::TypeKind::OptionalType)
+          work.push_back(in);
+    }
+  } catch (const std::exception&) {
+    // No TorchScript forward (an exported program): no graph evidence.
+  }
+  return out;
+}
+
+/// A graph batch in PyTorch Geometric's layout: an integer edge list
+/// [2, E] (or [E, 2]) that forward uses as row indices, whose entries are
+/// node numbers below N, the size of axis 0 of a float argument (the node
+/// features [N, F]); optionally the graph id of each node (PyG's `batch`,
+/// integer [N], non-decreasing from 0), also used as row indices or named
+/// batch. Fills the graph_* fields of L; false when there is none.
+bool find_graph_arguments(const Session& s, BatchLayout& L) {
+  const std::set<int64_t> rows = row_index_arguments(s);
+  if (rows.empty()) return false;
+  auto tensor = [&](int64_t i) -> const at::Tensor* {
+    return i >= 0 && static_cast<size_t>(i) < s.args.size() && s.args[static_cast<size_t>(i)].value.isTensor()
+               ? &s.args[static_cast<size_t>(i)].value.toTensor()
+               : nullptr;
+  };
+  auto integral = [](const at::Tensor& t) {
+    return !t.is_floating_point() && !t.is_complex() && t.scalar_type() != at::kBool;
+  };
+  for (int64_t e : rows) {
+    const at::Tensor* et = tensor(e);
+    if (!et || et->dim() != 2 || !integral(*et) || et->numel() == 0) continue;
+    const int64_t pair = et->size(0) == 2 ? 0 : et->size(1) == 2 ? 1 : -1;
+    if (pair < 0) continue;
+    const at::Tensor ev = et->to(at::kLong).cpu();
+    const int64_t lo = ev.min().item<int64_t>(), hi = ev.max().item<int64_t>();
+    if (lo < 0) continue;
+    // The node features: the first float argument with more rows than the
+    // largest node number (and more than the two ends of an edge).
+    int64_t nodes = -1;
+    for (size_t i = 0; i < s.args.size() && nodes < 0; ++i) {
+      const at::Tensor* t = tensor(static_cast<int64_t>(i));
+      if (t && t->is_floating_point() && t->dim() >= 1 && t->size(0) > hi && t->size(0) > 2) nodes = static_cast<int64_t>(i);
+    }
+    if (nodes < 0) continue;
+    const int64_t n = tensor(nodes)->size(0), edges = et->size(1 - pair);
+    L.graph_edges = e;
+    L.graph_edge_axis = 1 - pair;
+    L.graph_nodes = nodes;
+    L.graph_num_nodes = n;
+    L.node_graph = at::zeros({n}, at::kLong);
+    for (size_t i = 0; i < s.args.size(); ++i) {
+      const auto k = static_cast<int64_t>(i);
+      const at::Tensor* t = tensor(k);
+      if (k == e || k == nodes || !t || t->dim() == 0) continue;
+      const std::string name = s.args[i].name;
+      if (L.graph_ids < 0 && t->dim() == 1 && integral(*t) && t->size(0) == n &&
+          (rows.count(k) || name == "batch")) {
+        const at::Tensor b = t->to(at::kLong).cpu();
+        if (b[0].item<int64_t>() == 0 && (n < 2 || (b.slice(0, 1) - b.slice(0, 0, -1)).ge(0).all().item<bool>()) &&
+            (n < 2 || (b.slice(0, 1) - b.slice(0, 0, -1)).le(1).all().item<bool>())) {
+          L.graph_ids = k;
+          L.node_graph = b;
+          continue;
+        }
+      }
+      const bool edge_named = name.find("edge") != std::string::npos;
+      if (t->size(0) == edges && (edges != n || edge_named)) L.graph_edge_aligned.push_back(k);
+      else if (t->size(0) == n) L.graph_node_aligned.push_back(k);
+    }
+    return true;
+  }
+  return false;
+}
 }  // namespace
 
 BatchLayout batch_layout(const Session& s) {
@@ -413,6 +537,21 @@ BatchLayout batch_layout(const Session& s) {
         if (t->size(0) == n_ids && n_ids != L.batch) L.bag_aligned.push_back(static_cast<int64_t>(k));
       }
     }
+  // A graph batch: the graphs are the examples.
+  if (!bd && L.batch == 0 && find_graph_arguments(s, L)) {
+    const std::string e = s.args[static_cast<size_t>(L.graph_edges)].name,
+                      x = s.args[static_cast<size_t>(L.graph_nodes)].name;
+    if (L.graph_ids >= 0) {
+      L.batch = L.node_graph.numel() ? L.node_graph.max().item<int64_t>() + 1 : 0;
+      L.from = "the graph ids '" + s.args[static_cast<size_t>(L.graph_ids)].name + "' of the " +
+               std::to_string(L.graph_num_nodes) + " nodes of '" + x + "' that the edge list '" + e +
+               "' connects (one graph per example)";
+    } else {
+      L.batch = 1;
+      L.from = "one graph: the edge list '" + e + "' connects the " + std::to_string(L.graph_num_nodes) +
+               " nodes of '" + x + "', which are not independent examples (no graph ids give several graphs)";
+    }
+  }
   for (int rule = 0; rule < 3 && L.batch == 0; ++rule) {
     if (rule == 2)  // before axis 0 of the first tensor: the recurrent op's evidence
       for (size_t i = 0; i < s.args.size() && L.batch == 0; ++i)
@@ -440,7 +579,7 @@ BatchLayout batch_layout(const Session& s) {
   for (size_t i = 0; i < s.args.size(); ++i) {
     const at::Tensor* t = tensor(i);
     const auto k = static_cast<int64_t>(i);
-    if (!t || t->dim() == 0 || L.bag_ids(k) || k == L.bag_offsets) continue;
+    if (!t || t->dim() == 0 || L.bag_ids(k) || k == L.bag_offsets || L.graph_arg(k)) continue;
     if (bd && t->dim() > *bd && t->size(*bd) == L.batch) {
       L.axis[i] = *bd;
       continue;
@@ -486,9 +625,52 @@ std::vector<c10::IValue> select_examples(const Session& s, const BatchLayout& L,
     for (const auto& [b, e] : ranges) parts.push_back(t.slice(0, b, e));
     return parts.empty() ? t.slice(0, 0, 0) : at::cat(parts);
   };
+  // A graph layout: the chosen graphs' nodes, renumbered in the order of
+  // `index` (a graph chosen twice is two graphs), and their edges.
+  at::Tensor node_rows, new_ids, edge_list, edge_rows;
+  if (L.graph_edges >= 0) {
+    const at::Tensor idx = index.to(at::kLong).cpu();
+    const at::Tensor et = s.args[static_cast<size_t>(L.graph_edges)].value.toTensor();
+    const at::Tensor ev = (L.graph_edge_axis == 1 ? et : et.t()).to(at::kLong).cpu();  // [2, E]
+    // An edge belongs to a graph when both its ends do.
+    const at::Tensor edge_graph = L.node_graph.index_select(0, ev[0]).where(
+        L.node_graph.index_select(0, ev[0]).eq(L.node_graph.index_select(0, ev[1])), at::full({1}, -1, at::kLong));
+    std::vector<at::Tensor> nodes, ids, edges, erows;
+    int64_t next = 0;
+    for (int64_t r = 0; r < idx.numel(); ++r) {
+      const int64_t k = idx[r].item<int64_t>();
+      const at::Tensor nk = L.node_graph.eq(k).nonzero().squeeze(1);
+      at::Tensor local = at::full({L.graph_num_nodes}, -1, at::kLong);
+      local.index_put_({nk}, at::arange(next, next + nk.numel(), at::kLong));
+      const at::Tensor ek = edge_graph.eq(k).nonzero().squeeze(1);
+      nodes.push_back(nk);
+      ids.push_back(at::full({nk.numel()}, r, at::kLong));
+      edges.push_back(local.index_select(0, ev[0].index_select(0, ek)).unsqueeze(0));
+      edges.back() = at::cat({edges.back(), local.index_select(0, ev[1].index_select(0, ek)).unsqueeze(0)}, 0);
+      erows.push_back(ek);
+      next += nk.numel();
+    }
+    node_rows = at::cat(nodes);
+    new_ids = at::cat(ids);
+    edge_list = at::cat(edges, 1);
+    if (L.graph_edge_axis == 0) edge_list = edge_list.t().contiguous();
+    edge_list = edge_list.to(et.scalar_type()).to(et.device());
+    edge_rows = at::cat(erows);
+  }
+  auto graph_rows = [](const at::Tensor& t, const at::Tensor& rows) { return t.index_select(0, rows.to(t.device())); };
   for (size_t i = 0; i < s.args.size(); ++i) {
     const c10::IValue& a = s.args[i].value;
     const auto k = static_cast<int64_t>(i);
+    if (a.isTensor() && L.graph_arg(k)) {
+      const at::Tensor& t = a.toTensor();
+      if (k == L.graph_edges) out.emplace_back(edge_list);
+      else if (k == L.graph_ids) out.emplace_back(new_ids.to(t.scalar_type()).to(t.device()));
+      else if (std::find(L.graph_edge_aligned.begin(), L.graph_edge_aligned.end(), k) != L.graph_edge_aligned.end())
+        out.emplace_back(graph_rows(t, edge_rows));
+      else
+        out.emplace_back(graph_rows(t, node_rows));
+      continue;
+    }
     if (a.isTensor() && L.bag_ids(k)) {
       out.emplace_back(cut_bags(a.toTensor()));
       continue;
@@ -503,6 +685,24 @@ std::vector<c10::IValue> select_examples(const Session& s, const BatchLayout& L,
       out.push_back(a);
   }
   return out;
+}
+
+at::Tensor BatchLayout::graph_node_rows(const at::Tensor& index, const at::Tensor& positions) const {
+  if (graph_edges < 0) return at::Tensor();
+  const at::Tensor pos = positions.defined() ? positions : node_graph;
+  const at::Tensor idx = index.to(at::kLong).cpu();
+  std::vector<at::Tensor> parts;
+  for (int64_t r = 0; r < idx.numel(); ++r) parts.push_back(pos.eq(idx[r].item<int64_t>()).nonzero().squeeze(1));
+  return parts.empty() ? at::zeros({0}, at::kLong) : at::cat(parts);
+}
+
+at::Tensor BatchLayout::graph_positions(const at::Tensor& index) const {
+  if (graph_edges < 0) return at::Tensor();
+  const at::Tensor idx = index.to(at::kLong).cpu();
+  std::vector<at::Tensor> parts;
+  for (int64_t r = 0; r < idx.numel(); ++r)
+    parts.push_back(at::full({node_graph.eq(idx[r].item<int64_t>()).sum().item<int64_t>()}, r, at::kLong));
+  return parts.empty() ? at::zeros({0}, at::kLong) : at::cat(parts);
 }
 
 int64_t output_batch_axis(const BatchLayout& L, const at::Tensor& t) {

@@ -33,6 +33,39 @@ struct BatchLayout {
   bool bag_ids(int64_t i) const {
     return i == bag_indices || std::find(bag_aligned.begin(), bag_aligned.end(), i) != bag_aligned.end();
   }
+  /// A graph batch (PyTorch Geometric's layout): `graph_edges` is an integer
+  /// edge list ([2, E], or [E, 2] when graph_edge_axis is 0) that forward
+  /// uses as row indices into the node tensors, `graph_nodes` the node
+  /// features [N, ...] it numbers, `graph_ids` PyG's `batch` (the graph of
+  /// each node, integer [N], non-decreasing from 0) or -1 for one graph.
+  /// The examples are the graphs (one when graph_ids is -1: its nodes are
+  /// not independent examples, messages pass between them). Selected by
+  /// keeping the chosen graphs' nodes, their edges (renumbered) and the
+  /// arguments aligned with either; -1 when the model takes no graph.
+  int64_t graph_edges = -1;
+  int64_t graph_edge_axis = 1;  ///< the axis of graph_edges that runs over the edges
+  int64_t graph_nodes = -1;
+  int64_t graph_ids = -1;
+  int64_t graph_num_nodes = 0;                ///< N: the nodes of every graph together
+  at::Tensor node_graph;                      ///< long [N] on the CPU: the graph of each node
+  std::vector<int64_t> graph_node_aligned;    ///< other arguments [N, ...] (positions, node masks)
+  std::vector<int64_t> graph_edge_aligned;    ///< arguments [E, ...] (edge_attr, edge_weight)
+  /// Argument `i` is part of the graph layout (cut by graph, not by axis).
+  bool graph_arg(int64_t i) const {
+    return graph_edges >= 0 &&
+           (i == graph_edges || i == graph_nodes || i == graph_ids ||
+            std::find(graph_node_aligned.begin(), graph_node_aligned.end(), i) != graph_node_aligned.end() ||
+            std::find(graph_edge_aligned.begin(), graph_edge_aligned.end(), i) != graph_edge_aligned.end());
+  }
+  /// The node rows of the graphs at batch positions `index` (in its order,
+  /// repeats repeated): long [n] on the CPU. `positions` is the batch
+  /// position of each node of the batch the rows are taken from (default:
+  /// node_graph, the batch as given; graph_positions of a selection for a
+  /// batch that select_examples made). Undefined without a graph layout.
+  at::Tensor graph_node_rows(const at::Tensor& index, const at::Tensor& positions = at::Tensor()) const;
+  /// The batch position of each node of the batch select_examples(index)
+  /// makes: long [n] on the CPU. Undefined without a graph layout.
+  at::Tensor graph_positions(const at::Tensor& index) const;
 };
 
 /// The batch layout of s.args. The batch size comes from --batch-dim D

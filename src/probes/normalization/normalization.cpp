@@ -125,18 +125,23 @@ struct BatchAxisReduction {
 /// a loop), which the graph does not show.
 BatchAxisReduction batch_axis_reduction(const Session& s, const InstrumentedModel& im, const std::string& first,
                                         const Collector* col = nullptr) {
-  bool axis0 = false, bags = false;
+  bool axis0 = false, bags = false, graph = false;
   if (s.doc.probes.contains("batch_layout") && s.doc.probes["batch_layout"].contains("axes")) {
     axis0 = !s.doc.probes["batch_layout"]["axes"].empty();
     // EmbeddingBag's flat ids and offsets: aten::embedding_bag gives one
-    // row per bag, the batch on axis 0 of what the model computes.
+    // row per bag, the batch on axis 0 of what the model computes. A graph
+    // batch: axis 0 of the node tensors holds the nodes of every graph.
     for (const auto& [name, a] : s.doc.probes["batch_layout"]["axes"].items()) {
       bags = bags || a == "bags";
-      axis0 = axis0 && (a == 0 || a == "bags" || a == "offsets");
+      const bool g = a == "nodes" || a == "edges" || a == "graph ids" || a == "per edge";
+      graph = graph || g;
+      axis0 = axis0 && (a == 0 || a == "bags" || a == "offsets" || g);
     }
   }
-  const std::string assumed = bags ? "assumed: axis 0 is the batch, one row per bag of the EmbeddingBag's flat ids"
-                                   : "assumed: axis 0 of every input is the batch";
+  const std::string assumed = bags    ? "assumed: axis 0 is the batch, one row per bag of the EmbeddingBag's flat ids"
+                              : graph ? "assumed: axis 0 holds the nodes of every graph of the batch, as the node "
+                                        "features' axis 0 does"
+                                      : "assumed: axis 0 of every input is the batch";
   auto holds = [&](const std::string& m) { return m.empty() || m == first || first.rfind(m + ".", 0) == 0; };
   BatchAxisReduction best;
   for (const auto& r : im.reductions()) {
@@ -255,7 +260,7 @@ double machine_epsilon(at::ScalarType t) {
 }
 
 c10::IValue rows_of(const c10::IValue& out, const BatchLayout& L, const at::Tensor& index, const c10::IValue& alone,
-                    bool* found = nullptr) {
+                    bool* found = nullptr, const at::Tensor& positions = at::Tensor()) {
   if (out.isTensor()) {
     const auto& t = out.toTensor();
     int64_t ax = -1;
@@ -268,6 +273,13 @@ c10::IValue rows_of(const c10::IValue& out, const BatchLayout& L, const at::Tens
         if (rest) ax = d;
       }
     }
+    // Node outputs of a graph batch ([N, ...], N the nodes of every
+    // graph): the chosen graphs' node rows.
+    const int64_t nodes = positions.defined() ? positions.numel() : L.graph_num_nodes;
+    if (ax < 0 && L.graph_edges >= 0 && t.dim() >= 1 && t.size(0) == nodes && t.size(0) != L.batch) {
+      if (found) *found = true;
+      return t.index_select(0, L.graph_node_rows(index, positions).to(t.device()));
+    }
     if (ax < 0) ax = output_batch_axis(L, t);
     if (ax >= 0 && found) *found = true;
     return ax >= 0 ? c10::IValue(t.index_select(ax, index.to(t.device()))) : out;
@@ -277,7 +289,7 @@ c10::IValue rows_of(const c10::IValue& out, const BatchLayout& L, const at::Tens
     const auto& elems = out.toTupleRef().elements();
     const bool guided = alone.isTuple() && alone.toTupleRef().elements().size() == elems.size();
     for (size_t i = 0; i < elems.size(); ++i)
-      el.push_back(rows_of(elems[i], L, index, guided ? alone.toTupleRef().elements()[i] : c10::IValue(), found));
+      el.push_back(rows_of(elems[i], L, index, guided ? alone.toTupleRef().elements()[i] : c10::IValue(), found, positions));
     return c10::ivalue::Tuple::create(std::move(el));
   }
   // Lists and dicts: compare whole (rare for batch dependence).
@@ -1123,6 +1135,14 @@ void probe_normalization(Session& s) {
     }
     PassSpec guided = spec("eval-batch", {}, batch);
     guided.slice_guide = first_alone.collector.get();
+    // A graph batch: example 0's node rows in the node tensors.
+    auto graph_rows = [&](PassSpec& p, const at::Tensor& index, int64_t k) {
+      if (layout.graph_edges < 0) return;
+      const at::Tensor pos = layout.graph_positions(index);
+      p.slice_rows = layout.graph_node_rows(at::tensor({k}, at::kLong), pos);
+      p.slice_rows_of = pos.numel();
+    };
+    graph_rows(guided, at::arange(batch, at::kLong), 0);
     const PassResult ref = s.run_pass(guided);
     // An output without a batch axis (a scalar: forward returns its own loss
     // over the batch; a batch-pooled vector) has no row for one example:
@@ -1173,8 +1193,8 @@ void probe_normalization(Session& s) {
         strip(last_alone.output), rows_of(strip(ref.output), layout, one(batch - 1), alone0), /*ids=*/true);
     at::Tensor rev = at::arange(batch - 1, -1, -1, at::kLong);
     PassResult rr = s.run_pass(spec("eval-reversed", select_examples(s, layout, rev), 0));
-    const double dr =
-        Session::relative_difference(rows_of(rr.output, layout, rev, first_alone.output), ref.output, /*ids=*/true);
+    const double dr = Session::relative_difference(
+        rows_of(rr.output, layout, rev, first_alone.output, nullptr, layout.graph_positions(rev)), ref.output, /*ids=*/true);
     // An eval forward with random ops beyond dropout (a drop-path drawing
     // torch.rand(B, 1, 1) baked by a trace in train mode, HF Segformer):
     // one example alone draws other random numbers than its row of the
@@ -1190,6 +1210,7 @@ void probe_normalization(Session& s) {
       if (eval_random) {
         PassSpec cp = spec("eval-batch-copies0", select_examples(s, layout, at::zeros({batch}, at::kLong)), batch);
         cp.slice_guide = first_alone.collector.get();
+        graph_rows(cp, at::zeros({batch}, at::kLong), 0);
         try {
           copies = s.run_pass(cp);
         } catch (const PassError& e) {
@@ -1202,7 +1223,9 @@ void probe_normalization(Session& s) {
     double worst = alone_worst;
     std::string worst_example = first_worse ? "0" : std::to_string(batch - 1);
     if (copies) {
-      worst = Session::relative_difference(rows_of(strip(copies->output), layout, one(0), alone0), rows0, /*ids=*/true);
+      worst = Session::relative_difference(
+          rows_of(strip(copies->output), layout, one(0), alone0, nullptr, layout.graph_positions(at::zeros({batch}, at::kLong))),
+          rows0, /*ids=*/true);
       worst_example = "0";
       mm["batchdep.alone_rel_diff"] = metric_number(alone_worst);
       mm["batchdep.random_eval"] = true;
@@ -1320,6 +1343,7 @@ void probe_normalization(Session& s) {
           PassSpec p = spec("eval-batch-last", select_examples(s, layout, at::arange(batch, at::kLong)), batch);
           p.slice_index = batch - 1;
           p.slice_guide = last_alone.collector.get();
+          graph_rows(p, at::arange(batch, at::kLong), batch - 1);
           batched_last = s.run_pass(p);
         } catch (const PassError& e) {
           mm["batchdep.locate_note"] = std::string("tracing the last example failed: ") + e.what();
@@ -1426,6 +1450,9 @@ void probe_normalization(Session& s) {
       }
     }
     });
+  } else if (batch == 1) {
+    s.skip_probe("batch_dependence", "the batch holds one example (" + layout.from +
+                                         "): no other example to compare it with; give a batch of two or more");
   }
 
   // ---- mode problems -----------------------------------------------------

@@ -166,6 +166,19 @@ Layout infer_layout(const Session& s) {
     const bool integral = !t.is_floating_point() && !t.is_complex();
     const int64_t ba = i < bl.axis.size() ? bl.axis[i] : 0;
     const bool time_major = ba == 1;  // [T, B, ...]
+    if (bl.graph_arg(static_cast<int64_t>(i))) {
+      // A graph batch (edge list, node features, graph ids): no time axis.
+      const auto k = static_cast<int64_t>(i);
+      const bool per_edge = std::find(bl.graph_edge_aligned.begin(), bl.graph_edge_aligned.end(), k) !=
+                            bl.graph_edge_aligned.end();
+      il.role = k == bl.graph_edges ? "edges" : k == bl.graph_ids ? "graph ids" : per_edge ? "edge features" : "nodes";
+      il.from = k == bl.graph_edges ? "integer edge list used as row indices into the node tensors"
+                : k == bl.graph_ids ? "the graph of each node (PyG's batch vector)"
+                : per_edge          ? "one row per edge of the edge list"
+                                    : "one row per node of a graph batch";
+      L.inputs.push_back(il);
+      continue;
+    }
     // What reads the argument: a conv1d takes [batch, channel, time].
     bool conv1d = false;
     if (s.inst && i < s.inst->input_consumers().size())
@@ -338,6 +351,13 @@ Layout infer_layout(const Session& s) {
       il.time_axis = -1;
     }
     const int64_t ba = i < bl.axis.size() && bl.axis[i] >= 0 ? bl.axis[i] : 0;
+    if (il.role == "edges" || il.role == "nodes" || il.role == "graph ids" || il.role == "edge features") {
+      for (int64_t d = 0; d < t.dim(); ++d)
+        il.axes.push_back(il.role == "edges" ? (d == bl.graph_edge_axis ? "edge" : "pair")
+                          : d == 0          ? (il.role == "edge features" ? "edge" : "node")
+                                            : "feature");
+      continue;
+    }
     for (int64_t d = 0; d < t.dim(); ++d) {
       std::string r = d == il.time_axis ? "time" : d == ba ? "batch" : "";
       if (r.empty()) r = il.role == "image" ? (d == 1 ? "channel" : "spatial") : "feature";
