@@ -1614,6 +1614,31 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     else if (auto a = scopes.attribute(n->input(2)); a && a->isInt()) idx = a->toInt();
     if (idx && *idx >= 0) embedding_padding_idx_[innermost_module(n)] = *idx;
   }
+  // Integer arguments compared with a constant id (see compared_ids()).
+  {
+    static const std::set<std::string> casts = {"aten::to", "aten::contiguous", "aten::long", "aten::int",
+                                                "aten::detach", "aten::clone", "aten::view", "aten::reshape"};
+    std::function<void(Block*)> walk = [&](Block* b) {
+      for (Node* n : b->nodes()) {
+        for (Block* sb : n->blocks()) walk(sb);
+        const std::string k = n->kind().toQualString();
+        if ((k != "aten::eq" && k != "aten::ne") || n->inputs().size() != 2) continue;
+        const Value* v = n->input(0);
+        for (int d = 0; d < 8 && v->node()->kind() != c10::prim::Param && casts.count(v->node()->kind().toQualString()) &&
+                        !v->node()->inputs().empty();
+             ++d)
+          v = v->node()->input(0);
+        if (v->node()->kind() != c10::prim::Param || v->node() != graph_->param_node() || v->offset() < 1) continue;
+        std::optional<int64_t> id;
+        if (auto c = torch::jit::toIValue(n->input(1)); c && c->isInt()) id = c->toInt();
+        else if (auto a = scopes.attribute(n->input(1)); a && a->isInt()) id = a->toInt();
+        if (!id) continue;
+        const std::pair<size_t, int64_t> e{v->offset() - 1, *id};
+        if (std::find(compared_ids_.begin(), compared_ids_.end(), e) == compared_ids_.end()) compared_ids_.push_back(e);
+      }
+    };
+    walk(graph_->block());
+  }
 
   // Arguments read only by a periodic encoding (sin/cos of the raw value:
   // diffusion timesteps, positions), on the graph with configuration
@@ -1753,6 +1778,13 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
             work.push_back(u.user->output());
           } else if ((k == "aten::div" && u.offset == 0 && (stored || stat)) || (k == "aten::mul" && stored)) {
             scaled = true;  // this path is rescaled; its output is no longer the raw input
+          } else if (k == "aten::batch_norm" && u.offset == 0) {
+            // A BatchNorm on the raw input (a tabular model's per-column
+            // BatchNorm1d, an input BatchNorm2d): it standardizes the input,
+            // with the batch's statistics in training and its running
+            // statistics in eval (eval27 C03). Running statistics that never
+            // saw the data are BN001/BN003's finding, not the input's scale.
+            scaled = true;
           } else if (k == "aten::mul" || k == "aten::abs" || k == "aten::pow" || k == "aten::square" ||
                      k == "aten::where" || k == "aten::clamp" || k == "aten::clamp_min") {
             // Masking or measuring on the way to a statistic (x * observed,
@@ -1898,7 +1930,14 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     // CnnEncoder): aten::max.dim / aten::min.dim, one int dim, two outputs.
     const bool max_dim = (k == "aten::max" || k == "aten::min") && n->inputs().size() == 3 && n->outputs().size() == 2;
     const bool conv = k == "aten::conv1d" || k == "aten::conv2d" || k == "aten::_convolution" || k == "aten::convolution";
-    if (!red && !conv && !max_dim) continue;
+    // A pooling op: it slides over (or reduces) the axes after batch and
+    // channel: F.max_pool1d(h, h.size(2)) over time (Kim's TextCNN).
+    static const std::set<std::string> pools = {
+        "aten::max_pool1d", "aten::avg_pool1d", "aten::adaptive_max_pool1d", "aten::adaptive_avg_pool1d",
+        "aten::max_pool1d_with_indices", "aten::max_pool2d", "aten::avg_pool2d", "aten::adaptive_max_pool2d",
+        "aten::adaptive_avg_pool2d", "aten::max_pool2d_with_indices"};
+    const bool pool = pools.count(k) > 0;
+    if (!red && !conv && !max_dim && !pool) continue;
     OpFact f;
     f.op = k;
     const auto& chain = scopes.chain(n);
@@ -1912,12 +1951,20 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       auto d = torch::jit::toIValue(n->input(1));
       if (!d || !d->isInt()) continue;
       f.dims = {d->toInt()};
+    } else if (pool) {
+      // Pooling over the last 1 (1d) or 2 (2d) axes of its input, batched
+      // ([N, C, L], [N, C, H, W]) unless the graph's types say otherwise.
+      const bool two = k.find("2d") != std::string::npos;
+      int64_t rank = two ? 4 : 3;
+      if (!f.input_roles.empty()) rank = static_cast<int64_t>(f.input_roles.size());
+      else if (auto tt = n->input(0)->type()->cast<c10::TensorType>(); tt && tt->dim()) rank = static_cast<int64_t>(*tt->dim());
+      for (int64_t d = std::max<int64_t>(0, rank - (two ? 2 : 1)); d < rank; ++d) f.dims.push_back(d);
     } else {
       const int64_t rank = k == "aten::conv1d" ? 3 : k == "aten::conv2d" ? 4 : static_cast<int64_t>(f.input_roles.size());
       for (int64_t d = 2; d < rank; ++d) f.dims.push_back(d);
     }
     std::deque<Value*> todo{n->outputs()[0]};
-    for (int steps = 0; !todo.empty() && steps < 16; ++steps) {
+    for (int steps = 0; !todo.empty() && steps < 24; ++steps) {
       Value* v = todo.front();
       todo.pop_front();
       for (const auto& u : v->uses()) {
@@ -1925,8 +1972,28 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         if ((uk == "aten::to" || uk == "aten::contiguous" || uk == "aten::view" || uk == "aten::reshape" ||
              uk == "aten::flatten" || uk == "aten::squeeze" || uk == "aten::dropout") && u.offset == 0) {
           todo.push_back(u.user->output());
+          // A dropout module reads it too (its output is the first to
+          // change when the pooling takes padding in).
+          if (uk == "aten::dropout") {
+            const auto& uc = scopes.chain(u.user);
+            if (!uc.empty() && std::find(f.consumers.begin(), f.consumers.end(), uc.back()) == f.consumers.end())
+              f.consumers.push_back(uc.back());
+          }
           continue;
         }
+        // Joined with the other pooled features (torch.cat of a TextCNN's
+        // pooled maps per kernel size): its users read it.
+        if ((uk == "prim::ListConstruct" || uk == "aten::cat") && u.user->outputs().size() == 1) {
+          todo.push_back(u.user->output());
+          continue;
+        }
+        // Appended to a list in a scripted loop (`outs.append(pooled)`,
+        // then torch.cat(outs)): the list's users read it.
+        if (uk == "aten::append" && u.offset == 1) {
+          todo.push_back(u.user->input(0));
+          continue;
+        }
+        if (uk == "aten::append" && u.offset == 0) continue;
         // Returned by a branch of a scripted if (`emb = h.mean(1)` under
         // `else:`): its users are those of the if's output.
         if (u.user->kind() == c10::prim::Return && u.user->owningBlock() && u.user->owningBlock()->owningNode() &&

@@ -544,6 +544,11 @@ class InstrumentedModel {
   /// padding_idx >= 0 of each aten::embedding in forward's graph, by the
   /// module running it (traced Embeddings keep it only in the graph).
   const std::map<std::string, int64_t>& embedding_padding_idx() const { return embedding_padding_idx_; }
+  /// Integer constants (or int attributes) that forward compares an integer
+  /// argument with, by eq/ne (fairseq's src_tokens.eq(self.padding_idx), a
+  /// TextCNN's `x != self.pad`): candidate padding ids of models that find
+  /// padding themselves, with the argument's index (self excluded).
+  const std::vector<std::pair<size_t, int64_t>>& compared_ids() const { return compared_ids_; }
   /// Per forward argument (self excluded): true when it is read only by a
   /// periodic encoding, reaching aten::sin/cos through elementwise
   /// arithmetic, views, casts and concatenation before any op with weights
@@ -583,6 +588,7 @@ class InstrumentedModel {
   OutputProductSite output_product_;
   std::optional<int64_t> output_class_axis_;
   std::map<std::string, int64_t> embedding_padding_idx_;
+  std::vector<std::pair<size_t, int64_t>> compared_ids_;
   std::map<std::string, std::vector<int64_t>> by_module_;
   int64_t baked_bn_ = 0, baked_dropout_ = 0, graph_nodes_ = 0, bn_nodes_ = 0, dropout_nodes_ = 0;
   std::vector<bool> baked_values_;

@@ -3225,6 +3225,101 @@ TEST(Round27, GraphBatchIsCutByGraph) {
   EXPECT_LT(nums(twin_name).at("alone_vs_batch_graph0").get<double>(), 1e-4);
 }
 
+// Ludwig-style number encoders (pytorch/pytorch#108956): nn.LayerNorm(1) on
+// each [B, 1] column outputs its bias, so the dense layer after it reads a
+// constant 0 and gets exactly zero weight gradient: NORM002 names it as the
+// norm's reader (csatv2's LayerNorm(1) was credited with the layers the norm
+// before it zeroed, eval27), and the fix is not "move it before the pooling".
+// The twin's BatchNorm1d(1) per column standardizes the raw columns (scale
+// 225): no input-scale finding (eval27 C03's false IN002).
+TEST(Round27, ScalarColumnNorms) {
+  const std::string name = "r27_tabular_layernorm_columns";
+  RUN_ROUND3(rep, name, {"--target", round3(name + ".target.pt"), "--loss", "mse"});
+  Set want;
+  for (int i = 0; i < 4; ++i) want.insert({"NORM002", "num_encoders." + std::to_string(i) + ".norm"});
+  expect_findings(rep, name, want);
+  for (int i = 0; i < 4; ++i) {
+    const std::string enc = "num_encoders." + std::to_string(i);
+    const json& m = *layer_metrics(rep, enc + ".norm");
+    EXPECT_EQ(m.at("norm.constant_readers"), 1) << enc;
+    EXPECT_EQ(m.at("norm.over_one_feature"), true) << enc;
+    EXPECT_EQ(layer_metrics(rep, enc + ".fc")->at("grad.zero_explained_by"), enc + ".norm");
+  }
+  const json* f = finding(rep, "NORM002");
+  ASSERT_NE(f, nullptr);
+  for (const auto& x : f->at("fix")) EXPECT_EQ(x.get<std::string>().find("global pooling"), std::string::npos) << x;
+  EXPECT_NE(f->at("message").get<std::string>().find("(num_encoders.0.fc) reads its constant output"), std::string::npos)
+      << f->at("message");
+  EXPECT_FALSE(has_rule(rep, "GRAD004"));
+  const std::string twin_name = "r27_tabular_batchnorm_columns";
+  RUN_ROUND3(twin, twin_name, {"--target", round3(twin_name + ".target.pt"), "--loss", "mse"});
+  expect_findings(twin, twin_name, Set{});
+  EXPECT_FALSE(has_rule(twin, "IN002"));
+  const json& in = twin.at("inputs").at(0);
+  EXPECT_NEAR(num(in.at("metrics").at("input.scale")), nums(twin_name).at("input_scale").get<double>(), 1e-3);
+  EXPECT_EQ(in.at("metrics").at("input.rescaled_in_model"), true);
+}
+
+// SwiftFormer's additive attention as Hugging Face writes it: softmax over
+// the last axis of [B, N, 1] is 1 whatever w_g is, so w_g gets exactly zero
+// gradient in every block. The blocks add the attention through a
+// LayerScale of 1e-7: replacing the attention's output moves the model's
+// output by about 1e-7, which read as "no output depends on it" (a false
+// GRAD021 reason in eval27). NaN in its place reaches the output: it is
+// read, and the zero gradient is GRAD004. timm's port (F.normalize over the
+// tokens) trains w_g.
+TEST(Round27, TinyLayerScaleIsNotADiscard) {
+  const std::string name = "r27_swiftformer_softmax_one";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{{"GRAD004", "network.0.attn"}, {"GRAD004", "network.1.attn"}, {"GRAD004", "network.2.attn"}});
+  EXPECT_FALSE(has_rule(rep, "GRAD021"));
+  int tiny = 0;
+  for (int i = 0; i < 3; ++i) {
+    const json& m = *layer_metrics(rep, "network." + std::to_string(i) + ".attn");
+    EXPECT_EQ(m.at("grad.output_discarded"), false);
+    EXPECT_EQ(m.at("grad.params_zero_grad"), 1);
+    if (num(m.at("grad.output_discard_change")) <= 1e-6) {
+      ++tiny;
+      EXPECT_EQ(m.at("grad.output_discard_nan_reaches"), true);
+    }
+  }
+  EXPECT_EQ(tiny, 3);  // the case the NaN test decides
+  for (const auto& v : nums(name).at("w_g_grad_absmax")) EXPECT_EQ(v.get<double>(), 0.0);
+  const std::string twin_name = "r27_swiftformer_normalize_tokens";
+  RUN_ROUND3(twin, twin_name);
+  expect_findings(twin, twin_name, Set{});
+  for (const auto& v : nums(twin_name).at("w_g_grad_absmax")) EXPECT_GT(v.get<double>(), 0.0);
+}
+
+// Kim's CNN sentence classifier as Shawn1993/cnn-text-classification-pytorch
+// writes it: no padding_idx, no mask, F.max_pool1d over the whole padded
+// length. Nothing named the padding id, so the probe appended id 0 (a real
+// word) and no rule took a pooling by max as the entry (eval27 C02). The id
+// is 1 from the sample (it fills the ends of rows and nothing else), and
+// the change at real positions enters at the max pooling: SEQ003. The twin
+// masks the windows that reach <pad> (x != self.pad: the id forward
+// compares the tokens with).
+TEST(Round27, MaxOverPaddedTime) {
+  const std::string name = "r27_textcnn_max_over_padding";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{{"SEQ003", ""}});
+  const json* f = finding(rep, "SEQ003");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(num(f->at("evidence").at("pad.rel_diff_eval")), nums(name).at("padded_to_60_vs_40").get<double>(), 1e-4);
+  EXPECT_EQ(f->at("evidence").at("pad.entry_kind"), "pooling");
+  EXPECT_EQ(f->at("evidence").at("pad.entry_op").get<std::string>().rfind("aten::max_pool1d", 0), 0u);
+  EXPECT_EQ(f->at("evidence").at("pad.first_layer"), "dropout");
+  const json& layout = rep.at("probes").at("layout");
+  EXPECT_NE(layout.at("padding").get<std::string>().find("padding id 1 tokens in x"), std::string::npos) << layout.at("padding");
+  EXPECT_EQ(layout.at("inputs").at(0).at("pad_value"), 1);
+  const std::string twin_name = "r27_textcnn_masked_windows";
+  RUN_ROUND3(twin, twin_name);
+  expect_findings(twin, twin_name, Set{});
+  const json& tl = twin.at("probes").at("layout");
+  EXPECT_NE(tl.at("padding").get<std::string>().find("the id forward compares 'x' with"), std::string::npos) << tl.at("padding");
+  EXPECT_EQ(nums(twin_name).at("padded_to_60_vs_40").get<double>(), 0.0);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -395,25 +395,62 @@ void probe_features(Session& s) {
     auto& m = lm->metrics;
     m["norm.values_per_group"] = vpg;
     m["norm.groups_per_pass"] = groups;
+    // A LayerNorm over a normalized_shape of one value (nn.LayerNorm(1) on
+    // a scalar feature or one tabular column): no pooling to move it before.
+    m["norm.over_one_feature"] = n.op == "layer_norm" && vpg == 1;
     if (vpg == 1) degenerate.push_back({lm->exec_order, n.module});
   }
   // Nothing before a one-value-per-group norm gets a gradient through it:
   // those zero gradients are its consequence (one cause, one finding).
   std::sort(degenerate.begin(), degenerate.end());
+  // The layers after such a norm in its own module that read its output get
+  // a constant (the bias: 0 at init) and so exactly zero weight gradient:
+  // timm's csatv2 SpatialTransformerBlock runs LayerNorm(1) and then
+  // pos_embed / qkv, and LayerNorm(1) and then its MLP (eval27). These are
+  // attributed first, to the nearest such norm before them in the same
+  // module (up to the next one), so that a norm is not credited with the
+  // layers the norm before it zeroed.
+  auto explain = [&](LayerMetrics& l, const std::string& path) -> bool {
+    auto z = l.metrics.find("grad.params_zero_grad");
+    auto ns = l.metrics.find("grad.params_no_signal");
+    if (z == l.metrics.end() || ns == l.metrics.end() || z->second.get<int64_t>() == 0 || l.metrics.count("grad.zero_explained_by"))
+      return false;
+    const int64_t explained = std::min(z->second.get<int64_t>(), ns->second.get<int64_t>());
+    if (explained <= 0) return false;
+    ns->second = ns->second.get<int64_t>() - explained;
+    l.metrics["grad.zero_explained_by"] = path;
+    return true;
+  };
+  for (size_t k = 0; k < degenerate.size(); ++k) {
+    const auto& [order, path] = degenerate[k];
+    const size_t dot = path.rfind('.');
+    const std::string scope = dot == std::string::npos ? std::string() : path.substr(0, dot + 1);
+    int64_t until = std::numeric_limits<int64_t>::max();
+    for (size_t j = k + 1; j < degenerate.size(); ++j)
+      if (degenerate[j].second.rfind(scope, 0) == 0) {
+        until = degenerate[j].first;
+        break;
+      }
+    std::vector<std::string> readers;
+    for (auto& l : s.doc.layers) {
+      if (l.exec_order <= order || l.exec_order >= until || l.path.rfind(scope, 0) != 0) continue;
+      if (explain(l, path)) readers.push_back(l.path);
+    }
+    LayerMetrics* nl = s.doc.find_layer(path);
+    nl->metrics["norm.constant_readers"] = static_cast<int64_t>(readers.size());
+    nl->metrics["norm.constant_readers_note"] =
+        readers.empty() ? std::string()
+                        : "; " + std::to_string(readers.size()) + " later layer" + (readers.size() == 1 ? "" : "s") +
+                              " of its module (" + short_list(readers) +
+                              ") read" + (readers.size() == 1 ? "s" : "") + " its constant output and get" +
+                              (readers.size() == 1 ? "s" : "") + " exactly zero weight gradient";
+  }
   for (const auto& [order, path] : degenerate) {
     LayerMetrics* nl = s.doc.find_layer(path);
     std::vector<std::string> silenced;
     for (auto& l : s.doc.layers) {
       if (l.exec_order < 0 || l.exec_order >= order) continue;
-      auto z = l.metrics.find("grad.params_zero_grad");
-      auto ns = l.metrics.find("grad.params_no_signal");
-      if (z == l.metrics.end() || ns == l.metrics.end() || z->second.get<int64_t>() == 0 || l.metrics.count("grad.zero_explained_by"))
-        continue;
-      const int64_t explained = std::min(z->second.get<int64_t>(), ns->second.get<int64_t>());
-      if (explained <= 0) continue;
-      ns->second = ns->second.get<int64_t>() - explained;
-      l.metrics["grad.zero_explained_by"] = path;
-      silenced.push_back(l.path);
+      if (explain(l, path)) silenced.push_back(l.path);
     }
     nl->metrics["norm.silenced_layers"] = static_cast<int64_t>(silenced.size());
     if (!silenced.empty()) nl->metrics["norm.silenced_layer_names"] = short_list(silenced);
@@ -436,7 +473,7 @@ void probe_features(Session& s) {
 const std::vector<std::string>& features_writes() {
   static const std::vector<std::string> names = {
       "dead.", "logits.", "output.constant_over_batch", "norm.groups_per_pass", "norm.values_per_group", "norm.silenced_layers",
-      "norm.silenced_layer_names", "grad.zero_explained_by", "grad.rel_ratio_skipped", "outlier."};
+      "norm.silenced_layer_names", "norm.constant_readers", "norm.constant_readers_note", "norm.over_one_feature", "grad.zero_explained_by", "grad.rel_ratio_skipped", "outlier."};
   return names;
 }
 

@@ -226,17 +226,31 @@ PassSpec replacement_pass_spec(const std::string& name) {
 }
 
 /// A Collector::edit replacing every output of module `path` with
-/// discard_probe_value (seeded `seed` + the count so far); `edits` counts
-/// the replacements made (0: the module gave no floating output).
+/// discard_probe_value (seeded `seed` + the count so far), or with NaN
+/// everywhere when `nan`; `edits` counts the replacements made (0: the
+/// module gave no floating output).
 std::function<at::Tensor(const TapSite&, const at::Tensor&)> replace_module_output(const std::string& path,
                                                                                    std::shared_ptr<int64_t> edits,
-                                                                                   uint64_t seed) {
-  return [path, edits, seed](const TapSite& site, const at::Tensor& x) {
+                                                                                   uint64_t seed, bool nan = false) {
+  return [path, edits, seed, nan](const TapSite& site, const at::Tensor& x) {
     if (site.kind != TapKind::kModuleOutput || site.module != path) return at::Tensor();
     at::Tensor y = discard_probe_value(x, seed + static_cast<uint64_t>(*edits));
+    if (y.defined() && nan) y = at::full_like(y, std::numeric_limits<double>::quiet_NaN());
     if (y.defined()) ++*edits;
     return y;
   };
+}
+
+/// Whether `other` holds a NaN or Inf where `ref` holds a finite value, in
+/// any floating tensor of the same shape.
+bool gains_nonfinite(const c10::IValue& ref, const c10::IValue& other) {
+  const auto ta = Session::output_tensors(ref), tb = Session::output_tensors(other);
+  if (ta.size() != tb.size()) return true;
+  for (size_t i = 0; i < ta.size(); ++i) {
+    if (!ta[i].is_floating_point() || !tb[i].is_floating_point() || ta[i].sizes() != tb[i].sizes()) continue;
+    if ((at::isfinite(ta[i]) & at::isfinite(tb[i]).logical_not()).any().item<bool>()) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -1213,10 +1227,30 @@ void probe_forward_backward(Session& s) {
         } catch (const PassError&) {
         } catch (const FatalRunError&) {
         }
+        // Unchanged within 1e-6: read with a tiny weight (a LayerScale of
+        // 1e-5 after it: HF SwiftFormer, eval27) or not at all. NaN in its
+        // place tells them apart: any arithmetic that reads it carries the
+        // NaN to an output, where a slice, a mask or an unused branch drops
+        // it.
+        bool nan_reaches = false;
+        if (*edits > 0 && change <= 1e-6) {
+          auto nan_edits = std::make_shared<int64_t>(0);
+          PassSpec nn = replacement_pass_spec("discard-check-nan");
+          nn.tap_edit = replace_module_output(path, nan_edits, s.opt.seed, /*nan=*/true);
+          try {
+            const PassResult pr = s.run_pass(nn);
+            nan_reaches = *nan_edits > 0 && gains_nonfinite(*ref, pr.output);
+          } catch (const PassError&) {
+            nan_reaches = true;  // the forward raised on NaN: it reads the value
+          } catch (const FatalRunError&) {
+            nan_reaches = true;
+          }
+        }
         if (*edits > 0)
           for (LayerMetrics* l : tests[ci].layers) {
             l->metrics["grad.output_discard_change"] = metric_number(change);
-            l->metrics["grad.output_discarded"] = change <= 1e-6;
+            l->metrics["grad.output_discard_nan_reaches"] = nan_reaches;
+            l->metrics["grad.output_discarded"] = change <= 1e-6 && !nan_reaches;
             if (path != l->path) l->metrics["grad.output_discard_tested_at"] = path;
           }
       }

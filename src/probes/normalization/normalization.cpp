@@ -482,8 +482,13 @@ void probe_normalization(Session& s) {
       if (init) {
         ++at_init;
         if (at_init <= 8) at_init_names += (at_init_names.empty() ? "" : ", ") + t.module;
-        if (lm->exec_order < first_at_init_order) {
-          first_at_init_order = lm->exec_order;
+        // A BatchNorm with no place in the execution order (it ran in the
+        // eval pass only, or not where the order was taken: a detection
+        // head whose outputs the wrapper drops) comes after every one that
+        // has a place (SSDlite named its regression head first, eval27).
+        const int64_t order = lm->exec_order >= 0 ? lm->exec_order : std::numeric_limits<int64_t>::max() - 1;
+        if (order < first_at_init_order) {
+          first_at_init_order = order;
           first_at_init = t.module;
         }
       }

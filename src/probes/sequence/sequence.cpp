@@ -58,6 +58,7 @@ struct Layout {
   /// others: the sample is padded, and nothing tells the model where.
   int pad_tokens = -1;
   int64_t pad_token = -1;
+  std::string pad_token_from;  ///< "padding_idx", "--pad-value" or the id forward compares the tokens with
   at::Tensor real;  // [B, T] bool
 };
 
@@ -409,8 +410,18 @@ Layout infer_layout(const Session& s) {
     // Token ids padded with the model's padding_idx and no mask argument (a
     // BERT traced with input_ids alone, eval16): runs of it at the end of
     // some rows and not of others (right padding), or at the start (left).
+    // The padding id: --pad-value (an integer), else the padding_idx of the
+    // model's embeddings when they agree on one, else an id forward compares
+    // the tokens with itself (a TextCNN's `x != self.pad`, fairseq's
+    // src_tokens.eq(self.padding_idx) over an Embedding without one; eval27
+    // C02).
     const std::set<int64_t> idx = model_padding_idx(s);
-    if (idx.size() == 1 && L.batch >= 2 && L.T >= 2)
+    std::vector<std::pair<int64_t, std::string>> ids_to_try;
+    if (opt.pad_value && std::nearbyint(*opt.pad_value) == *opt.pad_value)
+      ids_to_try.push_back({static_cast<int64_t>(*opt.pad_value), "--pad-value"});
+    else if (idx.size() == 1)
+      ids_to_try.push_back({*idx.begin(), "padding_idx"});
+    if (L.batch >= 2 && L.T >= 2)
       for (size_t i = 0; i < L.inputs.size() && L.pad_tokens < 0; ++i) {
         const InputLayout& il = L.inputs[i];
         // Ids from a file: synthesized ones end in padding_idx by chance.
@@ -419,7 +430,25 @@ Layout infer_layout(const Session& s) {
           continue;
         const at::Tensor ids = s.args[i].value.toTensor();
         if (ids.dim() != 2 || ids.size(0) != L.batch || ids.size(1) != L.T) continue;
-        const at::Tensor is_pad = ids.eq(*idx.begin());
+        std::vector<std::pair<int64_t, std::string>> tries = ids_to_try;
+        if (tries.empty() && s.inst)
+          for (const auto& [arg, id] : s.inst->compared_ids())
+            if (arg == i) tries.push_back({id, "the id forward compares '" + s.args[i].name + "' with"});
+        // Nothing in the model names one (Kim's TextCNN: an Embedding without
+        // padding_idx, no mask): the conventional padding ids 0 and 1
+        // (torchtext's and fairseq's <pad> is 1), when the sample holds that id
+        // only in runs at the ends of rows (checked below), of two lengths or
+        // more.
+        bool from_data = false;
+        if (tries.empty()) {
+          from_data = true;
+          for (int64_t id : {int64_t{1}, int64_t{0}})
+            tries.push_back({id, "the sample: id " + std::to_string(id) +
+                                     " (a usual padding id) fills runs at the ends of rows and appears nowhere else"});
+        }
+        for (const auto& [pad_id, pad_from] : tries) {
+        if (L.pad_tokens >= 0) break;
+        const at::Tensor is_pad = ids.eq(pad_id);
         // Trailing run per row: positions from the last non-pad on.
         const at::Tensor pos = at::arange(L.T, at::kLong).view({1, -1});
         const at::Tensor last_real = at::where(is_pad.logical_not(), pos, at::full_like(pos, -1)).amax(1, true);
@@ -435,10 +464,19 @@ Layout infer_layout(const Session& s) {
         const bool left_ok = !right_ok && padded_rows(left).any().item<bool>() &&
                              padded_rows(left).logical_not().any().item<bool>() && first_real.lt(L.T).all().item<bool>();
         if (!right_ok && !left_ok) continue;
+        if (from_data) {
+          // Only in the runs, and runs of at least two lengths.
+          const at::Tensor runs = right_ok ? right : left;
+          if (is_pad.logical_and(runs.logical_not()).any().item<bool>()) continue;
+          const at::Tensor lengths = runs.sum(1);
+          if (std::get<0>(at::_unique(lengths.masked_select(lengths > 0))).numel() < 2) continue;
+        }
         L.pad_tokens = static_cast<int>(i);
-        L.pad_token = *idx.begin();
+        L.pad_token = pad_id;
+        L.pad_token_from = pad_from;
         L.left_padded = left_ok;
         L.real = (right_ok ? right : left).logical_not();
+        }
       }
   }
   infer_pad_values(s, L);
@@ -854,9 +892,11 @@ void probe_sequence(Session& s) {
   if (L.sequence) {
     s.doc.probes["layout"]["seq_len"] = L.T;
     const std::string pad_tokens_text =
-        L.pad_tokens >= 0 ? "padding_idx " + std::to_string(L.pad_token) + " tokens in " +
+        L.pad_tokens >= 0 ? (L.pad_token_from == "padding_idx" ? "padding_idx " : "padding id ") +
+                                std::to_string(L.pad_token) + " tokens in " +
                                 s.args[static_cast<size_t>(L.pad_tokens)].name + " (" +
-                                (L.left_padded ? "left" : "right") + " padded; no mask argument)"
+                                (L.left_padded ? "left" : "right") + " padded; no mask argument" +
+                                (L.pad_token_from == "padding_idx" ? std::string() : "; the id: " + L.pad_token_from) + ")"
                           : std::string();
     s.doc.probes["layout"]["padding"] = L.mask >= 0 ? "mask " + s.args[static_cast<size_t>(L.mask)].name
                                         : L.lengths >= 0 ? "lengths " + s.args[static_cast<size_t>(L.lengths)].name
@@ -898,7 +938,7 @@ void probe_sequence(Session& s) {
     s.doc.model_metrics["layout.padding_input"] =
         L.mask >= 0      ? s.args[static_cast<size_t>(L.mask)].name
         : L.lengths >= 0 ? s.args[static_cast<size_t>(L.lengths)].name
-        : L.pad_tokens >= 0 ? s.args[static_cast<size_t>(L.pad_tokens)].name + " (padding_idx tokens, no mask argument)"
+        : L.pad_tokens >= 0 ? s.args[static_cast<size_t>(L.pad_tokens)].name + " (padding-id tokens, no mask argument)"
                             : "";
   }
   s.doc.model_metrics["layout.sequence"] = L.sequence;
@@ -1475,6 +1515,31 @@ void probe_sequence(Session& s) {
           return {"convolution", f.op + " over the padded axis (kernel " + std::to_string(widest) +
                                      "; the graph names the axis spatial)", f.module};
       }
+    // A pooling op (max_pool1d, avg_pool1d, their adaptive forms) whose
+    // output the layer reads or that runs in it, over axes the graph names
+    // spatial or not at all: a TextCNN's F.max_pool1d(h, h.size(2)) over the
+    // conv2d's [N, Co, W - K + 1] windows of the padded sentence (eval27
+    // C02). Its windows at real positions are unchanged; the pooling takes
+    // the padded ones in.
+    for (const auto& f : im.op_facts()) {
+      if (f.op.find("pool") == std::string::npos) continue;
+      const bool reads = std::find(f.consumers.begin(), f.consumers.end(), layer) != f.consumers.end();
+      if (!reads && !(!layer.empty() && within(f.module))) continue;
+      const auto roles = resolve_roles(f.input_roles, L);
+      bool padded_axis = !f.dims.empty();
+      for (int64_t d : f.dims) {
+        const int64_t w = d < 0 && !roles.empty() ? d + static_cast<int64_t>(roles.size()) : d;
+        const std::string role = w >= 0 && w < static_cast<int64_t>(roles.size()) ? roles[static_cast<size_t>(w)] : "?";
+        if (w == 0 || !(role == "spatial" || role == "time" || role == "?" || role == "unknown" || role.empty()))
+          padded_axis = false;
+      }
+      if (padded_axis) {
+        std::string axes;
+        for (int64_t d : f.dims) axes += (axes.empty() ? "" : ", ") + std::to_string(d);
+        return {"pooling", f.op + " over axis " + axes + ", which the padding lengthens (the graph does not name it time)",
+                f.module};
+      }
+    }
     // A mean/sum whose output the layer reads, over an axis whose role the
     // graph does not show (the tensor came out of an op that hides roles, such
     // as the fused TransformerEncoder layer): `h.mean(dim=1)` of
