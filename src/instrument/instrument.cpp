@@ -806,6 +806,7 @@ void Collector::add(int64_t id, bool grad, int64_t seq, bool module_output, cons
   }
   TapRecord& r = records_[static_cast<size_t>(id)];
   (grad ? r.grad : r.fwd).merge(m.stats);
+  if (!grad && module_output && r.call_rms.size() < TapRecord::kMaxCallRms) r.call_rms.push_back(m.stats.rms());
   if (!module_output || m.stats.nonfinite() == 0) return;
   if (grad && seq < first_nonfinite_grad_seq_) {
     first_nonfinite_grad_seq_ = seq;

@@ -281,6 +281,11 @@ struct TapRecord {
   /// sees a later key: a causal mask, perhaps combined with padding), and
   /// the calls with any recognized mask.
   int64_t causal_calls = 0, mask_calls = 0;
+  /// Module outputs: the RMS of each call's output, in call order, for the
+  /// first kMaxCallRms calls (a recurrence written as a loop calls one cell
+  /// per time step: its per-call RMS is the hidden state's scale over time).
+  std::vector<double> call_rms;
+  static constexpr size_t kMaxCallRms = 512;
   // Output comparison (Collector::reference set): over the module's outputs,
   // call by call, narrowed to the common sizes, real positions only.
   std::vector<at::Tensor> captured;  ///< Collector::capture: a copy of each call's output

@@ -3320,6 +3320,32 @@ TEST(Round27, MaxOverPaddedTime) {
   EXPECT_EQ(nums(twin_name).at("padded_to_60_vs_40").get<double>(), 0.0);
 }
 
+// The char-RNN tutorial's cell with no nonlinearity on the hidden state,
+// looped over 18 letters in forward, hidden-to-hidden spectral radius 1.6:
+// the state grows geometrically, but i2h's statistics over its 18 calls
+// read as one large layer and nothing was reported (eval27 C06). ACT013
+// reads the RMS call by call; its numbers are the fixture's own eager
+// recomputation of the hidden state. The tanh twin warms up from zeros to a
+// bounded scale and stays.
+TEST(Round27, GrowthAcrossTheCallsOfALoopedCell) {
+  const std::string name = "r27_char_rnn_linear_state";
+  RUN_ROUND3(rep, name, {"--target", round3(name + ".target.pt")});
+  expect_findings(rep, name, Set{{"ACT013", "i2h"}});
+  const json* f = finding(rep, "ACT013");
+  ASSERT_NE(f, nullptr);
+  const json& e = f->at("evidence");
+  EXPECT_EQ(e.at("act.calls_measured"), 18);
+  EXPECT_NEAR(num(e.at("act.call_rms_first")), nums(name).at("hidden_rms_first").get<double>(), 1e-4 * 0.07);
+  EXPECT_NEAR(num(e.at("act.call_rms_mid")) / nums(name).at("hidden_rms_mid").get<double>(), 1.0, 1e-4);
+  EXPECT_NEAR(num(e.at("act.call_rms_last")) / nums(name).at("hidden_rms_last").get<double>(), 1.0, 1e-4);
+  EXPECT_EQ(num(e.at("act.call_rising_fraction")), 1.0);
+  const std::string twin_name = "r27_char_rnn_tanh_state";
+  RUN_ROUND3(twin, twin_name, {"--target", round3(twin_name + ".target.pt")});
+  expect_findings(twin, twin_name, Set{});
+  const json& t = *layer_metrics(twin, "i2h");
+  EXPECT_LT(num(t.at("act.call_growth_late")), 1.1);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

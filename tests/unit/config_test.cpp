@@ -206,7 +206,7 @@ TEST(Config, RulePatterns) {
 TEST(Config, SelectionAndOverridesChangeTheRules) {
   const nd::Config c = load(kFull);
   const auto rules = nd::apply_config(shipped(), c);
-  EXPECT_EQ(ids(rules), (std::vector<std::string>{"ACT001", "ACT002", "ACT003", "ACT005", "ACT006", "ACT007", "ACT008", "ACT009", "ACT010", "ACT011", "ACT012",
+  EXPECT_EQ(ids(rules), (std::vector<std::string>{"ACT001", "ACT002", "ACT003", "ACT005", "ACT006", "ACT007", "ACT008", "ACT009", "ACT010", "ACT011", "ACT012", "ACT013",
                                                   "GRAD002"}));
   const nd::Rule* act3 = nd::find_rule(rules, "ACT003");
   ASSERT_NE(act3, nullptr);
@@ -284,7 +284,7 @@ TEST(Config, EffectiveConfigurationForTheReport) {
   EXPECT_EQ(keys, (std::vector<std::string>{"file", "section", "select", "ignore", "severity", "fail_on", "rules",
                                             "severity_overrides", "threshold_overrides", "suppressions"}));
   EXPECT_EQ(j["rules"],
-            nlohmann::ordered_json({"ACT001", "ACT002", "ACT003", "ACT005", "ACT006", "ACT007", "ACT008", "ACT009", "ACT010", "ACT011", "ACT012", "GRAD002"}));
+            nlohmann::ordered_json({"ACT001", "ACT002", "ACT003", "ACT005", "ACT006", "ACT007", "ACT008", "ACT009", "ACT010", "ACT011", "ACT012", "ACT013", "GRAD002"}));
   EXPECT_EQ(j["severity_overrides"][0],
             (nlohmann::ordered_json{{"rule", "ACT003"}, {"severity", "error"}, {"default", "warning"}}));
   EXPECT_EQ(j["threshold_overrides"][0], (nlohmann::ordered_json{{"rule", "ACT002"},

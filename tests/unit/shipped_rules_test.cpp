@@ -69,6 +69,8 @@ const Expected kExpected[] = {
      "dead.whole_layer == true and dead.mirror_p >= 0.001 and output.constant_over_batch == true"},
     {"ACT012", "nonfinite-forward", nd::Severity::kError, "layer", "all", false, "",
      "fwd.first_nonfinite == true and fwd.weights_nonfinite == true"},
+    {"ACT013", "activation-growth", nd::Severity::kWarning, "layer", "first", false, "",
+     "act.calls_measured >= 4 and act.call_growth > 100 and act.call_growth_late > 10 and act.call_rising_fraction >= 0.75"},
     {"ADAM001", "adam-second-moment-lag", nd::Severity::kWarning, "layer", "all", true, "",
      "adam.rms_ratio_max > 3 and adam.loss_is_training_loss == true and adam.clipping_explains == false"},
     {"ADAM002", "adam-second-moment-lag", nd::Severity::kWarning, "layer", "group", true, "", "adam.eps_fraction_max > 0.5"},

@@ -550,6 +550,34 @@ void probe_forward_backward(Session& s) {
     if (a.calls > 0) {
       m["act.calls"] = a.calls;
       put_stats(m, "act", a.fwd);
+      // Scale over the calls of one module: a recurrence written as a loop
+      // (the char-RNN tutorial's hidden = self.i2h(cat(x_t, hidden)), one
+      // call per time step). From the first call with a nonzero output.
+      // Modules with parameters only: one nn.ReLU reused after every layer
+      // is called once per depth, and its growth is ACT002's.
+      bool has_params = false;
+      for (const auto& mi : s.model.modules)
+        if (mi.path == path) has_params = mi.module.parameters(/*recurse=*/true).size() > 0;
+      for (const TapSite* t : (has_params ? a.outputs : std::vector<const TapSite*>{})) {
+        const TapRecord& rec = recs[static_cast<size_t>(t->id)];
+        if (!a.describes(t, rec.floating) || rec.call_rms.size() < 4) continue;
+        size_t k0 = 0;
+        while (k0 < rec.call_rms.size() && !(rec.call_rms[k0] > 0)) ++k0;
+        const size_t n = rec.call_rms.size() - k0;
+        if (n < 4) break;
+        const double first = rec.call_rms[k0], last = rec.call_rms.back(), mid = rec.call_rms[k0 + n / 2];
+        if (!std::isfinite(first) || !std::isfinite(last) || !std::isfinite(mid) || !(mid > 0)) break;
+        int64_t rising = 0;
+        for (size_t k = k0 + 1; k < rec.call_rms.size(); ++k) rising += rec.call_rms[k] > rec.call_rms[k - 1];
+        m["act.call_rms_first"] = first;
+        m["act.call_rms_mid"] = mid;
+        m["act.call_rms_last"] = last;
+        m["act.call_growth"] = last / first;
+        m["act.call_growth_late"] = last / mid;
+        m["act.call_rising_fraction"] = static_cast<double>(rising) / static_cast<double>(n - 1);
+        m["act.calls_measured"] = static_cast<int64_t>(n);
+        break;
+      }
       m["act.beyond_fp16_count"] = a.fwd.beyond_fp16;
       m["act.zero_fraction"] = a.fwd.numel ? static_cast<double>(a.fwd.zeros) / static_cast<double>(a.fwd.numel) : 0.0;
       m["act.fp16_headroom"] = a.fwd.absmax() > 0 ? metric_number(kFp16Max / a.fwd.absmax()) : MetricValue("inf");
