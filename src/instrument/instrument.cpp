@@ -1603,6 +1603,36 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
             return (k == "aten::embedding" && u.offset == 1) || (k == "aten::embedding_bag" && u.offset == 1) ||
                    (k == "aten::index_select" && u.offset == 2) || (k == "aten::one_hot" && u.offset == 0);
           }));
+      // Columns taken one by one (fastai's `e(x_cat[:, i]) for i, e in
+      // enumerate(self.embeds)`), or per-column offsets from the model's own
+      // buffers added (torchfm's `x + self.offsets`): its axis 1 holds
+      // fields, not positions.
+      {
+        std::unordered_map<const Value*, bool> memo;
+        bool fields = false;
+        std::vector<const Value*> work = {inputs[i]};
+        for (size_t w = 0; w < work.size() && w < 64 && !fields; ++w)
+          for (const auto& u : work[w]->uses()) {
+            const std::string k = u.user->kind().toQualString();
+            if (u.offset != 0 && !(k == "aten::add" && u.offset == 1)) continue;
+            if (k == "aten::select" && u.user->inputs().size() >= 3) {
+              auto d = torch::jit::toIValue(u.user->input(1));
+              if (d && d->isInt() && (d->toInt() == 1 || d->toInt() == -1) && torch::jit::toIValue(u.user->input(2)))
+                fields = true;
+            } else if (k == "aten::add" && u.user->inputs().size() >= 2 &&
+                       recognize::param_only(u.user->input(1 - u.offset), memo) &&
+                       u.user->input(1 - u.offset)->type()->kind() == c10::TypeKind::TensorType) {
+              fields = true;
+            } else if (k == "aten::to" || k == "aten::contiguous" || k == "aten::long") {
+              work.push_back(u.user->output());
+            } else if (k == "aten::slice" && u.user->inputs().size() >= 2) {
+              // x_cat[:, i] scripts as a full slice of axis 0, then the select.
+              auto d = torch::jit::toIValue(u.user->input(1));
+              if (d && d->isInt() && d->toInt() == 0) work.push_back(u.user->output());
+            }
+          }
+        input_fields_.push_back(fields);
+      }
     }
   }
   // The padding_idx each embedding lookup passes (aten::embedding's third

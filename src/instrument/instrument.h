@@ -546,6 +546,11 @@ class InstrumentedModel {
   /// (aten::embedding, embedding_bag, index_select, one_hot): token ids do,
   /// a padding mask does not.
   const std::vector<bool>& input_indexes_table() const { return input_indexes_table_; }
+  /// Per forward argument (self excluded): whether its axis 1 holds fields
+  /// (categorical columns), not positions: columns selected one by one
+  /// with constant indexes, or offsets from the model's own buffers added to
+  /// it (a recommender's per-field id offsets).
+  const std::vector<bool>& input_fields() const { return input_fields_; }
   /// padding_idx >= 0 of each aten::embedding in forward's graph, by the
   /// module running it (traced Embeddings keep it only in the graph).
   const std::map<std::string, int64_t>& embedding_padding_idx() const { return embedding_padding_idx_; }
@@ -581,6 +586,7 @@ class InstrumentedModel {
   std::vector<std::set<std::string>> input_consumers_;
   std::vector<bool> input_reaches_conv1d_;
   std::vector<bool> input_indexes_table_;
+  std::vector<bool> input_fields_;
   std::vector<bool> periodic_inputs_;
   std::vector<bool> rescaled_inputs_;
   int64_t weight_standardizations_ = 0;

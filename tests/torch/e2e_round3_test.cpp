@@ -3346,6 +3346,51 @@ TEST(Round27, GrowthAcrossTheCallsOfALoopedCell) {
   EXPECT_LT(num(t.at("act.call_growth_late")), 1.1);
 }
 
+// Healthy layouts eval28 read wrongly. A GIN over a PyG batch of 8
+// molecules: its BatchNorms normalize ~90 nodes, but the nodes move together
+// graph by graph, so the drift's sampling noise is that of 8 draws
+// (sqrt(1.5 / 8)), not of 90 (a false BN004). torchfm's factorization
+// machine (ids plus per-field offsets) and fastai's tabular model (one
+// embedding per column of x_cat) take [B, F] categorical fields, not token
+// positions: no sequence passes, no hypothetical padding (a false SEQ006).
+TEST(Round27, GraphNodesAndCategoricalFields) {
+  {
+    const std::string name = "r27_gin_molecules_update_bn";
+    RUN_ROUND3(rep, name);
+    expect_findings(rep, name, Set{});
+    const json& m = mm(rep);
+    EXPECT_NEAR(num(m.at("drift.bn_sampling_noise")), std::sqrt(1.5 / 8), 1e-9);
+    EXPECT_EQ(layer_metrics(rep, "bns.0")->at("bn.independent_values_per_channel"), 8);
+    EXPECT_EQ(layer_metrics(rep, "bns.0")->at("bn.values_per_channel"), nums(name).at("nodes"));
+    EXPECT_EQ(rep.at("probes").at("batch_layout").at("batch"), 8);
+  }
+  for (const std::string name : {"r27_torchfm_fields", "r27_fastai_tabular"}) {
+    RUN_ROUND3(rep, name);
+    expect_findings(rep, name, Set{});
+    EXPECT_FALSE(has_rule(rep, "SEQ006")) << name;
+    EXPECT_EQ(rep.at("probes").at("layout").at("sequence"), false) << name;
+    EXPECT_EQ(rep.at("probes").at("layout").at("inputs").at(0).at("role"), "fields") << name;
+  }
+}
+
+// A detector scripted through a wrapper that returns only the class logits
+// (torchvision RetinaNetHead's pattern): the regression head runs and no
+// output depends on it. Its GroupNorm sub-network was a GRAD015 warning
+// while its other modules were infos (eval27 RetinaNet); the sub-network's
+// own output is tested as a leaf's is, and it is GRAD023 (info).
+TEST(Round27, DroppedSubNetworkIsInfo) {
+  const std::string name = "r27_retina_class_logits_only";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  EXPECT_FALSE(has_rule(rep, "GRAD015"));
+  const json* f = finding(rep, "GRAD023");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("layer"), "head.regression_head.conv.0");
+  EXPECT_EQ(f->at("severity"), "info");
+  EXPECT_EQ(num(f->at("evidence").at("grad.subtree_output_discard_change")), 0.0);
+  EXPECT_EQ(f->at("evidence").at("grad.subtree_no_signal_modules"), 2);
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -197,7 +197,8 @@ const Expected kExpected[] = {
     {"GRAD014", "no-gradient-path", nd::Severity::kInfo, "layer", "all", false, "",
      "grad.params_no_signal > 0 and grad.module_ran == false and grad.unused_in_training == false and "
      "grad.unused_under == \"\""},
-    {"GRAD015", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "", "grad.subtree_no_signal_modules >= 2"},
+    {"GRAD015", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "",
+     "grad.subtree_no_signal_modules >= 2 and grad.subtree_output_discarded != true"},
     {"GRAD016", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "",
      "grad.params_no_signal > 0 and grad.unused_in_training == true and grad.unused_under == \"\""},
     {"GRAD017", "no-gradient-path", nd::Severity::kWarning, "layer", "all", true, "",
@@ -211,6 +212,8 @@ const Expected kExpected[] = {
      "grad.params_no_signal > 0 and grad.module_ran == true and grad.output_discarded == true and grad.no_signal_under == "
      "\"\" and grad.blocked_by == \"\""},
     {"GRAD022", "output-logit-divergence", nd::Severity::kWarning, "model", "all", true, "", "loss.saturated == true"},
+    {"GRAD023", "no-gradient-path", nd::Severity::kInfo, "layer", "all", false, "",
+     "grad.subtree_no_signal_modules >= 2 and grad.subtree_output_discarded == true"},
     {"IN001", "nonfinite-input", nd::Severity::kError, "input", "all", false, "", "input.nonfinite_count > 0"},
     {"IN002", "input-scale", nd::Severity::kWarning, "input", "all", true, "",
      "input.is_float == true and input.scale > 10 and input.scale_invariant == false and input.periodic_encoding != true "

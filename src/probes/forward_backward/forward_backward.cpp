@@ -1013,6 +1013,7 @@ void probe_forward_backward(Session& s) {
       pl.metrics["grad.subtree_no_signal_modules"] = modules;
       pl.metrics["grad.subtree_no_signal_params"] = params;
       pl.metrics["grad.subtree_params_without_grad"] = without;
+      pl.metrics["grad.subtree_output_discarded"] = false;  // the discard test below may set it
       for (auto& l : s.doc.layers)
         if (l.path.rfind(p + ".", 0) == 0) {
           covered.insert(l.path);
@@ -1173,6 +1174,7 @@ void probe_forward_backward(Session& s) {
     struct Test {
       std::string module;               ///< whose outputs are replaced
       std::vector<LayerMetrics*> layers;  ///< the candidates it decides
+      bool subtree = false;             ///< a GRAD015 sub-network's top module (grad.subtree_output_*)
     };
     std::vector<Test> tests;
     {
@@ -1196,6 +1198,15 @@ void probe_forward_backward(Session& s) {
       }
       for (auto* l : cand)
         if (!grouped.count(l)) tests.push_back({l->path, {l}});
+      // A whole sub-network without gradient (GRAD015's top module) that
+      // ran: tested by its own output too. A detection head that a wrapper
+      // returning only the class logits drops is dropped by the model, not
+      // cut by a detach (torchvision RetinaNet's regression head, eval27).
+      for (auto& l : s.doc.layers) {
+        auto sm = l.metrics.find("grad.subtree_no_signal_modules");
+        if (sm == l.metrics.end() || !sm->second.is_number() || l.exec_order < 0 || l.path.empty()) continue;
+        tests.push_back({l.path, {&l}, true});
+      }
       std::stable_sort(tests.begin(), tests.end(), [](const Test& a, const Test& b) {
         return a.layers.front()->exec_order < b.layers.front()->exec_order;
       });
@@ -1273,6 +1284,12 @@ void probe_forward_backward(Session& s) {
           } catch (const FatalRunError&) {
             nan_reaches = true;
           }
+        }
+        if (*edits > 0 && tests[ci].subtree) {
+          LayerMetrics* l = tests[ci].layers.front();
+          l->metrics["grad.subtree_output_discard_change"] = metric_number(change);
+          l->metrics["grad.subtree_output_discarded"] = change <= 1e-6 && !nan_reaches;
+          continue;
         }
         if (*edits > 0)
           for (LayerMetrics* l : tests[ci].layers) {

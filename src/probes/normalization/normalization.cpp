@@ -411,6 +411,12 @@ void probe_normalization(Session& s) {
     if (!frozen) {
     m["bn.examples_per_pass"] = rows_per_pass;
     m["bn.values_per_channel"] = rows_per_pass * b.spatial;
+    // Independent draws behind each channel's statistics: the rows, except
+    // the nodes of a graph batch, which move together graph by graph (a GIN
+    // over 8 graphs of 87 nodes samples 8 graphs, not 87 values: its
+    // train/eval drift spreads as 8 would, eval28).
+    const bool node_rows = layout.graph_edges >= 0 && layout.batch > 0 && b.examples == layout.graph_num_nodes;
+    m["bn.independent_values_per_channel"] = node_rows ? std::max<int64_t>(1, train_batch) * b.spatial : rows_per_pass * b.spatial;
     if (!m.count("bn.batch_of_one")) m["bn.batch_of_one"] = rows_per_pass * b.spatial <= 1;
     }
     // Noise of the per-step batch mean / variance at the training batch size,
@@ -878,7 +884,8 @@ void probe_normalization(Session& s) {
     {
       int64_t n_min = -1;
       for (const auto& l : s.doc.layers) {
-        auto it = l.metrics.find("bn.values_per_channel");
+        auto it = l.metrics.find("bn.independent_values_per_channel");
+        if (it == l.metrics.end()) it = l.metrics.find("bn.values_per_channel");
         if (it == l.metrics.end() || !it->second.is_number_integer() || it->second.get<int64_t>() <= 0) continue;
         n_min = n_min < 0 ? it->second.get<int64_t>() : std::min(n_min, it->second.get<int64_t>());
       }

@@ -246,6 +246,20 @@ Layout infer_layout(const Session& s) {
         il.role = "mask";
         il.from = "integer [B, T] of 0/1 values beside the token ids, read by no embedding: a padding mask";
         if (L.mask < 0) L.mask = static_cast<int>(i);
+      } else if (!time_major && !opt.seq_dim &&
+                 ((s.inst && i < s.inst->input_fields().size() && s.inst->input_fields()[i]) || [&] {
+                   // Each column its own range of ids, in increasing order
+                   // (a recommender's global feature ids: field k's ids
+                   // follow field k-1's): fields, not positions. Token ids
+                   // can be anything at any position.
+                   if (t.size(0) < 4 || t.size(1) < 2 || t.numel() == 0) return false;
+                   const at::Tensor lo = std::get<0>(t.min(0)), hi = std::get<0>(t.max(0));
+                   return (lo.slice(0, 1) > hi.slice(0, 0, -1)).all().item<bool>();
+                 }())) {
+        il.role = "fields";
+        il.time_axis = -1;
+        il.from = "integer [B, F]: categorical fields (each column its own embedding, offsets or range of ids), "
+                  "not positions";
       } else {
         il.role = "tokens";
         il.from = time_major ? "integer [T, B]: token ids (batch axis 1)" : "integer [B, T]: token ids";
