@@ -3391,6 +3391,32 @@ TEST(Round27, DroppedSubNetworkIsInfo) {
   EXPECT_EQ(f->at("evidence").at("grad.subtree_no_signal_modules"), 2);
 }
 
+// A LayerNorm written with Var = E[x^2] - E[x]^2 in front of a regressor of
+// readings near 1449: float32 cancellation makes the variance negative in 6
+// rows and rsqrt NaN. ACT001 named the norm but told to "add eps" (eval27
+// C01); the targeted pass watches every op, names aten::rsqrt of a one-pass
+// variance, and the fix is a two-pass variance.
+TEST(Round27, OnePassVarianceNamesTheRoot) {
+  const std::string name = "r27_diff_of_squares_norm";
+  RUN_ROUND3(rep, name, {"--target", round3(name + ".target.pt"), "--loss", "mse"});
+  expect_findings(rep, name, Set{{"ACT001", "norm"}});
+  const json* f = finding(rep, "ACT001");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("evidence").at("fwd.producer_op"), "aten::rsqrt");
+  EXPECT_EQ(num(f->at("evidence").at("act.nan_count")), 16.0 * nums(name).at("nan_rows").get<double>());
+  EXPECT_EQ(layer_metrics(rep, "norm")->at("fwd.producer_one_pass_variance"), true);
+  bool two_pass = false, add_eps = false;
+  for (const auto& x : f->at("fix")) {
+    two_pass = two_pass || x.get<std::string>().find("two passes") != std::string::npos;
+    add_eps = add_eps || x.get<std::string>().find("add eps") != std::string::npos;
+  }
+  EXPECT_TRUE(two_pass);
+  EXPECT_FALSE(add_eps);
+  const std::string twin_name = "r27_two_pass_norm";
+  RUN_ROUND3(twin, twin_name, {"--target", round3(twin_name + ".target.pt"), "--loss", "mse"});
+  expect_findings(twin, twin_name, Set{});
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -1903,6 +1903,9 @@ void probe_forward_backward(Session& s) {
       InstrumentOptions io;
       io.op_taps = false;
       io.inspect_inputs_of = culprit;
+      // Every op's output watched for NaN/Inf (the precision emulation's
+      // round nodes, rounding to float32: no change): the producer op.
+      io.round_ops = at::kFloat;
       InstrumentedModel probe(s.model, io);
       PassSpec ps;
       ps.name = "train-inputs-of-first-nonfinite";
@@ -1959,6 +1962,33 @@ void probe_forward_backward(Session& s) {
       lm.metrics["fwd.input_max"] = in.finite() ? in.max : 0.0;
       lm.metrics["fwd.input_nonfinite_count"] = in.nonfinite();
       std::string note = nonfinite_state_note(s, *s.inst, culprit);
+      // The op that made the first NaN/Inf inside it (its own forward or a
+      // child's), from the round nodes of the targeted pass: a root of a
+      // one-pass variance E[x^2] - E[x]^2 that cancellation made negative
+      // (eval27 C01: eps cannot help), a log or root of a negative value,
+      // an overflow.
+      {
+        const auto& rs = probe.round_sites();
+        std::string producer_op, makes;
+        bool one_pass = false;
+        for (const auto& ev : pr.collector->round_events) {
+          if (ev.site < 0 || ev.site >= static_cast<int64_t>(rs.size()) || (ev.inf == 0 && ev.nan == 0)) continue;
+          const RoundSite& site = rs[static_cast<size_t>(ev.site)];
+          if (site.module != culprit && site.module.rfind(culprit + ".", 0) != 0) continue;
+          if (ev.negative_inf_only && ev.nan == 0) continue;  // a -inf mask fill
+          producer_op = site.op;
+          makes = ev.inf > 0 ? "Inf" : "NaN";
+          one_pass = site.one_pass_variance_root;
+          break;
+        }
+        lm.metrics["fwd.producer_op"] = producer_op;
+        lm.metrics["fwd.producer_one_pass_variance"] = one_pass;
+        if (!producer_op.empty())
+          note += "; the first " + makes + " comes from " + producer_op +
+                  (one_pass ? " of a one-pass variance E[x^2] - E[x]^2, which cancellation in float makes negative "
+                              "where the mean is large against the spread (no eps fixes a negative variance)"
+                            : std::string());
+      }
       if (culprit != first_seen)
         note += "; an op in its own forward (not in a child module) made the first NaN/Inf: " + first_seen +
                 ", the first module to output them, received them as input";
