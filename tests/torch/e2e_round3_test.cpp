@@ -3417,6 +3417,29 @@ TEST(Round27, OnePassVarianceNamesTheRoot) {
   expect_findings(twin, twin_name, Set{});
 }
 
+// CenterNet heads built from a dict, deployed from a config that lists
+// them in another order: the weights load by name, but the saved Adam state
+// maps by position, and wh's parameters get reg's moments (eval27 C05, read
+// as ordinary lag). The swapped states fit both gradients: ADAM001 says the
+// state was loaded in another order, and its first fix says how to load it.
+TEST(Round27, AdamStateInAnotherOrder) {
+  const std::string name = "r27_centernet_heads_other_order";
+  RUN_ROUND3(rep, name, {"--optimizer-state", round3(name + ".optim.pt"), "--target", round3(name + ".target.pt"), "--loss", "mse"});
+  expect_findings(rep, name, Set{{"ADAM001", "wh.0"}, {"ADAM001", "wh.2"}});
+  const json& m = *layer_metrics(rep, "wh.0");
+  EXPECT_EQ(m.at("adam.state_swapped"), true);
+  EXPECT_EQ(m.at("adam.state_fits_param"), "reg.0.weight");
+  const json* f = finding(rep, "ADAM001");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->at("message").get<std::string>().find("loaded onto the parameters in another order"), std::string::npos);
+  EXPECT_NE(f->at("fix").at(0).get<std::string>().find("load_state_dict maps states by position"), std::string::npos);
+  EXPECT_EQ(layer_metrics(rep, "reg.0")->at("adam.state_swapped"), false);
+  const std::string twin_name = "r27_centernet_heads_same_order";
+  RUN_ROUND3(twin, twin_name,
+             {"--optimizer-state", round3(twin_name + ".optim.pt"), "--target", round3(twin_name + ".target.pt"), "--loss", "mse"});
+  expect_findings(twin, twin_name, Set{});
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -66,8 +66,18 @@ void probe_input_scale(Session& s) {
   }
   if (todo.empty()) {
     // Nothing to judge is not a probe that could not run.
-    s.doc.probes["input_scale"] = {{"inputs", nlohmann::json::array()},
-                                   {"note", "no floating-point input has a scale above 10"}};
+    std::string why;
+    for (auto& im : s.doc.inputs) {
+      const bool periodic = im.metrics.count("input.periodic_encoding") && im.metrics["input.periodic_encoding"] == true;
+      const bool rescaled = im.metrics.count("input.rescaled_in_model") && im.metrics["input.rescaled_in_model"] == true;
+      if (periodic || rescaled)
+        why += (why.empty() ? "" : ", ") + im.name +
+               (periodic ? " (read only by a periodic encoding)" : " (rescaled by the model before any layer reads it)");
+    }
+    s.doc.probes["input_scale"] = {
+        {"inputs", nlohmann::json::array()},
+        {"note", why.empty() ? std::string("no floating-point input has a scale above 10")
+                             : "no input to judge: those with a scale above 10 are " + why}};
     return;
   }
   // Not shown invariant until a pass shows it (a pass that raises, or no

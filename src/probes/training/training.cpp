@@ -253,6 +253,14 @@ void probe_update_ratio(Session& s) {
     lag.history_norm = std::sqrt(v2);
     if (std::isfinite(lag.grad_norm) && lag.grad_norm > AdamLag::kClipNorm) clip_factor = AdamLag::kClipNorm / lag.grad_norm;
   }
+  // Parameters with Adam state (2+ dims), for the swapped-state test below.
+  struct AdamRow {
+    std::string module, full;
+    at::Tensor w, g;
+    const SavedParamState* st;
+    double ratio, lr;
+  };
+  std::vector<AdamRow> adam_rows;
   for (const auto& p : trainable_params(s)) {
     const at::Tensor g = train->grad_of(p.value);
     const std::string full = param_path(p.module, p.name);
@@ -288,6 +296,7 @@ void probe_update_ratio(Session& s) {
       row["adam_rms_ratio"] = metric_number(a.rms_ratio);
       row["adam_eps_fraction"] = a.eps_fraction;
       if (p.value.dim() >= 2) {
+        adam_rows.push_back({p.module, full, p.value, g, st, a.rms_ratio, plr});
         lag.add(p.module, full, a, st->step);
         const AdamStep c = clip_factor < 1.0 ? adam_step(*st, st->exp_avg, st->exp_avg_sq, st->step, p.value,
                                                          g * clip_factor, plr, s.optimizer->decoupled)
@@ -368,7 +377,46 @@ void probe_update_ratio(Session& s) {
                   : optimizer != "sgd" ? "|lr * g / (|g| + 1e-8)| / |w| (Adam's first step, elementwise)"
                                        : "lr * |g| / |w| (SGD step)"},
       {"params", rows}};
-  if (s.optimizer && s.optimizer->kind == "adam") lag.write(s);
+  if (s.optimizer && s.optimizer->kind == "adam") {
+    lag.write(s);
+    // State loaded onto the wrong parameters: optimizer.load_state_dict
+    // maps states by position, and a model whose parameters come in another
+    // order (heads registered from a dict, a scripted copy: eval27 C05)
+    // gives one parameter a same-shaped sibling's moments. Its gradient is
+    // then far off its "own" v_hat (ADAM001) while the sibling's is far the
+    // other way, and the two states swapped fit the gradients far better.
+    auto off = [](double x) { return x > 0 && std::isfinite(x) ? std::max(x, 1.0 / x) : std::numeric_limits<double>::infinity(); };
+    for (const auto& r : adam_rows) {
+      LayerMetrics* lm = s.doc.find_layer(r.module);
+      if (!lm) continue;
+      if (!lm->metrics.count("adam.state_swapped")) {
+        lm->metrics["adam.state_swapped"] = false;
+        lm->metrics["adam.swap_note"] = "";
+      }
+    }
+    for (const auto& a : adam_rows) {
+      if (!(a.ratio > 3)) continue;
+      for (const auto& b : adam_rows) {
+        if (&a == &b || a.w.sizes() != b.w.sizes() || !(b.ratio < 1.0 / 3)) continue;
+        const double ab = adam_step(*b.st, b.st->exp_avg, b.st->exp_avg_sq, b.st->step, a.w, a.g, a.lr, s.optimizer->decoupled).rms_ratio;
+        const double ba = adam_step(*a.st, a.st->exp_avg, a.st->exp_avg_sq, a.st->step, b.w, b.g, b.lr, s.optimizer->decoupled).rms_ratio;
+        const double before = std::max(off(a.ratio), off(b.ratio)), after = std::max(off(ab), off(ba));
+        // This gradient fits the sibling's state (within 3x of 1), the
+        // sibling's gradient fits this state within 10x (its own history
+        // may have moved), and the pair fits 5x better swapped.
+        if (!(off(ab) <= 3 && off(ba) <= 10 && after * 5 <= before)) continue;
+        LayerMetrics* lm = s.doc.find_layer(a.module);
+        if (!lm || lm->metrics["adam.state_swapped"] == true) continue;
+        lm->metrics["adam.state_swapped"] = true;
+        lm->metrics["adam.state_fits_param"] = b.full;
+        lm->metrics["adam.swap_note"] =
+            "; the saved state of " + b.full + " (same shape, g / sqrt(v_hat) " + fmt_num(b.ratio) +
+            " on its own) fits this gradient (" + fmt_num(ab) + ") and this parameter's state fits " + b.full + "'s (" +
+            fmt_num(ba) + "): the optimizer state was loaded onto the parameters in another order";
+        break;
+      }
+    }
+  }
 }
 
 void probe_replay(Session& s) {
