@@ -250,9 +250,11 @@ void render_layers(std::ostringstream& out, const MetricsDoc& doc, const std::ve
   std::size_t not_run = 0;
   for (const auto& l : doc.layers) {
     if (!layer_table_row(l)) continue;
-    if (l.exec_order < 0)
-      ++not_run;
-    else
+    if (l.exec_order < 0) {
+      // nn.Identity computes nothing, so nothing of it runs (timm's
+      // drop_path = nn.Identity() at rate 0): not a module that was skipped.
+      if (l.kind != "Identity") ++not_run;
+    } else
       rows.push_back(&l);
   }
   if (rows.empty()) return;
