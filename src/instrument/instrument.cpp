@@ -1609,29 +1609,27 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       // fields, not positions.
       {
         std::unordered_map<const Value*, bool> memo;
-        bool fields = false;
-        std::vector<const Value*> work = {inputs[i]};
-        for (size_t w = 0; w < work.size() && w < 64 && !fields; ++w)
-          for (const auto& u : work[w]->uses()) {
-            const std::string k = u.user->kind().toQualString();
-            if (u.offset != 0 && !(k == "aten::add" && u.offset == 1)) continue;
-            if (k == "aten::select" && u.user->inputs().size() >= 3) {
-              auto d = torch::jit::toIValue(u.user->input(1));
-              if (d && d->isInt() && (d->toInt() == 1 || d->toInt() == -1) && torch::jit::toIValue(u.user->input(2)))
-                fields = true;
-            } else if (k == "aten::add" && u.user->inputs().size() >= 2 &&
-                       recognize::param_only(u.user->input(1 - u.offset), memo) &&
-                       u.user->input(1 - u.offset)->type()->kind() == c10::TypeKind::TensorType) {
-              fields = true;
-            } else if (k == "aten::to" || k == "aten::contiguous" || k == "aten::long") {
-              work.push_back(u.user->output());
-            } else if (k == "aten::slice" && u.user->inputs().size() >= 2) {
-              // x_cat[:, i] scripts as a full slice of axis 0, then the select.
-              auto d = torch::jit::toIValue(u.user->input(1));
-              if (d && d->isInt() && d->toInt() == 0) work.push_back(u.user->output());
-            }
-          }
-        input_fields_.push_back(fields);
+        auto const_int = [](const Value* v) -> std::optional<int64_t> {
+          auto c = torch::jit::toIValue(v);
+          return c && c->isInt() ? std::optional<int64_t>(c->toInt()) : std::nullopt;
+        };
+        input_fields_.push_back(reaches(
+            inputs[i], 64,
+            [&](const torch::jit::Use& u, const std::string& k) {
+              // Casts, and x_cat[:, i]'s full slice of axis 0 before the select.
+              if (u.offset != 0) return false;
+              return k == "aten::to" || k == "aten::contiguous" || k == "aten::long" ||
+                     (k == "aten::slice" && u.user->inputs().size() >= 2 && const_int(u.user->input(1)) == 0);
+            },
+            [&](const torch::jit::Use& u, const std::string& k) {
+              if (k == "aten::select" && u.offset == 0 && u.user->inputs().size() >= 3) {
+                const auto d = const_int(u.user->input(1));
+                return d && (*d == 1 || *d == -1) && torch::jit::toIValue(u.user->input(2)).has_value();
+              }
+              return k == "aten::add" && u.offset <= 1 && u.user->inputs().size() >= 2 &&
+                     u.user->input(1 - u.offset)->type()->kind() == c10::TypeKind::TensorType &&
+                     recognize::param_only(u.user->input(1 - u.offset), memo);
+            }));
       }
     }
   }

@@ -1082,8 +1082,7 @@ std::unique_ptr<Session> prepare_check(const CheckOptions& opt, const ProgressFn
       }
       if (bl.graph_arg(k)) {
         // A graph batch: cut by graph, not along an axis.
-        const bool edge_aligned = std::find(bl.graph_edge_aligned.begin(), bl.graph_edge_aligned.end(), k) !=
-                                  bl.graph_edge_aligned.end();
+        const bool edge_aligned = bl.graph_per_edge(k);
         const char* role = k == bl.graph_edges ? "edges" : k == bl.graph_ids ? "graph ids" : edge_aligned ? "per edge" : "nodes";
         axes[s.args[i].name] = role;
         const std::string how = k == bl.graph_edges ? ": the edge list, renumbered for the graphs kept"

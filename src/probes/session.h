@@ -204,6 +204,11 @@ class Session {
   /// batch_first=False that reads it with its axes in order ("" when none):
   /// such an argument is [T, B, F].
   mutable std::optional<std::vector<std::string>> time_major_readers;
+  /// Forward arguments whose values index rows of a tensor (a graph's edge
+  /// list, PyG's batch vector), from forward's graph; cached by
+  /// batch_layout (src/probes/inputs/inputs.cpp), which every probe that
+  /// slices examples calls.
+  mutable std::optional<std::set<int64_t>> row_index_args;
   MetricsDoc doc;
   std::chrono::steady_clock::time_point started;
   std::unique_ptr<Collector> failed_collector;  ///< the collector of the last pass that raised

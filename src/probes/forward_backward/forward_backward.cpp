@@ -530,6 +530,11 @@ void probe_forward_backward(Session& s) {
   std::sort(order.begin(), order.end());
   for (size_t i = 0; i < order.size(); ++i) s.doc.layers[idx[order[i].second]].exec_order = static_cast<int64_t>(i);
 
+  // Modules holding parameters (their own or their children's): the only
+  // ones whose growth over calls is judged (below).
+  std::set<std::string> with_params;
+  for (const auto& mi : s.model.modules)
+    if (mi.module.parameters(/*recurse=*/true).size() > 0) with_params.insert(mi.path);
   for (auto& [path, a] : agg) {
     auto it = idx.find(path);
     if (it == idx.end()) continue;
@@ -555,10 +560,7 @@ void probe_forward_backward(Session& s) {
       // call per time step). From the first call with a nonzero output.
       // Modules with parameters only: one nn.ReLU reused after every layer
       // is called once per depth, and its growth is ACT002's.
-      bool has_params = false;
-      for (const auto& mi : s.model.modules)
-        if (mi.path == path) has_params = mi.module.parameters(/*recurse=*/true).size() > 0;
-      for (const TapSite* t : (has_params ? a.outputs : std::vector<const TapSite*>{})) {
+      for (const TapSite* t : (with_params.count(path) ? a.outputs : std::vector<const TapSite*>{})) {
         const TapRecord& rec = recs[static_cast<size_t>(t->id)];
         if (!a.describes(t, rec.floating) || rec.call_rms.size() < 4) continue;
         size_t k0 = 0;

@@ -432,7 +432,8 @@ std::set<int64_t> row_index_arguments(const Session& s) {
 /// integer [N], non-decreasing from 0), also used as row indices or named
 /// batch. Fills the graph_* fields of L; false when there is none.
 bool find_graph_arguments(const Session& s, BatchLayout& L) {
-  const std::set<int64_t> rows = row_index_arguments(s);
+  if (!s.row_index_args) s.row_index_args = row_index_arguments(s);
+  const std::set<int64_t>& rows = *s.row_index_args;
   if (rows.empty()) return false;
   auto tensor = [&](int64_t i) -> const at::Tensor* {
     return i >= 0 && static_cast<size_t>(i) < s.args.size() && s.args[static_cast<size_t>(i)].value.isTensor()
@@ -472,8 +473,8 @@ bool find_graph_arguments(const Session& s, BatchLayout& L) {
       if (L.graph_ids < 0 && t->dim() == 1 && integral(*t) && t->size(0) == n &&
           (rows.count(k) || name == "batch")) {
         const at::Tensor b = t->to(at::kLong).cpu();
-        if (b[0].item<int64_t>() == 0 && (n < 2 || (b.slice(0, 1) - b.slice(0, 0, -1)).ge(0).all().item<bool>()) &&
-            (n < 2 || (b.slice(0, 1) - b.slice(0, 0, -1)).le(1).all().item<bool>())) {
+        const at::Tensor step = b.slice(0, 1) - b.slice(0, 0, -1);  // 0 within a graph, 1 at the next
+        if (b[0].item<int64_t>() == 0 && step.ge(0).logical_and(step.le(1)).all().item<bool>()) {
           L.graph_ids = k;
           L.node_graph = b;
           continue;
@@ -633,8 +634,9 @@ std::vector<c10::IValue> select_examples(const Session& s, const BatchLayout& L,
     const at::Tensor et = s.args[static_cast<size_t>(L.graph_edges)].value.toTensor();
     const at::Tensor ev = (L.graph_edge_axis == 1 ? et : et.t()).to(at::kLong).cpu();  // [2, E]
     // An edge belongs to a graph when both its ends do.
-    const at::Tensor edge_graph = L.node_graph.index_select(0, ev[0]).where(
-        L.node_graph.index_select(0, ev[0]).eq(L.node_graph.index_select(0, ev[1])), at::full({1}, -1, at::kLong));
+    const at::Tensor src_graph = L.node_graph.index_select(0, ev[0]);
+    const at::Tensor edge_graph =
+        src_graph.where(src_graph.eq(L.node_graph.index_select(0, ev[1])), at::full({1}, -1, at::kLong));
     std::vector<at::Tensor> nodes, ids, edges, erows;
     int64_t next = 0;
     for (int64_t r = 0; r < idx.numel(); ++r) {
@@ -645,8 +647,7 @@ std::vector<c10::IValue> select_examples(const Session& s, const BatchLayout& L,
       const at::Tensor ek = edge_graph.eq(k).nonzero().squeeze(1);
       nodes.push_back(nk);
       ids.push_back(at::full({nk.numel()}, r, at::kLong));
-      edges.push_back(local.index_select(0, ev[0].index_select(0, ek)).unsqueeze(0));
-      edges.back() = at::cat({edges.back(), local.index_select(0, ev[1].index_select(0, ek)).unsqueeze(0)}, 0);
+      edges.push_back(local.index_select(0, ev.index_select(1, ek).flatten()).view({2, -1}));  // both ends renumbered
       erows.push_back(ek);
       next += nk.numel();
     }
@@ -665,7 +666,7 @@ std::vector<c10::IValue> select_examples(const Session& s, const BatchLayout& L,
       const at::Tensor& t = a.toTensor();
       if (k == L.graph_edges) out.emplace_back(edge_list);
       else if (k == L.graph_ids) out.emplace_back(new_ids.to(t.scalar_type()).to(t.device()));
-      else if (std::find(L.graph_edge_aligned.begin(), L.graph_edge_aligned.end(), k) != L.graph_edge_aligned.end())
+      else if (L.graph_per_edge(k))
         out.emplace_back(graph_rows(t, edge_rows));
       else
         out.emplace_back(graph_rows(t, node_rows));

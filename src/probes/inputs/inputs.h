@@ -50,12 +50,15 @@ struct BatchLayout {
   at::Tensor node_graph;                      ///< long [N] on the CPU: the graph of each node
   std::vector<int64_t> graph_node_aligned;    ///< other arguments [N, ...] (positions, node masks)
   std::vector<int64_t> graph_edge_aligned;    ///< arguments [E, ...] (edge_attr, edge_weight)
+  /// Argument `i` holds one row per edge (edge_attr, edge_weight).
+  bool graph_per_edge(int64_t i) const {
+    return std::find(graph_edge_aligned.begin(), graph_edge_aligned.end(), i) != graph_edge_aligned.end();
+  }
   /// Argument `i` is part of the graph layout (cut by graph, not by axis).
   bool graph_arg(int64_t i) const {
     return graph_edges >= 0 &&
-           (i == graph_edges || i == graph_nodes || i == graph_ids ||
-            std::find(graph_node_aligned.begin(), graph_node_aligned.end(), i) != graph_node_aligned.end() ||
-            std::find(graph_edge_aligned.begin(), graph_edge_aligned.end(), i) != graph_edge_aligned.end());
+           (i == graph_edges || i == graph_nodes || i == graph_ids || graph_per_edge(i) ||
+            std::find(graph_node_aligned.begin(), graph_node_aligned.end(), i) != graph_node_aligned.end());
   }
   /// The node rows of the graphs at batch positions `index` (in its order,
   /// repeats repeated): long [n] on the CPU. `positions` is the batch

@@ -170,8 +170,7 @@ Layout infer_layout(const Session& s) {
     if (bl.graph_arg(static_cast<int64_t>(i))) {
       // A graph batch (edge list, node features, graph ids): no time axis.
       const auto k = static_cast<int64_t>(i);
-      const bool per_edge = std::find(bl.graph_edge_aligned.begin(), bl.graph_edge_aligned.end(), k) !=
-                            bl.graph_edge_aligned.end();
+      const bool per_edge = bl.graph_per_edge(k);
       il.role = k == bl.graph_edges ? "edges" : k == bl.graph_ids ? "graph ids" : per_edge ? "edge features" : "nodes";
       il.from = k == bl.graph_edges ? "integer edge list used as row indices into the node tensors"
                 : k == bl.graph_ids ? "the graph of each node (PyG's batch vector)"
@@ -461,35 +460,35 @@ Layout infer_layout(const Session& s) {
                                      " (a usual padding id) fills runs at the ends of rows and appears nowhere else"});
         }
         for (const auto& [pad_id, pad_from] : tries) {
-        if (L.pad_tokens >= 0) break;
-        const at::Tensor is_pad = ids.eq(pad_id);
-        // Trailing run per row: positions from the last non-pad on.
-        const at::Tensor pos = at::arange(L.T, at::kLong).view({1, -1});
-        const at::Tensor last_real = at::where(is_pad.logical_not(), pos, at::full_like(pos, -1)).amax(1, true);
-        const at::Tensor first_real =
-            at::where(is_pad.logical_not(), pos, at::full_like(pos, L.T)).amin(1, true);
-        const at::Tensor right = pos > last_real, left = pos < first_real;
-        // Padded rows, one of them by two or more (a single trailing id
-        // equal to padding_idx may be a real token of a random sample).
-        const auto padded_rows = [](const at::Tensor& p) { return p.any(1); };
-        if (std::max(right.sum(1).max().item<int64_t>(), left.sum(1).max().item<int64_t>()) < 2) continue;
-        const bool right_ok = padded_rows(right).any().item<bool>() && padded_rows(right).logical_not().any().item<bool>() &&
-                              last_real.ge(0).all().item<bool>();
-        const bool left_ok = !right_ok && padded_rows(left).any().item<bool>() &&
-                             padded_rows(left).logical_not().any().item<bool>() && first_real.lt(L.T).all().item<bool>();
-        if (!right_ok && !left_ok) continue;
-        if (from_data) {
-          // Only in the runs, and runs of at least two lengths.
-          const at::Tensor runs = right_ok ? right : left;
-          if (is_pad.logical_and(runs.logical_not()).any().item<bool>()) continue;
-          const at::Tensor lengths = runs.sum(1);
-          if (std::get<0>(at::_unique(lengths.masked_select(lengths > 0))).numel() < 2) continue;
-        }
-        L.pad_tokens = static_cast<int>(i);
-        L.pad_token = pad_id;
-        L.pad_token_from = pad_from;
-        L.left_padded = left_ok;
-        L.real = (right_ok ? right : left).logical_not();
+          const at::Tensor is_pad = ids.eq(pad_id);
+          // Trailing run per row: positions from the last non-pad on.
+          const at::Tensor pos = at::arange(L.T, at::kLong).view({1, -1});
+          const at::Tensor last_real = at::where(is_pad.logical_not(), pos, at::full_like(pos, -1)).amax(1, true);
+          const at::Tensor first_real =
+              at::where(is_pad.logical_not(), pos, at::full_like(pos, L.T)).amin(1, true);
+          const at::Tensor right = pos > last_real, left = pos < first_real;
+          // Padded rows, one of them by two or more (a single trailing id
+          // equal to padding_idx may be a real token of a random sample).
+          const auto padded_rows = [](const at::Tensor& p) { return p.any(1); };
+          if (std::max(right.sum(1).max().item<int64_t>(), left.sum(1).max().item<int64_t>()) < 2) continue;
+          const bool right_ok = padded_rows(right).any().item<bool>() && padded_rows(right).logical_not().any().item<bool>() &&
+                                last_real.ge(0).all().item<bool>();
+          const bool left_ok = !right_ok && padded_rows(left).any().item<bool>() &&
+                               padded_rows(left).logical_not().any().item<bool>() && first_real.lt(L.T).all().item<bool>();
+          if (!right_ok && !left_ok) continue;
+          if (from_data) {
+            // Only in the runs, and runs of at least two lengths.
+            const at::Tensor runs = right_ok ? right : left;
+            if (is_pad.logical_and(runs.logical_not()).any().item<bool>()) continue;
+            const at::Tensor lengths = runs.sum(1);
+            if (std::get<0>(at::_unique(lengths.masked_select(lengths > 0))).numel() < 2) continue;
+          }
+          L.pad_tokens = static_cast<int>(i);
+          L.pad_token = pad_id;
+          L.pad_token_from = pad_from;
+          L.left_padded = left_ok;
+          L.real = (right_ok ? right : left).logical_not();
+          break;
         }
       }
   }
