@@ -395,6 +395,12 @@ void probe_forward_backward(Session& s) {
     s.doc.probes["gradients"] = {{"status", "ok"}, {"pass", "train"}};
   }
   s.doc.probes["loss"] = {{"description", r.loss_description}};
+  // Which pass the layer table describes: with dropout active, a module
+  // after a Dropout reads its zeroed and 1/(1-p)-scaled input, so its RMS is
+  // that of training, not of serving (eval27).
+  s.doc.probes["layers"] = {{"pass", "train"},
+                            {"description", std::string("the train pass (train mode: batch statistics, dropout active") +
+                                                (r.backward_skipped.empty() ? "; gradients of the loss)" : ")")}};
   const double loss_v = r.loss ? r.loss->item<double>() : std::numeric_limits<double>::quiet_NaN();
   s.doc.model_metrics["loss.value"] = metric_number(loss_v);
   s.doc.model_metrics["loss.finite"] = std::isfinite(loss_v);
