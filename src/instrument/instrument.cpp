@@ -1946,7 +1946,11 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   }
   for (auto& p : recognize::find_norm_patterns(nodes, scopes, attr_double)) norm_sites.push_back(std::move(p));
   // Layout roles of every tensor, from what produced it (before any tap).
-  const auto roles = recognize::infer_roles(nodes, *graph_, opt.input_ranks);
+  const auto roles = recognize::infer_roles(nodes, *graph_, opt.input_ranks, [&](Value* v) -> std::optional<int64_t> {
+    const auto iv = scopes.attribute(v);
+    if (iv && iv->isInt()) return iv->toInt();
+    return std::nullopt;
+  });
   auto roles_of = [&](const Value* v) -> std::vector<std::string> {
     auto it = roles.find(v);
     return it == roles.end() ? std::vector<std::string>() : it->second;

@@ -724,8 +724,16 @@ std::string merge_roles(const Roles& r, size_t from, size_t to) {
 }  // namespace
 
 std::unordered_map<const Value*, Roles> infer_roles(const std::vector<Node*>& nodes, torch::jit::Graph& graph,
-                                                    const std::vector<int64_t>& input_ranks) {
+                                                    const std::vector<int64_t>& input_ranks,
+                                                    const std::function<std::optional<int64_t>(Value*)>& attr_int) {
   std::unordered_map<const Value*, Roles> R;
+  // A constant int, or an int module attribute (TorchScript keeps
+  // `self.d0` as prim::GetAttr).
+  auto const_int = [&](Value* v) -> std::optional<int64_t> {
+    if (auto c = ::nd::recognize::const_int(v)) return c;
+    if (attr_int) return attr_int(v);
+    return std::nullopt;
+  };
   // Ranks from complete tensor types (traced graphs).
   auto typed_rank = [](const Value* v) -> int64_t {
     if (auto tt = v->type()->cast<c10::TensorType>())
@@ -771,6 +779,17 @@ std::unordered_map<const Value*, Roles> infer_roles(const std::vector<Node*>& no
       }
       return std::nullopt;
     }
+    // x.shape[d] in scripted code: aten::__getitem__(aten::size(x), d).
+    if (kind_of(n) == "aten::__getitem__" && n->inputs().size() == 2 && kind_of(n->input(0)->node()) == "aten::size" &&
+        n->input(0)->node()->inputs().size() == 1) {
+      const Roles* r = get(n->input(0)->node()->input(0));
+      auto d = const_int(n->input(1));
+      if (r && d) {
+        const int64_t w = wrap(*d, r->size());
+        if (w >= 0) return (*r)[static_cast<size_t>(w)];
+      }
+      return std::nullopt;
+    }
     if (n->kind() == c10::prim::ListUnpack && kind_of(n->input(0)->node()) == "aten::size" &&
         n->input(0)->node()->inputs().size() == 1) {
       const Roles* r = get(n->input(0)->node()->input(0));
@@ -798,7 +817,9 @@ std::unordered_map<const Value*, Roles> infer_roles(const std::vector<Node*>& no
       "aten::avg_pool2d", "aten::avg_pool3d", "aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d",
       "aten::adaptive_avg_pool3d", "aten::adaptive_max_pool2d", "aten::upsample_nearest2d",
       "aten::upsample_bilinear2d", "aten::pad", "aten::constant_pad_nd", "aten::roll", "aten::scaled_dot_product_attention",
-      "aten::_transformer_encoder_layer_fwd", "aten::glu", "aten::erf"};
+      "aten::_transformer_encoder_layer_fwd", "aten::glu", "aten::erf", "aten::replication_pad1d",
+      "aten::replication_pad2d", "aten::reflection_pad1d", "aten::reflection_pad2d", "aten::circular_pad1d",
+      "aten::circular_pad2d", "aten::_pad_circular"};
   static const std::unordered_set<std::string> kBinary = {"aten::add", "aten::add_", "aten::sub", "aten::sub_",
                                                           "aten::mul", "aten::mul_", "aten::div", "aten::div_",
                                                           "aten::where", "aten::maximum", "aten::minimum"};
@@ -924,6 +945,15 @@ std::unordered_map<const Value*, Roles> infer_roles(const std::vector<Node*>& no
         if (wa < 0 || wb < 0) continue;
         Roles r = *in0;
         std::swap(r[static_cast<size_t>(wa)], r[static_cast<size_t>(wb)]);
+        R[o] = r;
+      } else if (k == "aten::unfold" && n->inputs().size() >= 4) {
+        // x.unfold(d, size, step): axis d now counts the windows, which
+        // follow the axis they slide along (PatchTST's patches over time),
+        // and a new last axis holds each window's offsets.
+        auto d = const_int(n->input(1));
+        if (!d || wrap(*d, rank) < 0) continue;
+        Roles r = *in0;
+        r.push_back("?");
         R[o] = r;
       } else if (k == "aten::t" && rank == 2) {
         R[o] = {(*in0)[1], (*in0)[0]};

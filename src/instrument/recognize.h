@@ -71,10 +71,12 @@ using Roles = std::vector<std::string>;
 
 /// Roles of every tensor value it can tell, walking `nodes` in execution
 /// order. `input_ranks`: ranks of forward's tensor arguments (self excluded;
-/// -1 unknown).
+/// -1 unknown). `attr_int`: an int module attribute's value (scripted
+/// `x.transpose(self.d0, self.d1)`), where the caller can read it.
 std::unordered_map<const torch::jit::Value*, Roles> infer_roles(const std::vector<torch::jit::Node*>& nodes,
                                                                  torch::jit::Graph& graph,
-                                                                 const std::vector<int64_t>& input_ranks);
+                                                                 const std::vector<int64_t>& input_ranks,
+    const std::function<std::optional<int64_t>(torch::jit::Value*)>& attr_int = {});
 
 /// The additive masks and masked_fill masks between an attention score
 /// product (matmul/bmm/baddbmm/einsum) and its softmax input, found by

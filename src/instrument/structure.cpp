@@ -383,15 +383,47 @@ std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std:
       r.stream_scale = scale;
       r.scale_divides = divides;
 
-      // Pre-norm: a norm in the branch normalizes the stream itself.
+      // Pre-norm: a norm in the branch normalizes the stream itself, or the
+      // stream concatenated with other tokens (CaiT's class attention:
+      // x_cls + attn(norm1(torch.cat([x_cls, x], dim=1)))).
+      auto is_stream = [&](Value* v) { return strip(v) == a_stripped || v == a || v == src; };
+      auto concat_of_stream = [&](Value* v) {
+        Node* c = strip(v)->node();
+        if (kind_of(c) != "aten::cat" && kind_of(c) != "aten::concat") return false;
+        Node* l = c->input(0)->node();
+        if (l->kind() != c10::prim::ListConstruct) return false;
+        return std::any_of(l->inputs().begin(), l->inputs().end(), [&](Value* e) { return is_stream(e); });
+      };
       for (const auto& nn : norms)
-        if (seen.count(nn.anchor) && pos_of(nn.anchor) > lo && (strip(nn.input) == a_stripped || nn.input == a || nn.input == src)) {
+        if (seen.count(nn.anchor) && pos_of(nn.anchor) > lo && (is_stream(nn.input) || concat_of_stream(nn.input))) {
           r.placement = "pre-norm";
           r.norm_module = nn.module;
           break;
         }
-      // Post-norm: the sum goes straight into a norm.
-      if (r.placement.empty()) {
+      // Post-norm: the sum goes straight into a norm and the norm's output
+      // carries on. A sum also added to later as it is (the stream of a
+      // pre-norm stack: h = x + attn(norm1(x)); h + mlp(norm2(h))) feeds the
+      // next block's pre-norm, not a post-norm of this one.
+      bool sum_carries_on = false;
+      {
+        std::deque<Value*> fwd{n->output()};
+        std::unordered_set<const Value*> vs;
+        while (!fwd.empty() && !sum_carries_on) {
+          Value* v = fwd.front();
+          fwd.pop_front();
+          if (!vs.insert(v).second) continue;
+          for (const auto& u : v->uses()) {
+            const std::string uk = kind_of(u.user);
+            if (uk == "aten::add" || uk == "aten::add_") {
+              sum_carries_on = true;
+              break;
+            }
+            if (is_trivial(uk) && u.offset == 0)
+              for (Value* o : u.user->outputs()) fwd.push_back(o);
+          }
+        }
+      }
+      if (r.placement.empty() && !sum_carries_on) {
         std::deque<Value*> fwd{n->output()};
         std::unordered_set<const Value*> vs;
         while (!fwd.empty() && r.placement.empty()) {
@@ -404,9 +436,13 @@ std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std:
             r.norm_module = hit->second->module;
             break;
           }
-          for (const auto& u : v->uses())
-            if (is_trivial(kind_of(u.user)) && u.offset == 0)
+          // A layout move on the way is still "straight into" the norm
+          // (PatchTST's Transpose(1, 2) -> BatchNorm1d -> Transpose(1, 2)).
+          for (const auto& u : v->uses()) {
+            const std::string uk = kind_of(u.user);
+            if ((is_trivial(uk) || uk == "aten::transpose" || uk == "aten::permute") && u.offset == 0)
               for (Value* o : u.user->outputs()) fwd.push_back(o);
+          }
         }
       }
       if (r.placement.empty()) {
@@ -458,6 +494,20 @@ FinalNorm find_final_norm(const Residual& last, const std::vector<NormNode>& nor
   std::string head;
   std::deque<Value*> todo{last.add->output()};
   std::unordered_set<const Value*> seen;
+  // Values reached through a concatenation with other tensors.
+  std::unordered_set<const Value*> via_cat;
+  // Whether a module path lies inside a numbered entry (up.0.norm1).
+  auto in_numbered_entry = [](const std::string& path) {
+    for (size_t pos = 0; pos <= path.size();) {
+      const size_t dot = path.find('.', pos);
+      const std::string part = path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+      if (!part.empty() && std::all_of(part.begin(), part.end(), [](unsigned char c) { return std::isdigit(c); }))
+        return true;
+      if (dot == std::string::npos) break;
+      pos = dot + 1;
+    }
+    return false;
+  };
   size_t steps = 0;
   while (!todo.empty() && ++steps < 10000) {
     Value* v = todo.front();
@@ -465,6 +515,13 @@ FinalNorm find_final_norm(const Residual& last, const std::vector<NormNode>& nor
     if (!seen.insert(v).second) continue;
     auto hit = by_input.find(v);
     if (hit != by_input.end()) {
+      // After a concatenation, only a norm outside the numbered blocks is
+      // the stack's final norm: a U-Net's skip concatenation feeds the next
+      // stage's first block (up.0.norm1), which normalizes its own branch.
+      if (via_cat.count(v) && in_numbered_entry(hit->second->module)) {
+        unknown = true;
+        continue;
+      }
       f.status = "present";
       f.norm_module = hit->second->module;
       return f;
@@ -493,6 +550,13 @@ FinalNorm find_final_norm(const Residual& last, const std::vector<NormNode>& nor
           } else if (an->kind() == c10::prim::TupleIndex || kind_of(an) == "aten::__getitem__") {
             auto idx = torch::jit::toIValue(an->input(1));
             if (idx && idx->isInt() && idx->toInt() == static_cast<int64_t>(u.offset)) todo.push_back(an->output());
+          } else if (user->kind() == c10::prim::ListConstruct && au.offset == 0 &&
+                     (kind_of(an) == "aten::cat" || kind_of(an) == "aten::concat")) {
+            // The stream joined with other tokens (CaiT's class-attention
+            // stage returns x_cls, and forward_features norms
+            // torch.cat((x_cls, x), dim=1)): the concatenation carries it on.
+            todo.push_back(an->output());
+            via_cat.insert(an->output());
           } else {
             unknown = true;
           }
@@ -505,7 +569,10 @@ FinalNorm find_final_norm(const Residual& last, const std::vector<NormNode>& nor
         }
       } else if (is_passthrough_to_head(k) && u.offset == 0) {
         for (Value* o : user->outputs())
-          if (is_tensor(o)) todo.push_back(o);
+          if (is_tensor(o)) {
+            todo.push_back(o);
+            if (via_cat.count(v)) via_cat.insert(o);
+          }
       } else {
         unknown = true;
       }

@@ -69,6 +69,10 @@ INSTANTIATE_TEST_SUITE_P(
              {{"BN007", "features.7"}}},
         Case{"bn_small_batch_healthy", "bn_small_batch_healthy.pt", "bn_small_batch_healthy.input.pt", {}, {}},
         Case{"saved_in_train_mode", "tiny_cnn_trainmode.pt", "tiny_cnn.input.pt", {}, {{"MODE001", ""}}},
+        // The same file given a learning rate: a file to be trained is in
+        // train mode by design (eval29 C06), MODE008's note, not MODE001.
+        Case{"saved_in_train_mode_to_train", "tiny_cnn_trainmode.pt", "tiny_cnn.input.pt", {"--lr", "1e-3"},
+             {{"MODE008", ""}}},
         Case{"traced_eval_frozen", "tiny_cnn_traced.pt", "tiny_cnn.input.pt", {}, {{"MODE003", ""}}},
         // The same traced file given a learning rate: it is to be trained, so the
         // baked eval mode is a warning (MODE006); the scripted twin follows train().

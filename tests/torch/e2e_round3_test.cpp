@@ -611,6 +611,27 @@ TEST(Round4, LayerScaleGainsExplainTheVanishingGradient) {
   EXPECT_EQ(num(mm(one).at("grad.small_gain_params")), 0);
 }
 
+// CaiT's class-attention blocks add to the class token the attention of
+// norm1(cat([x_cls, x])): the norm reads the stream joined with the patch
+// tokens, so each block is pre-norm with norm1 and norm2 (eval28 found
+// "mixed" with norm2 twice: the first sum feeding norm2 was read as a
+// post-norm). The final norm reads cat((x_cls, x)) too: present.
+TEST(Round4, ClassAttentionBlocksArePreNorm) {
+  RUN_ROUND3(rep, "r4_cait_ls1e5");
+  const json& a = rep.at("probes").at("architecture");
+  int token_only = 0;
+  for (const auto& b : a.at("blocks")) {
+    const std::string name = b.at("block");
+    if (name.rfind("blocks_token_only.", 0) != 0) continue;
+    ++token_only;
+    EXPECT_EQ(b.at("placement"), "pre-norm") << name;
+    EXPECT_EQ(b.at("norms"), (json{name + ".norm1", name + ".norm2"})) << name;
+  }
+  EXPECT_EQ(token_only, 2);
+  EXPECT_EQ(a.at("final_norm").at("status"), "present");
+  EXPECT_EQ(a.at("final_norm").at("norm"), "norm");
+}
+
 // ---- Round 5 (eval5): the fixes of this round's reproductions -------------------
 
 const json* layer_metrics(const json& rep, const std::string& path) {
@@ -3448,6 +3469,41 @@ TEST(Round27, AdamStateInAnotherOrder) {
   RUN_ROUND3(twin, twin_name,
              {"--optimizer-state", round3(twin_name + ".optim.pt"), "--target", round3(twin_name + ".target.pt"), "--loss", "mse"});
   expect_findings(twin, twin_name, Set{});
+}
+
+// ---- Round 29 (eval29) ------------------------------------------------------------
+
+// PatchTST's Transpose-BatchNorm1d-Transpose, scripted: the Transpose dims
+// are module attributes and the batch and variable counts come from
+// z.shape[0] and z.shape[1], so the BatchNorm's input is [batch * variables,
+// hidden, patches] by the graph (eval29 C05 read it as [other, hidden,
+// hidden] and found nothing). Fixed-length float series without padding:
+// AXIS013's info, grouped over the four BatchNorms, not AXIS003's warning.
+// The blocks are post-norm through the transposes. The LayerNorm twin is
+// [batch, time, hidden], reduced over hidden.
+TEST(Round29, PatchTSTBatchNormOverPatches) {
+  RUN_ROUND3(rep, "r29_patchtst_transpose_bn");
+  expect_findings(rep, "r29_patchtst_transpose_bn", Set{});
+  const json& n = nums("r29_patchtst_transpose_bn");
+  const json* f = finding(rep, "AXIS013");
+  ASSERT_NE(f, nullptr) << rep.at("findings").dump(1);
+  EXPECT_EQ(f->at("severity"), "info");
+  EXPECT_EQ(f->at("layer"), "layers.0.norm_attn.1");
+  EXPECT_EQ(num(f->at("evidence").at("matched_layers")), n.at("norms").get<double>());
+  EXPECT_EQ(f->at("evidence").at("norm.input_layout"), "[batch, hidden, time]");
+  std::string shape = "[";
+  for (const auto& d : n.at("bn_input_shape")) shape += (shape.size() > 1 ? ", " : "") + std::to_string(d.get<int>());
+  EXPECT_EQ(f->at("evidence").at("norm.input_shape"), shape + "]");
+  EXPECT_EQ(f->at("evidence").at("norm.reduced_axes"), "batch, time");
+  EXPECT_FALSE(has_rule(rep, "AXIS003"));
+  for (const auto& b : rep.at("probes").at("architecture").at("blocks")) EXPECT_EQ(b.at("placement"), "post-norm");
+  RUN_ROUND3(twin, "r29_patchtst_transpose_ln");
+  expect_findings(twin, "r29_patchtst_transpose_ln", Set{});
+  EXPECT_FALSE(has_rule(twin, "AXIS013"));
+  const json* ln = layer_metrics(twin, "layers.0.norm_attn");
+  ASSERT_NE(ln, nullptr);
+  EXPECT_EQ(ln->at("norm.input_layout"), "[batch, time, hidden]");
+  EXPECT_EQ(ln->at("norm.reduced_axes"), "hidden");
 }
 
 }  // namespace

@@ -50,7 +50,8 @@ void probe_architecture(Session& s) {
     Block& b = blocks[it->second];
     b.adds.push_back(&r);
     b.placements.insert(r.placement);
-    if (!r.norm_module.empty()) b.norms.push_back(r.norm_module);
+    if (!r.norm_module.empty() && std::find(b.norms.begin(), b.norms.end(), r.norm_module) == b.norms.end())
+      b.norms.push_back(r.norm_module);  // one norm feeding two branches (AdaLayerNormZero) is listed once
   }
   std::map<std::string, size_t> per_stack;
   for (const auto& b : blocks) per_stack[b.stack]++;

@@ -955,6 +955,15 @@ void probe_sequence(Session& s) {
                             : "";
   }
   s.doc.model_metrics["layout.sequence"] = L.sequence;
+  // Whether the batches vary in what their statistics span: token ids
+  // (text, whose lengths vary and are padded) or a declared padding. A
+  // fixed-length float series without padding (PatchTST's patches) is the
+  // case where BatchNorm in an attention block is a deliberate choice.
+  {
+    bool tokens = false;
+    for (const auto& il : L.inputs) tokens = tokens || il.role == "tokens";
+    s.doc.model_metrics["layout.tokens_or_padding"] = L.sequence && (tokens || !declared.empty());
+  }
 
   // -- the sequence passes
   // The references come from the pass cache (the eval one is often the
