@@ -42,6 +42,13 @@ std::string fingerprint(const std::vector<std::string>& parts);
 /// "1 error", "2 warnings": the summary counts as the text report writes them.
 std::string counts_text(const SeverityCounts& c);
 
+/// The layer table's text for act.absmax, act.rms or grad.out_norm when the
+/// tensor held non-finite values ("inf", "nan"), "" otherwise: the JSON's
+/// act.* statistics are over the finite values only (act.inf_count and
+/// act.nan_count count the others), and a table showing a finite maximum
+/// for an output full of -inf misleads (eval29 C01).
+std::string nonfinite_cell(const LayerMetrics& l, const std::string& name);
+
 /// A row of the layer table: a leaf module, or a module whose own forward
 /// runs a normalization op while it holds children (timm's BatchNormAct2d:
 /// a BatchNorm2d with its activation as a child). `info.ops` lists the ops.

@@ -150,6 +150,22 @@ std::string counts_text(const SeverityCounts& c) {
   return plural(c.error, "error") + ", " + plural(c.warning, "warning") + ", " + std::to_string(c.info) + " info";
 }
 
+std::string nonfinite_cell(const LayerMetrics& l, const std::string& name) {
+  auto count = [&](const char* k) -> double {
+    auto it = l.metrics.find(k);
+    return it != l.metrics.end() && it->second.is_number() ? it->second.get<double>() : 0.0;
+  };
+  if (name == "act.absmax" || name == "act.rms") {
+    const double inf = count("act.inf_count"), nan = count("act.nan_count");
+    if (name == "act.absmax" && inf > 0) return "inf";
+    if (nan > 0) return "nan";
+    if (inf > 0) return "inf";
+  } else if (name == "grad.out_norm" && count("grad.out_nonfinite_count") > 0) {
+    return "nan";
+  }
+  return "";
+}
+
 }  // namespace report_detail
 
 std::string finding_text(const Finding& f) { return report_detail::finding_header(f) + "\n" + report_detail::finding_details(f); }

@@ -276,6 +276,7 @@ void table_head(std::ostringstream& o, std::initializer_list<const char*> cols) 
 }
 
 std::string cell(const LayerMetrics& l, const char* name) {
+  if (std::string nf = report_detail::nonfinite_cell(l, name); !nf.empty()) return nf;
   const json* v = metric(l, name);
   return v ? esc(value_text(*v)) : std::string("&ndash;");
 }

@@ -240,6 +240,7 @@ std::string layers_from(const MetricsDoc& doc) {
 }
 
 std::string metric_cell(const LayerMetrics& l, const char* name) {
+  if (std::string nf = report_detail::nonfinite_cell(l, name); !nf.empty()) return nf;
   auto it = l.metrics.find(name);
   return it == l.metrics.end() ? std::string("-") : format_metric(it->second);
 }
@@ -359,6 +360,16 @@ void render_layers(std::ostringstream& out, const MetricsDoc& doc, const std::ve
     out << paint("  (" + std::to_string(elided_total) + " of " + std::to_string(rows.size()) +
                      " rows elided; kept the first and last " + std::to_string(kKeepEdgeRows) +
                      " and every row with a finding)",
+                 kDim)
+        << '\n';
+  bool any_nonfinite = false;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (keep[i])
+      for (const char* k : {"act.absmax", "act.rms", "grad.out_norm"})
+        any_nonfinite = any_nonfinite || !report_detail::nonfinite_cell(*rows[i], k).empty();
+  if (any_nonfinite)
+    out << paint("  (inf, nan: the tensor held non-finite values; the JSON's act.* and grad.* statistics are over its "
+                 "finite values, act.inf_count and act.nan_count count the others)",
                  kDim)
         << '\n';
   if (not_run > 0)

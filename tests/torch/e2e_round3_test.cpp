@@ -3506,6 +3506,59 @@ TEST(Round29, PatchTSTBatchNormOverPatches) {
   EXPECT_EQ(ln->at("norm.reduced_axes"), "hidden");
 }
 
+// PatchTST's running statistics from 10 batches at momentum 0.1: 35 % of the
+// initial variance 1 is still in running_var, about 3.7x the eval variance
+// (Python: the same ratio). A p = 0.1 dropout runs upstream, but it adds only
+// ~15 % to the first BatchNorm's input variance (bn.dropout_var_gain, the
+// train pass against the same forward without dropout): stale statistics,
+// BN009, not BN013's variance shift (eval29 C05's variant).
+TEST(Round29, FewBatchesOfStatisticsAreStaleNotShifted) {
+  RUN_ROUND3(rep, "r29_patchtst_bn_10_steps");
+  expect_findings(rep, "r29_patchtst_bn_10_steps", manifest_findings("r29_patchtst_bn_10_steps"));
+  const json& n = nums("r29_patchtst_bn_10_steps");
+  const json* l = layer_metrics(rep, "layers.0.norm_attn.1");
+  ASSERT_NE(l, nullptr);
+  EXPECT_TRUE(nde2e::near_rel("bn.var_ratio", num(l->at("bn.var_ratio")), n.at("var_ratio").get<double>(), 1e-3));
+  EXPECT_EQ(num(l->at("bn.num_batches_tracked")), n.at("num_batches_tracked").get<double>());
+  EXPECT_EQ(l->at("bn.variance_shift"), false);
+  EXPECT_EQ(l->at("bn.dropout_upstream"), "dropout");
+  const double gain = num(l->at("bn.dropout_var_gain"));
+  EXPECT_GT(gain, 1.02);
+  EXPECT_LT(gain, 1.5);
+  EXPECT_FALSE(has_rule(rep, "BN013"));
+  const json* f = finding(rep, "BN009");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->at("message").get<std::string>().find("10 batches tracked"), std::string::npos);
+}
+
+// BERT's outlier dimension (Kovaleva et al. 2021) written by the LayerNorms'
+// gain and bias at channel 13: ACT007 at the first block past 100x the
+// median channel (block, channel and both absmaxes recomputed in Python at
+// the residual additions), naming layer.0.ln1, the first norm whose gain
+// there is 6x its median, and the fix that goes with it. The twin with
+// gains 1 has no outlier finding.
+TEST(Round29, OutlierChannelNamesTheNormThatWritesIt) {
+  RUN_ROUND3(rep, "r29_bert_outlier_dim");
+  expect_findings(rep, "r29_bert_outlier_dim", manifest_findings("r29_bert_outlier_dim"));
+  const json& n = nums("r29_bert_outlier_dim");
+  const json* f = finding(rep, "ACT007");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("layer"), n.at("block"));
+  const json& e = f->at("evidence");
+  EXPECT_EQ(num(e.at("outlier.channel")), n.at("top_channel").get<double>());
+  EXPECT_TRUE(nde2e::near_rel("channel_absmax", num(e.at("outlier.channel_absmax")), n.at("channel_absmax").get<double>(), 1e-4));
+  EXPECT_TRUE(nde2e::near_rel("median_absmax", num(e.at("outlier.median_absmax")), n.at("median_absmax").get<double>(), 1e-4));
+  EXPECT_EQ(e.at("outlier.source_layer"), "layer.0.ln1");
+  const json* m = layer_metrics(rep, n.at("block").get<std::string>());
+  ASSERT_NE(m, nullptr);
+  EXPECT_DOUBLE_EQ(num(m->at("outlier.source_gain")), 6.0);
+  EXPECT_NE(f->at("message").get<std::string>().find("layer.0.ln1's gain at channel 13 is 6"), std::string::npos);
+  EXPECT_NE(f->at("fix").at(0).get<std::string>().find("outsized gain"), std::string::npos);
+  RUN_ROUND3(twin, "r29_bert_no_outlier");
+  expect_findings(twin, "r29_bert_no_outlier", Set{});
+  EXPECT_FALSE(has_rule(twin, "ACT007"));
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

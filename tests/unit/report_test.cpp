@@ -344,6 +344,32 @@ TEST(TextReport, LongTablesAreElided) {
             std::string::npos);
 }
 
+// act.* statistics are over the finite values; a layer whose output holds
+// -inf (log of a zero mel bin, eval29 C01) must not show a finite maximum in
+// the table, and the table says what the marks mean. The layer table also
+// says which pass it measures.
+TEST(TextReport, NonFiniteOutputsShowInTheTable) {
+  nd::MetricsDoc doc;
+  doc.layers.push_back(layer("cmvn", "GlobalCMVN", 0, true,
+                             {{"act.rms", 0.4}, {"act.absmax", 1.15}, {"act.inf_count", 8447}, {"act.nan_count", 0}}));
+  doc.layers.push_back(layer("conv", "Conv2d", 1, true,
+                             {{"act.rms", 0.0}, {"act.absmax", 0.0}, {"act.inf_count", 0}, {"act.nan_count", 120},
+                              {"grad.out_norm", 0.0}, {"grad.out_nonfinite_count", 5}}));
+  doc.layers.push_back(layer("fc", "Linear", 2, true, {{"act.rms", 0.5}, {"act.absmax", 2.0}}));
+  doc.probes["layers"] = {{"pass", "train"}, {"description", "the train pass (train mode)"}};
+  const std::string text = nd::render_text(doc, {}, basic_ctx(), nd::TextOptions{});
+  auto row = [&](const std::string& path) {
+    const auto at = text.find("  " + path + " ");
+    return at == std::string::npos ? std::string() : text.substr(at, text.find('\n', at) - at);
+  };
+  EXPECT_NE(row("cmvn").find(" inf "), std::string::npos) << text;
+  EXPECT_EQ(row("cmvn").find("1.15"), std::string::npos) << text;
+  EXPECT_NE(row("conv").find(" nan "), std::string::npos) << text;
+  EXPECT_NE(row("fc").find(" 2 "), std::string::npos) << text;
+  EXPECT_NE(text.find("(inf, nan: the tensor held non-finite values"), std::string::npos) << text;
+  EXPECT_NE(text.find("leaf modules in execution order; measured in the train pass (train mode)"), std::string::npos);
+}
+
 TEST(TextReport, TableMarksEveryRuleOnALayer) {
   nd::MetricsDoc doc;
   doc.layers.push_back(layer("norm", "LayerNorm", 0, true, {{"act.rms", 1.0}}));

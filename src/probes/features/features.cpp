@@ -27,6 +27,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
 
 #include "probes/features/features.h"
 #include "probes/session.h"
@@ -263,6 +264,57 @@ void probe_features(Session& s) {
     m["outlier.count"] = (o.channel_absmax > 100 * med).sum().item<int64_t>();
     m["outlier.zero_channels"] = zero_channels;
     m["outlier.hidden_axis"] = o.hidden_axis;
+    // Where the channel comes from: the first norm (in execution order)
+    // whose gain at that channel stands out from its other gains, or whose
+    // bias there is of the gains' size or more. A LayerNorm gives every
+    // channel unit scale; a gain of 12 at one channel writes it into the
+    // stream at 12x (BERT's outlier dimension 308 lives in the output
+    // LayerNorms' weight and bias: Kovaleva et al. 2021, eval29 C02).
+    std::string source, note;
+    double source_gain = 0, source_ratio = 0;
+    int64_t source_order = std::numeric_limits<int64_t>::max();
+    const int64_t width = o.channel_absmax.numel();
+    std::set<std::string> seen_norms;
+    for (const auto& no : im.norm_ops()) {
+      if (no.module.empty() || !seen_norms.insert(no.module).second) continue;
+      const LayerMetrics* nl = s.doc.find_layer(no.module);
+      if (!nl || nl->exec_order < 0 || nl->exec_order >= source_order) continue;
+      for (const auto& mi : s.model.modules) {
+        if (mi.path != no.module) continue;
+        at::Tensor w, b;
+        for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) {
+          if (p.value.dim() != 1 || p.value.numel() != width || !p.value.is_floating_point()) continue;
+          if (!w.defined() && p.name != "bias") w = p.value.detach().to(at::kDouble).abs();
+          else if (p.name == "bias") b = p.value.detach().to(at::kDouble);
+        }
+        if (!w.defined()) break;
+        const double wmed = median_of(w);
+        if (!(wmed > 0)) break;
+        const double g = w[at].item<double>();
+        const double bias_here = b.defined() ? std::abs(b[at].item<double>()) : 0.0;
+        const double ratio_here = g / wmed;
+        if (ratio_here > 5 || bias_here > 5 * wmed) {
+          source = no.module;
+          source_gain = g;
+          source_ratio = ratio_here;
+          source_order = nl->exec_order;
+          std::ostringstream t;
+          t.precision(3);
+          t << "; " << no.module << "'s gain at channel " << at << " is " << g << ", " << ratio_here
+            << "x its median gain";
+          if (b.defined()) t << ", its bias " << b[at].item<double>();
+          t << ": that norm writes the channel into the stream";
+          note = t.str();
+        }
+        break;
+      }
+    }
+    m["outlier.source_layer"] = source;
+    m["outlier.source_note"] = note;
+    if (!source.empty()) {
+      m["outlier.source_gain"] = source_gain;
+      m["outlier.source_gain_ratio"] = source_ratio;
+    }
   }
 
   // ---- log-partition of the head's logits -------------------------------

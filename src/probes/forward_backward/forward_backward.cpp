@@ -328,6 +328,9 @@ static void record_training_evidence(Session& s, double loss, double chance) {
     else if (!s.opt.target_file.empty())
       m << "the loss against --target is not a cross-entropy over classes, so it cannot be compared with chance, and no "
            "saved optimizer state of 100 or more steps says the model was trained; --optimizer-state would)";
+    else if (!s.opt.weights.empty())
+      m << "the weights loaded with --weights do not say how long the model trained; --target or "
+           "--optimizer-state would)";
     else
       m << "nothing says the model was trained; --target or --optimizer-state would)";
     s.doc.model_metrics["run.trained_note"] = m.str();
