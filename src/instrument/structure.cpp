@@ -205,6 +205,40 @@ std::vector<NormNode> find_rms_patterns(const std::vector<Node*>& nodes, ScopeRe
   return out;
 }
 
+namespace {
+
+/// Whether `v` is a statistic of a tensor (a mean, sum, standard deviation
+/// or norm over some axes, possibly divided, scaled, shifted or clamped):
+/// the location a scaler took out of the input (Hugging Face's
+/// time-series StdScaler: loc = (x * observed).sum(1, keepdim) / count),
+/// which y * scale + loc adds back. Such an addition de-normalizes the
+/// output; it is no residual stream (eval29: PatchTSMixer's root read as a
+/// residual block holding the whole model).
+bool is_statistic(Value* v, int depth = 0) {
+  if (depth > 6) return false;
+  Node* n = strip(v)->node();
+  const std::string k = kind_of(n);
+  static const std::unordered_set<std::string> kReductions = {
+      "aten::mean", "aten::sum", "aten::std", "aten::var", "aten::amax", "aten::amin", "aten::norm",
+      "aten::linalg_vector_norm", "aten::nansum", "aten::nanmean", "aten::median", "aten::logsumexp"};
+  if (kReductions.count(k)) {
+    // Over given axes with keepdim (the last bool argument): shaped to
+    // broadcast back onto the tensor it summarizes. A pooled feature
+    // (x.mean(1), the axis dropped) may well carry a residual stream.
+    bool keepdim = false;
+    for (Value* in : n->inputs())
+      if (auto c = torch::jit::toIValue(in); c && c->isBool()) keepdim = c->toBool();
+    return n->inputs().size() >= 2 && keepdim;
+  }
+  static const std::unordered_set<std::string> kElementwise = {
+      "aten::div", "aten::mul", "aten::add", "aten::sub", "aten::sqrt", "aten::rsqrt", "aten::clamp",
+      "aten::clamp_min", "aten::abs", "aten::detach", "aten::neg"};
+  if (!kElementwise.count(k) || n->inputs().empty() || !is_tensor(n->input(0))) return false;
+  return is_statistic(n->input(0), depth + 1);
+}
+
+}  // namespace
+
 std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std::vector<NormNode>& norms,
                                      ScopeResolver& scopes) {
   std::unordered_map<const Node*, size_t> pos;
@@ -233,6 +267,7 @@ std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std:
       // A constant (a pooled eps tensor) or a parameter is not a stream.
       const auto ak = strip(a)->node()->kind();
       if (ak == c10::prim::Constant || ak == c10::prim::GetAttr) continue;
+      if (is_statistic(a)) continue;
       // A stream scaled by a number before the addition (DeepNorm's
       // `x = residual * self.alpha + x`, torchscale and fairseq; Admin's
       // omega): the branch reads the stream before the scaling (eval24

@@ -3559,6 +3559,73 @@ TEST(Round29, OutlierChannelNamesTheNormThatWritesIt) {
   EXPECT_FALSE(has_rule(twin, "ACT007"));
 }
 
+// DETR's first decoder self-attention on all-zero queries: its values are
+// the same at every key, so no gradient reaches q_proj's and k_proj's
+// outputs, and v_proj, out_proj and the LayerNorm after them read zeros
+// (their biases learn, their weights do not; Python's backward agrees).
+// Five GRAD004 warnings, each with its cause (eval29 gave none). The twin
+// with learned content queries has none.
+TEST(Round29, ZeroQueriesSayWhyNoGradientFlows) {
+  RUN_ROUND3(rep, "r29_detr_zero_queries");
+  expect_findings(rep, "r29_detr_zero_queries", manifest_findings("r29_detr_zero_queries"));
+  const json& n = nums("r29_detr_zero_queries");
+  ASSERT_TRUE(n.at("q_weight_zero").get<bool>() && n.at("q_bias_zero").get<bool>());
+  ASSERT_TRUE(n.at("v_weight_zero").get<bool>() && !n.at("v_bias_zero").get<bool>());
+  for (const std::string l : {"layers.0.self_attn.q_proj", "layers.0.self_attn.k_proj"}) {
+    const json* m = layer_metrics(rep, l);
+    ASSERT_NE(m, nullptr) << l;
+    EXPECT_EQ(num(m->at("grad.out_norm")), 0.0) << l;
+    EXPECT_EQ(m->at("grad.zero_cause").get<std::string>().rfind("no gradient reaches its output", 0), 0u) << l;
+  }
+  for (const std::string l : {"layers.0.self_attn.v_proj", "layers.0.self_attn.out_proj", "layers.0.self_attn_layer_norm"}) {
+    const json* m = layer_metrics(rep, l);
+    ASSERT_NE(m, nullptr) << l;
+    EXPECT_NE(m->at("grad.zero_cause").get<std::string>().find("its input is zero on this batch"), std::string::npos) << l;
+    EXPECT_EQ(num(m->at("grad.params_zero_grad")), 1.0) << l;
+  }
+  for (const auto& f : rep.at("findings"))
+    if (f.at("rule_id") == "GRAD004") EXPECT_NE(f.at("message").get<std::string>().find("; "), std::string::npos);
+  RUN_ROUND3(twin, "r29_detr_learned_queries");
+  expect_findings(twin, "r29_detr_learned_queries", Set{});
+  EXPECT_EQ(layer_metrics(twin, "layers.0.self_attn.q_proj")->at("grad.zero_cause"), "");
+}
+
+// Moonshine's front end: padded audio enters at conv1's frames next to the
+// padding, and a one-group GroupNorm over time carries it into every real
+// frame. A fixed position table makes other lengths raise, so the sample's
+// own padded samples are refilled: SEQ003 at conv1 names the GroupNorm that
+// spreads it. The twin (audio masked first, a per-frame LayerNorm) is clean.
+TEST(Round29, PaddingThroughAConvIsSpreadByANormOverTime) {
+  RUN_ROUND3(rep, "r29_audio_conv_groupnorm");
+  expect_findings(rep, "r29_audio_conv_groupnorm", manifest_findings("r29_audio_conv_groupnorm"));
+  const json* f = finding(rep, "SEQ003");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("evidence").at("pad.spread_by_norm"), "groupnorm");
+  EXPECT_EQ(f->at("evidence").at("pad.entry_kind"), "convolution");
+  const std::string msg = f->at("message");
+  EXPECT_NE(msg.find(std::to_string(nums("r29_audio_conv_groupnorm").at("padded").get<int>()) + " padded positions"),
+            std::string::npos) << msg;
+  EXPECT_NE(msg.find("groupnorm, a normalization over time after it"), std::string::npos) << msg;
+  RUN_ROUND3(twin, "r29_audio_masked_input");
+  expect_findings(twin, "r29_audio_masked_input", Set{});
+}
+
+// A time-series forecaster inside PatchTSMixer's StdScaler: y * scale + loc
+// adds back a statistic of the input, which is no residual stream (eval29
+// read the whole model as a root residual block). The three mixer blocks
+// are the residual blocks.
+TEST(Round29, AScalersLocationIsNoResidualStream) {
+  RUN_ROUND3(rep, "r29_scaled_forecaster");
+  expect_findings(rep, "r29_scaled_forecaster", Set{});
+  const json& blocks = rep.at("probes").at("architecture").at("blocks");
+  ASSERT_EQ(blocks.size(), static_cast<size_t>(nums("r29_scaled_forecaster").at("blocks").get<int>()));
+  for (const auto& b : blocks) {
+    EXPECT_EQ(b.at("block").get<std::string>().rfind("mixers.", 0), 0u) << b.dump();
+    EXPECT_EQ(b.at("placement"), "pre-norm");
+  }
+  EXPECT_EQ(rep.at("probes").at("architecture").at("final_norm").at("status"), "present");
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -42,6 +42,9 @@ struct ParamGrad {
   int64_t rows = 0, zero_rows = 0;
   double sumsq = 0, absmax_param = 0;
   int64_t param_nonfinite = 0, param_numel = 0;
+  int64_t zero_weights = 0;      ///< all-zero gradients of parameters not named "bias"
+  int64_t zero_biases = 0;       ///< all-zero gradients of parameters named "bias"
+  int64_t live_biases = 0;       ///< "bias" parameters with a nonzero gradient
 };
 
 /// True when weight `w` (2+ dims) looks like a fixed signal transform rather
@@ -92,6 +95,9 @@ ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const
       pg.rows += w.size(0);
       pg.zero_rows += g.detach().reshape({w.size(0), -1}).ne(0).any(1).logical_not().sum().item<int64_t>();
     }
+    const bool is_bias = p.name == "bias";
+    if (gs.nonfinite() == 0 && gs.zeros == gs.numel) (is_bias ? pg.zero_biases : pg.zero_weights)++;
+    else if (is_bias) ++pg.live_biases;
     if (gs.nonfinite() == 0 && gs.zeros == gs.numel) {
       ++pg.zero;
       if (silenced.count(w.unsafeGetTensorImpl())) ++pg.silenced;
@@ -815,6 +821,26 @@ void probe_forward_backward(Session& s) {
       // for every example, an all-zero input), not the graph's structure.
       m["grad.zero_from_values"] =
           pg.without == 0 && pg.zero > pg.silenced + pg.cancelled + pg.other_outputs + pg.shift_invariant;
+      // Why the values closed the path, where the gradients say: no
+      // gradient reaches the module's output at all (what reads it is flat
+      // in it on this batch: an attention whose values are the same at
+      // every key ignores its queries and keys, DETR's first decoder layer
+      // on all-zero queries, eval29), or the bias learns and the weights do
+      // not (a weight's gradient is the input times the output's gradient:
+      // the input is zero on this batch).
+      std::string cause;
+      if (m["grad.zero_from_values"] == true) {
+        auto out = m.find("grad.out_norm");
+        if (out != m.end() && out->second.is_number() && out->second.get<double>() == 0)
+          cause = "no gradient reaches its output on this batch: what reads it does not change the loss here (a ReLU "
+                  "off for every example, an attention whose values are the same at every key ignores its queries "
+                  "and keys)";
+        else if (pg.zero_weights > 0 && pg.zero_biases == 0 && pg.live_biases > 0)
+          cause = "its bias gets a gradient and its weight does not: its input is zero on this batch (a weight's "
+                  "gradient is the input times the output's gradient)";
+      }
+      m["grad.zero_cause"] = cause;
+      m["grad.zero_cause_note"] = cause.empty() ? std::string() : "; " + cause;
       m["grad.param_norm"] = metric_number(std::sqrt(pg.sumsq));
       m["grad.param_nonfinite_count"] = pg.nonfinite;
       if (pg.w2_sumsq > 0) {

@@ -1732,6 +1732,25 @@ void probe_sequence(Session& s) {
       jp["entry"] = {{"kind", e.kind}, {"op", e.op}, {"layer", e.layer}};
     }
     s.doc.model_metrics["pad.norms_over_time"] = join(norms_over_time);
+    // A convolution or pooling lets the padding into the frames next to it;
+    // a normalization over time after it (Moonshine's one-group GroupNorm
+    // over the conv features, eval29) then carries the change into every
+    // real position through its statistics.
+    {
+      std::string spread;
+      const LayerMetrics* el = e.kind.empty() ? nullptr : s.doc.find_layer(e.layer);
+      for (const auto& nm : norms_over_time) {
+        const LayerMetrics* nl = s.doc.find_layer(nm);
+        if (!el || !nl || nl->exec_order <= el->exec_order || nm == e.layer) continue;
+        spread = nm;
+        break;
+      }
+      s.doc.model_metrics["pad.spread_by_norm"] = spread;
+      s.doc.model_metrics["pad.spread_note"] =
+          spread.empty() ? std::string()
+                         : "; " + spread + ", a normalization over time after it, then carries the change into every "
+                                           "real position through its statistics";
+    }
     // Hypothetical padding: nothing says the model is fed padded batches,
     // and the change enters where any sequence model would take it in
     // (a convolution's edge frames, a pooling over time) or through a
@@ -1957,7 +1976,7 @@ const std::vector<std::string>& sequence_writes() {
       "norm.reduces_time_unconfirmed", "norm.spatial_size", "norm.statistic", "norm.time_axis_from", "norm.written_out", "pad.entry_kind",
       "pad.enters_at", "pad.enters_through", "pad.entry_layer", "pad.entry_op", "pad.error", "pad.first_layer",
       "pad.first_layer_kind", "pad.how", "pad.hypothetical", "pad.mask_note", "pad.mode", "pad.padding_declared", "pad.padding_declared_from",
-      "pad.norm_layer", "pad.norms_over_time", "pad.padded_to",
+      "pad.norm_layer", "pad.norms_over_time", "pad.padded_to", "pad.spread_by_norm", "pad.spread_note",
       "pad.rel_diff", "pad.rel_diff_eval", "pad.rel_diff_train", "pad.via_norm", "pad.via_pooling_or_conv",
       "seq.fixed_length", "seq.trace_baked_length", "seq.trace_baked_length_at", "seq.trace_baked_length_module", "seq.sample_length", "seqlen.error", "seqlen.failed_layer", "seqlen.attention_sites", "seqlen.causal_attention", "seqlen.causal_intent", "seqlen.causal_intent_from", "seqlen.enters_at", "seqlen.first_layer", "seqlen.first_layer_kind", "seqlen.lengths", "seqlen.lookahead", "seqlen.lookahead_fraction",
       "seqlen.norm_layer", "seqlen.lookahead_note", "seqlen.rel_diff", "seqlen.rel_diff_at", "seqlen.via_input_standardization", "seqlen.via_norm"};
