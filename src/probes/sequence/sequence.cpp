@@ -319,6 +319,26 @@ Layout infer_layout(const Session& s) {
       }
     }
   }
+  // Float [B, ?, ?] features whose time axis was taken as axis 1 for want
+  // of anything better, beside a lengths vector that reaches beyond axis 1's
+  // size and fits axis 2's: [B, C, T] (NeMo's audio_signal [B, mels, frames]
+  // with length up to the frames, eval30: its mel bins were read as time and
+  // "padded").
+  if (L.lengths >= 0 && !opt.seq_dim) {
+    const at::Tensor len = s.args[static_cast<size_t>(L.lengths)].value.toTensor();
+    const int64_t lmax = len.numel() > 0 ? len.max().item<int64_t>() : 0;
+    for (size_t i = 0; i < s.args.size(); ++i) {
+      auto& il = L.inputs[i];
+      if (!s.args[i].value.isTensor() || il.role != "features" || il.time_axis != 1 || il.from != "float [B, T, F]")
+        continue;
+      const at::Tensor t = s.args[i].value.toTensor();
+      if (t.dim() == 3 && t.size(1) < lmax && t.size(2) >= lmax) {
+        il.time_axis = 2;
+        il.from = "float [B, C, T]: lengths '" + s.args[static_cast<size_t>(L.lengths)].name + "' reach " +
+                  std::to_string(lmax) + ", beyond axis 1's " + std::to_string(t.size(1)) + " entries";
+      }
+    }
+  }
   // Flags that name nothing are errors, not silent no-ops.
   const bool mask_input_is_lengths =
       L.lengths >= 0 && (opt.mask_input == s.args[static_cast<size_t>(L.lengths)].name ||
@@ -1713,6 +1733,16 @@ void probe_sequence(Session& s) {
     s.doc.model_metrics["pad.rel_diff"] = finite_or_null(w.root);
     s.doc.model_metrics["pad.mode"] = train_worse ? "train" : "eval";
     s.doc.model_metrics["pad.padded_to"] = L.T + P;
+    // The padding comparison changed the length of a traced file that built
+    // tensors sized for the sample's length (seq.trace_baked_length): the
+    // change may be the trace's (HF LED's Longformer attention, eval30: its
+    // eager model is exact at every padded length). Refilling the sample's
+    // own padding keeps the length, and the trace's sizes with it.
+    {
+      auto baked = s.doc.model_metrics.find("seq.trace_baked_length");
+      s.doc.model_metrics["pad.length_changed_in_baked_trace"] =
+          P > 0 && baked != s.doc.model_metrics.end() && baked->second == true;
+    }
     s.doc.model_metrics["pad.how"] = !pad_how.empty() ? pad_how
                                                       : "the batch is padded from " + std::to_string(L.T) + " to " +
                                                             std::to_string(L.T + P) + " positions" +
@@ -1976,7 +2006,7 @@ const std::vector<std::string>& sequence_writes() {
       "norm.reduces_time_unconfirmed", "norm.spatial_size", "norm.statistic", "norm.time_axis_from", "norm.written_out", "pad.entry_kind",
       "pad.enters_at", "pad.enters_through", "pad.entry_layer", "pad.entry_op", "pad.error", "pad.first_layer",
       "pad.first_layer_kind", "pad.how", "pad.hypothetical", "pad.mask_note", "pad.mode", "pad.padding_declared", "pad.padding_declared_from",
-      "pad.norm_layer", "pad.norms_over_time", "pad.padded_to", "pad.spread_by_norm", "pad.spread_note",
+      "pad.norm_layer", "pad.norms_over_time", "pad.padded_to", "pad.spread_by_norm", "pad.spread_note", "pad.length_changed_in_baked_trace",
       "pad.rel_diff", "pad.rel_diff_eval", "pad.rel_diff_train", "pad.via_norm", "pad.via_pooling_or_conv",
       "seq.fixed_length", "seq.trace_baked_length", "seq.trace_baked_length_at", "seq.trace_baked_length_module", "seq.sample_length", "seqlen.error", "seqlen.failed_layer", "seqlen.attention_sites", "seqlen.causal_attention", "seqlen.causal_intent", "seqlen.causal_intent_from", "seqlen.enters_at", "seqlen.first_layer", "seqlen.first_layer_kind", "seqlen.lengths", "seqlen.lookahead", "seqlen.lookahead_fraction",
       "seqlen.norm_layer", "seqlen.lookahead_note", "seqlen.rel_diff", "seqlen.rel_diff_at", "seqlen.via_input_standardization", "seqlen.via_norm"};
