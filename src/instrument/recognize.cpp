@@ -171,6 +171,33 @@ Value* broadcast_source(Value* v) {
   return v;
 }
 
+// A mean over some axes, then over others, each keeping its axes
+// (Conv-TasNet's gLN: y.mean(dim=1, keepdim=True).mean(dim=2, keepdim=True)):
+// the innermost mean's input and the union of the constant dims; `outer`
+// itself and no dims when the nesting is not that.
+Value* nested_mean_source(Node* outer, std::vector<int64_t>* dims, Node** innermost = nullptr) {
+  Node* m = outer;
+  std::vector<int64_t> all;
+  for (int i = 0; i < 4; ++i) {
+    if (kind_of(m) != "aten::mean" || m->inputs().size() < 3) break;
+    const auto d = structure::const_int_list(m->input(1));
+    auto kd = torch::jit::toIValue(m->input(2));
+    if (!d || !kd || !kd->isBool() || !kd->toBool()) break;
+    all.insert(all.end(), d->begin(), d->end());
+    Node* inner = strip(m->input(0))->node();
+    if (kind_of(inner) != "aten::mean") break;
+    m = inner;
+  }
+  if (innermost) *innermost = m;
+  if (m == outer) return outer->input(0);
+  if (dims) {
+    std::sort(all.begin(), all.end());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+    *dims = all;
+  }
+  return m->input(0);
+}
+
 // The aten::mean producing v, also from a branch of an if (a written-out
 // BatchNorm's `mean = x.mean(0) if self.training else self.running_mean`)
 // and through the shape a per-channel mean is given to broadcast.
@@ -192,8 +219,9 @@ Value* centered_source(Value* v, Node** mean_out = nullptr) {
   if (kind_of(s) != "aten::sub" || s->inputs().size() < 2 || !is_tensor(s->input(1))) return nullptr;
   Node* m = mean_node(s->input(1));
   if (!m) return nullptr;
-  if (rows_of(m->input(0)) != strip(s->input(0))) return nullptr;
-  if (mean_out) *mean_out = m;
+  Node* inner = m;
+  if (rows_of(nested_mean_source(m, nullptr, &inner)) != strip(s->input(0))) return nullptr;
+  if (mean_out) *mean_out = inner;  // the mean that reads x itself
   return s->input(0);
 }
 
@@ -370,7 +398,20 @@ std::optional<Stat> analyze(Value* d, const std::function<std::optional<double>(
       // sqrt(sum(x^2)) unscaled: an L2 norm (ParseNet/SSD's L2Norm,
       // x / (x.pow(2).sum(1, keepdim=True).sqrt() + eps)).
       if (k == "aten::sum" && !st.scaled) st.l2_unscaled = true;
-      Value* z = squared(n->input(0));
+      // A mean of means over other axes (gLN), and an eps added to the
+      // squares before their mean (DIN's Dice: sqrt(((x - mean) ** 2 +
+      // eps).mean(dims))).
+      std::vector<int64_t> nested_dims;
+      Value* inner = k == "aten::mean" ? nested_mean_source(n, &nested_dims) : n->input(0);
+      Node* an = strip(inner)->node();
+      if ((kind_of(an) == "aten::add") && an->inputs().size() >= 2 && is_tensor(an->input(0)) &&
+          not_data(an->input(1))) {
+        std::optional<double> e = number(an->input(1));
+        if (!e && an->input(1)->node()->kind() == c10::prim::GetAttr) e = attr_double(an->input(1));
+        st.eps = e ? nlohmann::json(*e) : nlohmann::json("dynamic");
+        inner = an->input(0);
+      }
+      Value* z = squared(inner);
       if (!z) return std::nullopt;
       Node* cm = nullptr;
       if (Value* c = centered_source(z, &cm)) {
@@ -385,6 +426,11 @@ std::optional<Stat> analyze(Value* d, const std::function<std::optional<double>(
       }
       st.reduce = n;
       st.red = reduction_dims(n, attr_double);
+      if (!nested_dims.empty()) {
+        st.red.dims = nested_dims;
+        st.red.dims_value = nullptr;
+        st.red.keepdim = true;
+      }
       break;
     }
     if (k == "aten::norm" || k == "aten::linalg_vector_norm" || k == "aten::linalg_norm" || k == "aten::frobenius_norm") {

@@ -3646,6 +3646,53 @@ TEST(Round30, LengthsPickTheTimeAxisOfMelFrames) {
   EXPECT_EQ(f->at("evidence").at("pad.mode"), "train");
 }
 
+// Conv-TasNet's gLN written out with two chained means (over channels,
+// then time, each keepdim) is a normalization over [channel, time], like
+// GroupNorm(1): recognized (eval30 C03 saw none), not AXIS001's LayerNorm
+// over time. In the causal model every frame is normalized with later
+// frames' statistics: AXIS011, one finding naming the other five gLNs; the
+// norm over time also takes in padding (SEQ001) and the length (SEQ002).
+// The cLN twin (each frame over its channels) is clean.
+TEST(Round30, ChainedMeansAreAGlobalLayerNorm) {
+  const std::vector<std::string> causal = {"--causal"};
+  RUN_ROUND3(rep, "r30_convtasnet_causal_gln", causal);
+  expect_findings(rep, "r30_convtasnet_causal_gln", manifest_findings("r30_convtasnet_causal_gln"));
+  EXPECT_FALSE(has_rule(rep, "AXIS001"));
+  const json* m = layer_metrics(rep, "blocks.0.net.2");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->at("norm.op"), "layer_norm_pattern");
+  EXPECT_EQ(m->at("norm.reduced_axes"), "hidden, time");
+  EXPECT_EQ(m->at("norm.global_over_channels_and_time"), true);
+  EXPECT_DOUBLE_EQ(num(m->at("norm.eps")), 1e-8);
+  const json* f = finding(rep, "AXIS011");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(num(f->at("evidence").at("matched_layers")), nums("r30_convtasnet_causal_gln").at("gln").get<double>());
+  RUN_ROUND3(twin, "r30_convtasnet_causal_cln", causal);
+  expect_findings(twin, "r30_convtasnet_causal_cln", Set{});
+}
+
+// DIN's Dice ported from TensorFlow standardizes over the batch with the
+// eps added to the squares before their mean: recognized (eval30 C02 saw
+// none), over the batch axis (AXIS002 at both activations), and in eval mode
+// an example's output depends on its batch (BN005; Python: the last example
+// alone moves by the recorded amount). DeepCTR-Torch's Dice over
+// BatchNorm1d running statistics is clean in eval mode.
+TEST(Round30, DiceStandardizesOverTheBatch) {
+  RUN_ROUND3(rep, "r30_din_dice_batch_stats");
+  expect_findings(rep, "r30_din_dice_batch_stats", manifest_findings("r30_din_dice_batch_stats"));
+  const json* m = layer_metrics(rep, "act1");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->at("norm.reduced_axes"), "batch");
+  EXPECT_DOUBLE_EQ(num(m->at("norm.eps")), 1e-9);
+  const json* f = finding(rep, "BN005");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("evidence").at("batchdep.worst_example"), "15");
+  EXPECT_TRUE(nde2e::near_rel("batchdep.max_rel_diff", num(f->at("evidence").at("batchdep.max_rel_diff")),
+                              nums("r30_din_dice_batch_stats").at("last_alone_rel_diff").get<double>(), 1e-4));
+  RUN_ROUND3(twin, "r30_din_dice_bn");
+  expect_findings(twin, "r30_din_dice_bn", Set{});
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -254,6 +254,12 @@ TEST(Timeline, CorpusArchitectureDivergingRun) {
   const json& fm = tl["first_mover"];
   EXPECT_LT(fm["index"].get<size_t>(), first_bad) << fm.dump();
   EXPECT_GT(as_number(fm["z"]), 3.5);
+  // encoder_layer_0's attention output is already 27.7x its first value at
+  // the second checkpoint and keeps growing: it moved before encoder_layer_1's
+  // MLP, which the early-range test alone would name at the fourth (eval30).
+  EXPECT_EQ(fm["index"].get<size_t>(), 1u) << fm.dump();
+  EXPECT_EQ(fm["layer"].get<std::string>().rfind("encoder.layers.encoder_layer_0.", 0), 0u) << fm.dump();
+  EXPECT_EQ(fm["early"], "its value at the first checkpoint (it grew from the start)");
   int movers = 0;
   for (const char* id : {"TL003", "TL004", "TL005", "TL006", "TL007"}) movers += static_cast<int>(findings_of(r.report, id).size());
   EXPECT_EQ(movers, 1);

@@ -121,7 +121,7 @@ const Expected kExpected[] = {
     {"AXIS009", "groupnorm-group-size", nd::Severity::kWarning, "layer", "all", false, "", "norm.groups_split_positions == true"},
     {"AXIS010", "norm-over-batch-axis", nd::Severity::kWarning, "model", "all", false, "batchdep.batch_axis_module",
      "batchdep.batch_axis_normalizes == true and batchdep.max_rel_diff > 0.001 and batchdep.over_floor > 10"},
-    {"AXIS011", "norm-over-time-axis", nd::Severity::kWarning, "layer", "all", false, "",
+    {"AXIS011", "norm-over-time-axis", nd::Severity::kWarning, "layer", "group", false, "",
      "norm.time_stats_in_causal_model == true and norm.groupnorm_time_in_causal_model == false"},
     {"AXIS012", "groupnorm-group-size", nd::Severity::kWarning, "layer", "all", false, "",
      "norm.groupnorm_time_in_causal_model == true"},
@@ -282,7 +282,8 @@ const Expected kExpected[] = {
     {"SEQ002", "sequence-length-dependence", nd::Severity::kWarning, "model", "all", false, "seqlen.norm_layer",
      "seqlen.via_norm == true and seqlen.rel_diff > 0.001 and seqlen.over_floor > 10 and seqlen.via_input_standardization == false"},
     {"SEQ003", "padding-contamination", nd::Severity::kError, "model", "all", false, "pad.entry_layer",
-     "pad.via_pooling_or_conv == true and pad.rel_diff > 0.001 and pad.over_floor > 10 and pad.hypothetical == false"},
+     "pad.via_pooling_or_conv == true and pad.rel_diff > 0.001 and pad.over_floor > 10 and pad.hypothetical == false and "
+     "pad.length_changed_in_baked_trace != true"},
     {"SEQ004", "padding-contamination", nd::Severity::kWarning, "model", "all", false, "pad.enters_at",
      "layout.padding_input != \"\" and pad.via_norm == false and pad.via_pooling_or_conv == false and pad.rel_diff > 0.001 and "
      "pad.over_floor > 10 and seq.trace_baked_length == false"},

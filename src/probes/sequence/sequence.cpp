@@ -1384,8 +1384,24 @@ void probe_sequence(Session& s) {
       if (dt.empty()) dt = rec.dtype == "Float" ? "float32" : rec.dtype == "Half" ? "float16" : rec.dtype == "BFloat16" ? "bfloat16" : rec.dtype == "Double" ? "float64" : rec.dtype;
       m["norm.computing_dtype"] = dt;
     }
+    // A written-out norm over every axis but the batch of a [batch, channel,
+    // time] map (Conv-TasNet's global layer norm, gLN: y.mean(1).mean(2)):
+    // GroupNorm with one group, the per-utterance normalization of
+    // convolutional speech models, not a LayerNorm put over time. Judged as
+    // a GroupNorm is: deliberate, except in a causal model (AXIS011) or over
+    // padded batches (SEQ001). A LayerNorm over [time, hidden] of [batch,
+    // time, hidden] tokens stays AXIS001's.
+    bool global_channel_time = false;
+    if (!red.empty() && rank == 3 && (n.op == "layer_norm_pattern" || n.op == "layer_norm") &&
+        red == std::vector<int64_t>{1, 2}) {
+      const std::string& r1 = roles[1];
+      const std::string& r2 = roles[2];
+      global_channel_time = (r1 == "channel" || r1 == "hidden") && r2 == "time";
+    }
     if (!red.empty()) {
-      const bool per_example = per_example_op(n.op) && n.op != "group_norm" && n.op != "instance_norm" && n.op != "group_norm_pattern";
+      const bool per_example = per_example_op(n.op) && n.op != "group_norm" && n.op != "instance_norm" &&
+                               n.op != "group_norm_pattern" && !global_channel_time;
+      if (global_channel_time) m["norm.global_over_channels_and_time"] = true;
       m["norm.reduces_time"] = r_time;
       if (r_time_guess) m["norm.reduces_time_unconfirmed"] = true;
       m["norm.reduces_batch"] = r_batch;
@@ -1999,7 +2015,7 @@ void probe_sequence(Session& s) {
 const std::vector<std::string>& sequence_writes() {
   static const std::vector<std::string> names = {
       "arch.attention_ops", "layout.", "norm.batchnorm_over_time", "norm.centered", "norm.channels_are_time", "norm.channels_per_group", "norm.groups_along",
-      "norm.groups_split_positions",
+      "norm.groups_split_positions", "norm.global_over_channels_and_time",
       "norm.computing_dtype", "norm.eps", "norm.fails_at_other_length", "norm.input_layout",
       "norm.after_convolution", "norm.time_stats_in_causal_model", "norm.groupnorm_time_in_causal_model", "norm.causal_from", "norm.input_shape", "norm.input_standardization", "norm.standardization_params", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.op",
       "norm.over_batch", "norm.over_time", "norm.reduced_axes", "norm.reduces_batch", "norm.reduces_time",

@@ -28,10 +28,10 @@
 // execution order.
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <limits>
 #include <map>
 #include <set>
-#include <iomanip>
 #include <optional>
 #include <sstream>
 
@@ -301,6 +301,7 @@ void probe_timeline(Session& s) {
     size_t at = 0;
     double z = 0, ratio = 0, early = 0;
     int64_t exec = 0;
+    bool from_first = false;  ///< measured against its first value (it grew from the start)
   };
   std::optional<Move> best;
   // Only checkpoints before the first non-finite one: that one is TL001/TL002's.
@@ -369,6 +370,48 @@ void probe_timeline(Session& s) {
         break;
       }
     }
+  }
+
+  // A statistic that grew from the very first checkpoint, before the mover
+  // left its range: already more than kZ * kFloor decades (7.5x) above its
+  // first value at an earlier checkpoint, and staying there. Its own early
+  // range holds the growth, so it cannot win the test above, yet it moved
+  // first (eval30 C04: attention logits 0.14, 3.6, 20, 89 over four
+  // checkpoints, and the patch embedding's gradient, which rose only at the
+  // last, was named; the corpus ViT's diverging run: encoder_layer_0's
+  // attention output 27x at the second checkpoint, and encoder_layer_1's
+  // MLP at the fourth was named). Only when a mover was found: a healthy
+  // run, where nothing leaves its range, gains no finding from it.
+  if (best) {
+    std::optional<Move> grown;
+    for (const auto& [path, ms] : series) {
+      for (const auto& [metric, xs] : ms) {
+        if (!kMoving.count(metric) || is_output(path, metric, xs)) continue;
+        std::vector<size_t> defined;
+        for (size_t i = 0; i < horizon; ++i)
+          if (xs[i]) defined.push_back(i);
+        if (defined.size() < 2) continue;
+        const double x0 = *xs[defined[0]];
+        if (!(std::isfinite(x0) && x0 > 0)) continue;
+        for (size_t k = 1; k < defined.size() && defined[k] < best->at; ++k) {
+          bool stays = true;
+          for (size_t j = k; j < defined.size() && stays; ++j) {
+            const double x = *xs[defined[j]];
+            stays = (std::isfinite(x) && x > 0) ? std::log10(x / x0) > kZ * kFloor : std::isinf(x);
+          }
+          if (!stays) continue;
+          const double x = *xs[defined[k]];
+          Move m{path, metric, defined[k], std::log10(x / x0) / kFloor, x / x0, x0,
+                 order.count(path) ? order[path] : -1};
+          m.from_first = true;
+          const bool better = !grown || m.at < grown->at ||
+                              (m.at == grown->at && m.exec >= 0 && (grown->exec < 0 || m.exec < grown->exec));
+          if (better) grown = m;
+          break;
+        }
+      }
+    }
+    if (grown) best = grown;
   }
 
   // The report: probes.timeline and the metrics the rules read.
@@ -454,6 +497,7 @@ void probe_timeline(Session& s) {
     if (kept_improving)
       tl["first_mover"]["note"] = "the training loss stayed finite and kept its improvement: the earliest departure is "
                                   "what learning does, not a first mover (no TL003-TL007 finding)";
+    if (best->from_first) tl["first_mover"]["early"] = "its value at the first checkpoint (it grew from the start)";
     LayerMetrics* lm = kept_improving ? nullptr : s.doc.find_layer(best->layer);
     if (lm) {
       auto& m = lm->metrics;
@@ -464,6 +508,9 @@ void probe_timeline(Session& s) {
       m["timeline.mover_z"] = metric_number(best->z);
       m["timeline.mover_ratio"] = metric_number(best->ratio);
       m["timeline.mover_early_median"] = best->early;
+      m["timeline.mover_early_text"] =
+          best->from_first ? std::string("its value at the first checkpoint (it grew from the start)")
+                           : "the median of its first " + std::to_string(kEarly) + " checkpoints";
       m["timeline.mover_trajectory"] = trajectory(upto);
     }
   }
