@@ -28,6 +28,7 @@
 // execution order.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <iomanip>
 #include <limits>
 #include <map>
@@ -329,48 +330,55 @@ void probe_timeline(Session& s) {
     const auto rm = root->second.find(metric);
     return rm != root->second.end() && same_series(rm->second, xs);
   };
-  for (const auto& [path, ms] : series) {
-    for (const auto& [metric, xs] : ms) {
-      if (!kMoving.count(metric) || is_output(path, metric, xs)) continue;
-      std::vector<size_t> defined;
-      for (size_t i = 0; i < horizon; ++i)
-        if (xs[i]) defined.push_back(i);
-      if (defined.size() < kEarly + 1) continue;
-      std::vector<double> early;
-      for (size_t k = 0; k < kEarly; ++k) {
-        const double x = *xs[defined[k]];
-        if (!(std::isfinite(x) && x > 0)) { early.clear(); break; }
-        early.push_back(std::log10(x));
+  // Every moving statistic of every layer (not the model's output), with
+  // the checkpoints where it is defined.
+  auto for_each_moving = [&](const std::function<void(const std::string&, const std::string&, const Series&,
+                                                      const std::vector<size_t>&)>& fn) {
+    for (const auto& [path, ms] : series)
+      for (const auto& [metric, xs] : ms) {
+        if (!kMoving.count(metric) || is_output(path, metric, xs)) continue;
+        std::vector<size_t> defined;
+        for (size_t i = 0; i < horizon; ++i)
+          if (xs[i]) defined.push_back(i);
+        fn(path, metric, xs, defined);
       }
-      if (early.size() < kEarly) continue;
-      const double med = median(early);
-      std::vector<double> dev;
-      for (double e : early) dev.push_back(std::fabs(e - med));
-      const double scale = std::max(1.4826 * median(dev), kFloor);
-      auto z_at = [&](size_t k) {
-        const double x = *xs[defined[k]];
-        if (!std::isfinite(x)) return std::numeric_limits<double>::infinity();  // inf or a measured nan
-        if (x <= 0) return -std::numeric_limits<double>::infinity();
-        return (std::log10(x) - med) / scale;
-      };
-      for (size_t k = kEarly; k < defined.size(); ++k) {
-        const size_t i = defined[k];
-        const double x = *xs[i];
-        const double z = z_at(k);
-        if (!(z > kZ)) continue;
-        // A departure the next checkpoint takes back is a spike, not a move
-        // (a gradient norm that follows one noisy batch's loss): the next
-        // checkpoint, when there is one, must be out of range as well.
-        if (k + 1 < defined.size() && !(z_at(k + 1) > kZ)) continue;
-        Move m{path, metric, i, z, std::isfinite(x) ? x / std::pow(10.0, med) : x, std::pow(10.0, med),
-               order.count(path) ? order[path] : -1};
-        const bool better = !best || m.at < best->at ||
-                            (m.at == best->at && (m.z > best->z || (m.z == best->z && m.exec >= 0 && m.exec < best->exec)));
-        if (better) best = m;
-        break;
-      }
+  };
+  for_each_moving([&](const std::string& path, const std::string& metric, const Series& xs,
+                      const std::vector<size_t>& defined) {
+    if (defined.size() < kEarly + 1) return;
+    std::vector<double> early;
+    for (size_t k = 0; k < kEarly; ++k) {
+      const double x = *xs[defined[k]];
+      if (!(std::isfinite(x) && x > 0)) return;
+      early.push_back(std::log10(x));
     }
-  }
+    const double med = median(early);
+    std::vector<double> dev;
+    for (double e : early) dev.push_back(std::fabs(e - med));
+    const double scale = std::max(1.4826 * median(dev), kFloor);
+    auto z_at = [&](size_t k) {
+      const double x = *xs[defined[k]];
+      if (!std::isfinite(x)) return std::numeric_limits<double>::infinity();  // inf or a measured nan
+      if (x <= 0) return -std::numeric_limits<double>::infinity();
+      return (std::log10(x) - med) / scale;
+    };
+    for (size_t k = kEarly; k < defined.size(); ++k) {
+      const size_t i = defined[k];
+      const double x = *xs[i];
+      const double z = z_at(k);
+      if (!(z > kZ)) continue;
+      // A departure the next checkpoint takes back is a spike, not a move
+      // (a gradient norm that follows one noisy batch's loss): the next
+      // checkpoint, when there is one, must be out of range as well.
+      if (k + 1 < defined.size() && !(z_at(k + 1) > kZ)) continue;
+      Move m{path, metric, i, z, std::isfinite(x) ? x / std::pow(10.0, med) : x, std::pow(10.0, med),
+             order.count(path) ? order[path] : -1};
+      const bool better = !best || m.at < best->at ||
+                          (m.at == best->at && (m.z > best->z || (m.z == best->z && m.exec >= 0 && m.exec < best->exec)));
+      if (better) best = m;
+      break;
+    }
+  });
 
   // A statistic that grew from the very first checkpoint, before the mover
   // left its range: already more than kZ * kFloor decades (7.5x) above its
@@ -384,33 +392,27 @@ void probe_timeline(Session& s) {
   // run, where nothing leaves its range, gains no finding from it.
   if (best) {
     std::optional<Move> grown;
-    for (const auto& [path, ms] : series) {
-      for (const auto& [metric, xs] : ms) {
-        if (!kMoving.count(metric) || is_output(path, metric, xs)) continue;
-        std::vector<size_t> defined;
-        for (size_t i = 0; i < horizon; ++i)
-          if (xs[i]) defined.push_back(i);
-        if (defined.size() < 2) continue;
-        const double x0 = *xs[defined[0]];
-        if (!(std::isfinite(x0) && x0 > 0)) continue;
-        for (size_t k = 1; k < defined.size() && defined[k] < best->at; ++k) {
-          bool stays = true;
-          for (size_t j = k; j < defined.size() && stays; ++j) {
-            const double x = *xs[defined[j]];
-            stays = (std::isfinite(x) && x > 0) ? std::log10(x / x0) > kZ * kFloor : std::isinf(x);
-          }
-          if (!stays) continue;
-          const double x = *xs[defined[k]];
-          Move m{path, metric, defined[k], std::log10(x / x0) / kFloor, x / x0, x0,
-                 order.count(path) ? order[path] : -1};
-          m.from_first = true;
-          const bool better = !grown || m.at < grown->at ||
-                              (m.at == grown->at && m.exec >= 0 && (grown->exec < 0 || m.exec < grown->exec));
-          if (better) grown = m;
-          break;
+    for_each_moving([&](const std::string& path, const std::string& metric, const Series& xs,
+                        const std::vector<size_t>& defined) {
+      if (defined.size() < 2) return;
+      const double x0 = *xs[defined[0]];
+      if (!(std::isfinite(x0) && x0 > 0)) return;
+      for (size_t k = 1; k < defined.size() && defined[k] < best->at; ++k) {
+        bool stays = true;
+        for (size_t j = k; j < defined.size() && stays; ++j) {
+          const double x = *xs[defined[j]];
+          stays = (std::isfinite(x) && x > 0) ? std::log10(x / x0) > kZ * kFloor : std::isinf(x);
         }
+        if (!stays) continue;
+        const double x = *xs[defined[k]];
+        Move m{path, metric, defined[k], std::log10(x / x0) / kFloor, x / x0, x0, order.count(path) ? order[path] : -1};
+        m.from_first = true;
+        const bool better = !grown || m.at < grown->at ||
+                            (m.at == grown->at && m.exec >= 0 && (grown->exec < 0 || m.exec < grown->exec));
+        if (better) grown = m;
+        break;
       }
-    }
+    });
     if (grown) best = grown;
   }
 
