@@ -150,6 +150,7 @@ void probe_timeline(Session& s) {
   nlohmann::json cks = nlohmann::json::array();
   std::vector<std::string> labels;
   std::vector<double> loss(n, kNaN);
+  std::map<std::string, int64_t> run_order;  // execution order of the first checkpoint that ran
   std::vector<std::string> errors(n);
   int64_t nf_fwd = -1, nf_grad = -1;
   std::string nf_fwd_layer, nf_grad_layer, nf_grad_from;
@@ -254,6 +255,12 @@ void probe_timeline(Session& s) {
     }
     auto lv = s.doc.model_metrics.find("loss.value");
     if (lv != s.doc.model_metrics.end()) loss[i] = as_double(lv->second);
+    // Execution order from the first checkpoint that ran (the restored
+    // document may hold none yet): ties between movers go to the module
+    // that runs first (an attention before the dropout after it).
+    if (run_order.empty())
+      for (const auto& lm : s.doc.layers)
+        if (lm.exec_order >= 0) run_order[lm.path] = lm.exec_order;
     for (const auto& lm : s.doc.layers) {
       auto& ser = series[lm.path];
       for (const char* m : kSeries) {
@@ -297,6 +304,7 @@ void probe_timeline(Session& s) {
   // First mover.
   std::map<std::string, int64_t> order;
   for (const auto& lm : s.doc.layers) order[lm.path] = lm.exec_order;
+  for (const auto& [path, o] : run_order) order[path] = o;
   struct Move {
     std::string layer, metric;
     size_t at = 0;
