@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <deque>
+#include <functional>
 #include <iostream>
 #include <set>
 #include <unordered_map>
@@ -237,6 +238,24 @@ bool is_statistic(Value* v, int depth = 0) {
   return is_statistic(n->input(0), depth + 1);
 }
 
+/// The values `v` flows into unchanged but for the ops `follow` accepts
+/// (read as their first input): `v` first, then breadth first.
+std::vector<Value*> flows_into(Value* v, const std::function<bool(const std::string&)>& follow) {
+  std::vector<Value*> out;
+  std::deque<Value*> fwd{v};
+  std::unordered_set<const Value*> seen;
+  while (!fwd.empty()) {
+    Value* x = fwd.front();
+    fwd.pop_front();
+    if (!seen.insert(x).second) continue;
+    out.push_back(x);
+    for (const auto& u : x->uses())
+      if (u.offset == 0 && follow(kind_of(u.user)))
+        for (Value* o : u.user->outputs()) fwd.push_back(o);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std::vector<NormNode>& norms,
@@ -438,47 +457,25 @@ std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std:
       // Post-norm: the sum goes straight into a norm and the norm's output
       // carries on. A sum also added to later as it is (the stream of a
       // pre-norm stack: h = x + attn(norm1(x)); h + mlp(norm2(h))) feeds the
-      // next block's pre-norm, not a post-norm of this one.
-      bool sum_carries_on = false;
-      {
-        std::deque<Value*> fwd{n->output()};
-        std::unordered_set<const Value*> vs;
-        while (!fwd.empty() && !sum_carries_on) {
-          Value* v = fwd.front();
-          fwd.pop_front();
-          if (!vs.insert(v).second) continue;
-          for (const auto& u : v->uses()) {
-            const std::string uk = kind_of(u.user);
-            if (uk == "aten::add" || uk == "aten::add_") {
-              sum_carries_on = true;
+      // next block's pre-norm, not a post-norm of this one. A layout move on
+      // the way is still "straight into" the norm (PatchTST's Transpose(1, 2)
+      // -> BatchNorm1d -> Transpose(1, 2)).
+      if (r.placement.empty()) {
+        bool sum_carries_on = false;
+        for (Value* v : flows_into(n->output(), is_trivial))
+          for (const auto& u : v->uses())
+            sum_carries_on = sum_carries_on || kind_of(u.user) == "aten::add" || kind_of(u.user) == "aten::add_";
+        if (!sum_carries_on)
+          for (Value* v : flows_into(n->output(), [](const std::string& k) {
+                 return is_trivial(k) || k == "aten::transpose" || k == "aten::permute";
+               })) {
+            auto hit = by_input.find(v);
+            if (hit != by_input.end()) {
+              r.placement = "post-norm";
+              r.norm_module = hit->second->module;
               break;
             }
-            if (is_trivial(uk) && u.offset == 0)
-              for (Value* o : u.user->outputs()) fwd.push_back(o);
           }
-        }
-      }
-      if (r.placement.empty() && !sum_carries_on) {
-        std::deque<Value*> fwd{n->output()};
-        std::unordered_set<const Value*> vs;
-        while (!fwd.empty() && r.placement.empty()) {
-          Value* v = fwd.front();
-          fwd.pop_front();
-          if (!vs.insert(v).second) continue;
-          auto hit = by_input.find(v);
-          if (hit != by_input.end()) {
-            r.placement = "post-norm";
-            r.norm_module = hit->second->module;
-            break;
-          }
-          // A layout move on the way is still "straight into" the norm
-          // (PatchTST's Transpose(1, 2) -> BatchNorm1d -> Transpose(1, 2)).
-          for (const auto& u : v->uses()) {
-            const std::string uk = kind_of(u.user);
-            if ((is_trivial(uk) || uk == "aten::transpose" || uk == "aten::permute") && u.offset == 0)
-              for (Value* o : u.user->outputs()) fwd.push_back(o);
-          }
-        }
       }
       if (r.placement.empty()) {
         for (const auto& nn : norms)

@@ -49,6 +49,10 @@ std::string counts_text(const SeverityCounts& c);
 /// for an output full of -inf misleads (eval29 C01).
 std::string nonfinite_cell(const LayerMetrics& l, const std::string& name);
 
+/// Which pass the layer table describes (probes.layers.description, written
+/// by the forward_backward probe), "" when the document does not say.
+std::string layer_table_pass(const MetricsDoc& doc);
+
 /// A row of the layer table: a leaf module, or a module whose own forward
 /// runs a normalization op while it holds children (timm's BatchNormAct2d:
 /// a BatchNorm2d with its activation as a child). `info.ops` lists the ops.

@@ -166,6 +166,13 @@ std::string nonfinite_cell(const LayerMetrics& l, const std::string& name) {
   return "";
 }
 
+std::string layer_table_pass(const MetricsDoc& doc) {
+  if (!doc.probes.is_object() || !doc.probes.contains("layers")) return "";
+  const auto& l = doc.probes["layers"];
+  if (!l.is_object() || !l.contains("description") || !l["description"].is_string()) return "";
+  return l["description"].get<std::string>();
+}
+
 }  // namespace report_detail
 
 std::string finding_text(const Finding& f) { return report_detail::finding_header(f) + "\n" + report_detail::finding_details(f); }

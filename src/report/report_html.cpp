@@ -430,9 +430,7 @@ void render_run(std::ostringstream& o, const ReportRun& run, int index, int coun
   if (!rows.empty() || !extra.empty()) {
     o << "<section class=\"block\"><h2>Layers</h2><p class=\"muted\">leaf modules in execution order";
     if (!extra.empty()) o << ", then the containers a finding names";
-    if (doc->probes.is_object() && doc->probes.contains("layers") && doc->probes["layers"].is_object() &&
-        doc->probes["layers"].contains("description"))
-      o << "; measured in " << esc(value_text(doc->probes["layers"]["description"]));
+    if (const std::string pass = layer_table_pass(*doc); !pass.empty()) o << "; measured in " << esc(pass);
     o << "</p>";
     table_head(o, {"#", "path", "kind", "act.absmax", "act.rms", "grad.out_norm", "findings"});
     auto row = [&](const LayerMetrics* l) {

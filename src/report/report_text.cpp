@@ -230,15 +230,6 @@ void render_finding(std::ostringstream& out, const Finding& f, const Painter& pa
   out << "  " << paint("see:", kDim) << " normdoctor explain " << f.rule_id << '\n';
 }
 
-/// "; measured in the train pass: ..." when the document says which pass
-/// the layer table describes (probes.layers.description), else "".
-std::string layers_from(const MetricsDoc& doc) {
-  if (!doc.probes.is_object() || !doc.probes.contains("layers")) return "";
-  const auto& l = doc.probes["layers"];
-  if (!l.is_object() || !l.contains("description") || !l["description"].is_string()) return "";
-  return "; measured in " + l["description"].get<std::string>();
-}
-
 std::string metric_cell(const LayerMetrics& l, const char* name) {
   if (std::string nf = report_detail::nonfinite_cell(l, name); !nf.empty()) return nf;
   auto it = l.metrics.find(name);
@@ -315,7 +306,9 @@ void render_layers(std::ostringstream& out, const MetricsDoc& doc, const std::ve
       keep[i] = i < kKeepEdgeRows || i + kKeepEdgeRows >= rows.size() || marks.count(rows[i]->path) > 0;
   }
 
-  out << '\n' << paint("layers", kBold) << " (leaf modules in execution order" << layers_from(doc) << ")\n";
+  const std::string pass = report_detail::layer_table_pass(doc);
+  out << '\n' << paint("layers", kBold) << " (leaf modules in execution order"
+      << (pass.empty() ? "" : "; measured in " + pass) << ")\n";
   std::string scale = std::isfinite(lo) ? "log10(act.rms) " + format_metric(lo) + ".." + format_metric(hi)
                                         : std::string("log10(act.rms)");
   std::string head = "  " + pad_left("#", w_idx) + "  " + pad_right("path", w_path) + "  " + pad_right("kind", w_kind) +

@@ -234,6 +234,38 @@ void probe_features(Session& s) {
   // ---- outlier channels of the residual stream --------------------------
   std::map<int64_t, const ResidualSite*> site_of;
   for (const auto& r : im.residuals()) site_of[r.out_tap] = &r;
+  // The norms that ran, once for every block below: their 1-D floating
+  // parameters as doubles (in declaration order) and each one's median
+  // magnitude.
+  struct NormParam {
+    std::string name;
+    at::Tensor value;  ///< double
+    double abs_median;
+  };
+  struct NormParams {
+    std::string module;
+    int64_t exec_order;
+    std::vector<NormParam> params;
+  };
+  std::vector<NormParams> norm_params;
+  if (!f.outlier.empty()) {
+    std::map<std::string, const torch::jit::Module*> module_of;
+    for (const auto& mi : s.model.modules) module_of.emplace(mi.path, &mi.module);
+    std::set<std::string> seen_norms;
+    for (const auto& no : im.norm_ops()) {
+      if (no.module.empty() || !seen_norms.insert(no.module).second) continue;
+      const LayerMetrics* nl = s.doc.find_layer(no.module);
+      auto mod = module_of.find(no.module);
+      if (!nl || nl->exec_order < 0 || mod == module_of.end()) continue;
+      NormParams np{no.module, nl->exec_order, {}};
+      for (const auto& p : mod->second->named_parameters(/*recurse=*/false)) {
+        if (p.value.dim() != 1 || !p.value.is_floating_point()) continue;
+        const at::Tensor v = p.value.detach().to(at::kDouble);
+        np.params.push_back({p.name, v, median_of(v.abs())});
+      }
+      norm_params.push_back(std::move(np));
+    }
+  }
   for (const auto& [tap, o] : f.outlier) {
     const ResidualSite* r = site_of.count(tap) ? site_of[tap] : nullptr;
     if (!r || !o.channel_absmax.defined() || o.channel_absmax.numel() < 8) continue;
@@ -274,39 +306,33 @@ void probe_features(Session& s) {
     double source_gain = 0, source_ratio = 0;
     int64_t source_order = std::numeric_limits<int64_t>::max();
     const int64_t width = o.channel_absmax.numel();
-    std::set<std::string> seen_norms;
-    for (const auto& no : im.norm_ops()) {
-      if (no.module.empty() || !seen_norms.insert(no.module).second) continue;
-      const LayerMetrics* nl = s.doc.find_layer(no.module);
-      if (!nl || nl->exec_order < 0 || nl->exec_order >= source_order) continue;
-      for (const auto& mi : s.model.modules) {
-        if (mi.path != no.module) continue;
-        at::Tensor w, b;
-        for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) {
-          if (p.value.dim() != 1 || p.value.numel() != width || !p.value.is_floating_point()) continue;
-          if (!w.defined() && p.name != "bias") w = p.value.detach().to(at::kDouble).abs();
-          else if (p.name == "bias") b = p.value.detach().to(at::kDouble);
-        }
-        if (!w.defined()) break;
-        const double wmed = median_of(w);
-        if (!(wmed > 0)) break;
-        const double g = w[at].item<double>();
-        const double bias_here = b.defined() ? std::abs(b[at].item<double>()) : 0.0;
-        const double ratio_here = g / wmed;
-        if (ratio_here > 5 || bias_here > 5 * wmed) {
-          source = no.module;
-          source_gain = g;
-          source_ratio = ratio_here;
-          source_order = nl->exec_order;
-          std::ostringstream t;
-          t.precision(3);
-          t << "; " << no.module << "'s gain at channel " << at << " is " << g << ", " << ratio_here
-            << "x its median gain";
-          if (b.defined()) t << ", its bias " << b[at].item<double>();
-          t << ": that norm writes the channel into the stream";
-          note = t.str();
-        }
-        break;
+    for (const auto& np : norm_params) {
+      if (np.exec_order >= source_order) continue;
+      // The gain: the first 1-D parameter of the stream's width not named
+      // bias; the bias: the one named so.
+      const NormParam* w = nullptr;
+      const NormParam* b = nullptr;
+      for (const auto& p : np.params) {
+        if (p.value.numel() != width) continue;
+        if (!w && p.name != "bias") w = &p;
+        else if (p.name == "bias") b = &p;
+      }
+      if (!w || !(w->abs_median > 0)) continue;
+      const double wmed = w->abs_median;
+      const double g = std::abs(w->value[at].item<double>());
+      const double bias_here = b ? std::abs(b->value[at].item<double>()) : 0.0;
+      const double ratio_here = g / wmed;
+      if (ratio_here > 5 || bias_here > 5 * wmed) {
+        source = np.module;
+        source_gain = g;
+        source_ratio = ratio_here;
+        source_order = np.exec_order;
+        std::ostringstream t;
+        t.precision(3);
+        t << "; " << np.module << "'s gain at channel " << at << " is " << g << ", " << ratio_here << "x its median gain";
+        if (b) t << ", its bias " << b->value[at].item<double>();
+        t << ": that norm writes the channel into the stream";
+        note = t.str();
       }
     }
     m["outlier.source_layer"] = source;

@@ -96,14 +96,15 @@ ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const
       pg.zero_rows += g.detach().reshape({w.size(0), -1}).ne(0).any(1).logical_not().sum().item<int64_t>();
     }
     const bool is_bias = p.name == "bias";
-    if (gs.nonfinite() == 0 && gs.zeros == gs.numel) (is_bias ? pg.zero_biases : pg.zero_weights)++;
-    else if (is_bias) ++pg.live_biases;
     if (gs.nonfinite() == 0 && gs.zeros == gs.numel) {
+      (is_bias ? pg.zero_biases : pg.zero_weights)++;
       ++pg.zero;
       if (silenced.count(w.unsafeGetTensorImpl())) ++pg.silenced;
       else if (cancelled.count(w.unsafeGetTensorImpl())) ++pg.cancelled;
       else if (pass.shift_invariant_only.count(w.unsafeGetTensorImpl())) ++pg.shift_invariant;
       else if (pass.reach_other_outputs_only.count(w.unsafeGetTensorImpl())) ++pg.other_outputs;
+    } else if (is_bias) {
+      ++pg.live_biases;
     }
     pg.nonfinite += gs.nonfinite();
     pg.sumsq += gs.sumsq;
@@ -819,8 +820,9 @@ void probe_forward_backward(Session& s) {
       // Every such parameter got a gradient tensor from autograd, all zero:
       // the path exists and this batch's values closed it (a ReLU inactive
       // for every example, an all-zero input), not the graph's structure.
-      m["grad.zero_from_values"] =
+      const bool zero_from_values =
           pg.without == 0 && pg.zero > pg.silenced + pg.cancelled + pg.other_outputs + pg.shift_invariant;
+      m["grad.zero_from_values"] = zero_from_values;
       // Why the values closed the path, where the gradients say: no
       // gradient reaches the module's output at all (what reads it is flat
       // in it on this batch: an attention whose values are the same at
@@ -829,7 +831,7 @@ void probe_forward_backward(Session& s) {
       // not (a weight's gradient is the input times the output's gradient:
       // the input is zero on this batch).
       std::string cause;
-      if (m["grad.zero_from_values"] == true) {
+      if (zero_from_values) {
         auto out = m.find("grad.out_norm");
         if (out != m.end() && out->second.is_number() && out->second.get<double>() == 0)
           cause = "no gradient reaches its output on this batch: what reads it does not change the loss here (a ReLU "

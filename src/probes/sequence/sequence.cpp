@@ -40,6 +40,7 @@ struct InputLayout {
   int64_t mask_squeeze = -1;      // mask: its singleton axis ([B, 1, T]: 1, [B, T, 1]: 2), -1 for [B, T]
   double pad = 0;                 // the value appended as padding along the time axis
   std::string pad_from;           // why that value, in words
+  bool time_axis_by_default = false;  // float [B, T, F] taken for want of any sign (a lengths vector may correct it)
 };
 
 struct Layout {
@@ -274,6 +275,7 @@ Layout infer_layout(const Session& s) {
       } else {
         il.time_axis = 1;
         il.from = "float [B, T, F]";
+        il.time_axis_by_default = true;
       }
     } else if (t.is_floating_point() && t.dim() >= 4) {
       il.role = "image";
@@ -329,8 +331,7 @@ Layout infer_layout(const Session& s) {
     const int64_t lmax = len.numel() > 0 ? len.max().item<int64_t>() : 0;
     for (size_t i = 0; i < s.args.size(); ++i) {
       auto& il = L.inputs[i];
-      if (!s.args[i].value.isTensor() || il.role != "features" || il.time_axis != 1 || il.from != "float [B, T, F]")
-        continue;
+      if (!s.args[i].value.isTensor() || !il.time_axis_by_default || il.time_axis != 1) continue;
       const at::Tensor t = s.args[i].value.toTensor();
       if (t.dim() == 3 && t.size(1) < lmax && t.size(2) >= lmax) {
         il.time_axis = 2;

@@ -507,7 +507,10 @@ void probe_timeline(Session& s) {
     if (kept_improving)
       tl["first_mover"]["note"] = "the training loss stayed finite and kept its improvement: the earliest departure is "
                                   "what learning does, not a first mover (no TL003-TL007 finding)";
-    if (best->from_first) tl["first_mover"]["early"] = "its value at the first checkpoint (it grew from the start)";
+    // What the ratio is against: the early median, or the first value.
+    const std::string early_text = best->from_first ? std::string("its value at the first checkpoint (it grew from the start)")
+                                                    : "the median of its first " + std::to_string(kEarly) + " checkpoints";
+    if (best->from_first) tl["first_mover"]["early"] = early_text;
     LayerMetrics* lm = kept_improving ? nullptr : s.doc.find_layer(best->layer);
     if (lm) {
       auto& m = lm->metrics;
@@ -518,9 +521,7 @@ void probe_timeline(Session& s) {
       m["timeline.mover_z"] = metric_number(best->z);
       m["timeline.mover_ratio"] = metric_number(best->ratio);
       m["timeline.mover_early_median"] = best->early;
-      m["timeline.mover_early_text"] =
-          best->from_first ? std::string("its value at the first checkpoint (it grew from the start)")
-                           : "the median of its first " + std::to_string(kEarly) + " checkpoints";
+      m["timeline.mover_early_text"] = early_text;
       m["timeline.mover_trajectory"] = trajectory(upto);
     }
   }
