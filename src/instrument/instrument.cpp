@@ -434,6 +434,13 @@ at::Tensor round_impl(int64_t id, int64_t dtype, bool inplace, const at::Tensor&
   return y;
 }
 
+// The dropout_p of a traced scaled_dot_product_attention: the trace
+// recorded the float its module computed in the tracing mode (HF's
+// `dropout=0.0 if not self.training else self.dropout.p`), so it is a baked
+// training flag like aten::dropout's (flag kind 1): p when the pass trains
+// with dropout or keeps the baked flags, else 0.
+double dropout_p_impl(int64_t kind, double p) { return flag_impl(kind, true) ? p : 0.0; }
+
 TORCH_LIBRARY(normdoctor, m) {
   m.def("round(int id, int dtype, bool inplace, Tensor x) -> Tensor", round_impl);
   m.def("tap(int id, Tensor(a) x) -> Tensor(a)", tap_impl);
@@ -444,6 +451,7 @@ TORCH_LIBRARY(normdoctor, m) {
   // propagation never folds flag(<const>, <const>) into the value it had on
   // the first run (which would freeze the mode of the first pass forever).
   m.def(torch::schema("flag(int kind, bool orig) -> bool", c10::AliasAnalysisKind::CONSERVATIVE), flag_impl);
+  m.def(torch::schema("dropout_p(int kind, float p) -> float", c10::AliasAnalysisKind::CONSERVATIVE), dropout_p_impl);
 }
 
 // ---------------------------------------------------------------------------
@@ -631,6 +639,7 @@ const c10::Symbol kNormTap = c10::Symbol::fromQualString("normdoctor::norm_tap")
 const c10::Symbol kMaskTap = c10::Symbol::fromQualString("normdoctor::mask_tap");
 const c10::Symbol kRound = c10::Symbol::fromQualString("normdoctor::round");
 const c10::Symbol kFlag = c10::Symbol::fromQualString("normdoctor::flag");
+const c10::Symbol kDropoutP = c10::Symbol::fromQualString("normdoctor::dropout_p");
 
 // The value a chain of kTap/kNormTap wrappers (tap(id, x) -> x) hands on: x.
 Value* untapped(Value* x) {
@@ -2904,6 +2913,29 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     else if (p->node()->kind() == c10::prim::GetAttr)
       if (auto a = scopes.attribute(p); a && (a->isDouble() || a->isInt())) v = a->toDouble();
     if (!v || !(*v > 0)) continue;
+    // A trace recorded the probability its module chose in the tracing
+    // mode: a baked training flag (MODE002), which the passes switch with
+    // their mode like aten::dropout's, not code that ignores eval().
+    if ((model.kind == "traced" || model.kind == "exported") && p->node()->kind() == c10::prim::Constant) {
+      dropout_nodes_++;
+      baked_dropout_++;
+      baked_values_.push_back(true);
+      ModeOpSite mo;
+      mo.module = innermost_module(n);
+      mo.op = "dropout";
+      mo.baked = true;
+      mo.baked_value = true;
+      mo.constant = true;
+      mo.constant_value = true;
+      mode_ops_.push_back(std::move(mo));
+      Node* k = make_constant_int(*graph_, 1);
+      Node* f = graph_->create(kDropoutP, {k->output(), p});
+      f->output()->setType(c10::FloatType::get());
+      k->insertBefore(n);
+      f->insertBefore(n);
+      n->replaceInput(4, f->output());
+      continue;
+    }
     const auto& chain = scopes.chain(n);
     std::ostringstream what;
     what << "scaled_dot_product_attention with dropout_p=" << *v

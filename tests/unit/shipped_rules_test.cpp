@@ -131,10 +131,10 @@ const Expected kExpected[] = {
     {"BN001", "bn-stale-running-stats", nd::Severity::kWarning, "model", "all", false, "bn.first_layer_at_init",
      "bn.layers_at_init > 0"},
     {"BN002", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",
-     "bn.at_initial_values == false and bn.mean_z > 1 and bn.train_confirms == true and bn.sample_examples >= 2 and "
+     "bn.at_initial_values == false and bn.running_stats_finite == true and bn.mean_z > 1 and bn.train_confirms == true and bn.sample_examples >= 2 and "
      "bn.mean_z_over_noise > 3"},
     {"BN003", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",
-     "bn.at_initial_values == false and bn.var_ratio_off > 4 and bn.train_confirms == true and bn.mean_z <= 1 and "
+     "bn.at_initial_values == false and bn.running_stats_finite == true and bn.var_ratio_off > 4 and bn.train_confirms == true and bn.mean_z <= 1 and "
      "bn.sample_examples >= 2 and bn.variance_shift_explains == false"},
     {"BN004", "train-eval-drift", nd::Severity::kWarning, "model", "all", true, "drift.first_layer",
      "drift.rel_output_diff > 0.5 and drift.over_floor > 10 and drift.explained_by_stale_stats == false and "
@@ -230,7 +230,7 @@ const Expected kExpected[] = {
     {"MODE003", "mode-switch-ineffective", nd::Severity::kInfo, "model", "all", false, "",
      "mode.baked_training_false > 0 and run.training_intent == false"},
     {"MODE004", "eval-nondeterminism", nd::Severity::kWarning, "model", "all", false, "evalrep.first_layer",
-     "evalrep.rel_diff > 1e-05"},
+     "evalrep.rel_diff > 1e-05 and evalrep.baked_only != true"},
     {"MODE005", "saved-in-train-mode", nd::Severity::kWarning, "model", "all", false, "mode.first_submodule_in_training",
      "mode.saved_training == false and mode.submodules_in_training > 0"},
     {"MODE006", "mode-switch-ineffective", nd::Severity::kWarning, "model", "all", false, "",

@@ -425,6 +425,30 @@ void probe_features(Session& s) {
           mm["logits.logz_abs_max"] = logz.abs().max().item<double>();
           mm["logits.logz_uniform"] = std::log(static_cast<double>(classes));
           mm["logits.absmax"] = yd.masked_fill(at::isfinite(yd).logical_not(), 0).abs().max().item<double>();
+          // The head's own gain: the RMS of its weight rows' L2 norms, what it
+          // multiplies a unit-RMS input by (sqrt(fan_in) * std(W)). About 1
+          // or below for the usual inits (std 1/sqrt(fan_in): LeCun, Xavier;
+          // 0.02 in BERT/GPT-2 at their widths); sqrt(d_model) for HF mT5's
+          // untied head (std 1.0, modeling_mt5.py _init_weights) or a head
+          // tied to an nn.Embedding left at its N(0, 1) default, whose
+          // logits are then large whatever the norm before it does.
+          double gain = -1;
+          for (const auto& mi : s.model.modules)
+            if (mi.path == head)
+              for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) {
+                const at::Tensor wt = p.value.detach();
+                if (wt.dim() != 2 || !wt.is_floating_point() || gain >= 0) continue;
+                int64_t fan_axis = -1;
+                if (wt.size(0) == classes) fan_axis = 1;
+                else if (wt.size(1) == classes) fan_axis = 0;
+                if (fan_axis < 0) continue;
+                const at::Tensor rows = wt.to(at::kDouble).pow(2).sum(fan_axis);
+                gain = std::sqrt(rows.mean().item<double>());
+              }
+          if (gain >= 0) mm["logits.head_weight_gain"] = metric_number(gain);
+          // Above 4: the head alone makes logits 4x the RMS of its input
+          // (a normalized input has RMS about 1).
+          mm["logits.head_init_large"] = gain > 4;
         }
       }
       probe["logits_head"] = head;

@@ -34,6 +34,7 @@ struct ParamGrad {
   int64_t shift_invariant = 0; ///< zero under cross-entropy only (PassResult::shift_invariant_only)
   int64_t other_outputs = 0; ///< no (or an all-zero) gradient from the loss, but a gradient from an output the loss does not read
   int64_t unread = 0;        ///< no gradient, and forward's graph never reads the parameter (parameters_never_read)
+  int64_t behind_detach = 0; ///< no gradient, and every route to the output passes a detach (parameters_behind_detach)
   std::string unread_names;  ///< their names (first six), comma-separated
   // Weights of 2+ dims (matrices, kernels; LARS-style, biases and gains left
   // out): the gradient-to-weight ratio, and rows of the gradient that are
@@ -62,7 +63,8 @@ bool structured_weight(const at::Tensor& w) {
 }
 
 ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const std::set<const void*>& silenced,
-                      const std::set<const void*>& cancelled, const std::set<const void*>& never_read) {
+                      const std::set<const void*>& cancelled, const std::set<const void*>& never_read,
+                      const std::set<const void*>& behind_detach) {
   ParamGrad pg;
   for (const auto& p : m.named_parameters(/*recurse=*/false)) {
     const at::Tensor w = p.value;
@@ -86,6 +88,7 @@ ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const
         if (++pg.unread <= 6) pg.unread_names += (pg.unread > 1 ? ", " : "") + p.name;
         else if (pg.unread == 7) pg.unread_names += ", ...";
       }
+      else if (behind_detach.count(w.unsafeGetTensorImpl())) ++pg.behind_detach;
       continue;
     }
     const TensorStats gs = compute_stats(g.detach());
@@ -343,6 +346,102 @@ static void record_training_evidence(Session& s, double loss, double chance) {
     s.doc.model_metrics["run.trained_note"] = m.str();
   }
   if (std::isfinite(chance)) s.doc.model_metrics["loss.chance"] = chance;
+}
+
+/// The module whose own backward made the gradient non-finite, when the
+/// module output first holding a non-finite gradient (`fallback`) is read by
+/// ops outside any single module (a view in the root's forward, whose result
+/// a BatchNorm neck and a triplet loss both read; eval31 C02): a targeted
+/// train pass taps the inputs of every module that ran after it, and the
+/// module whose input gradient is non-finite while every gradient of its own
+/// outputs (`recs`, the train pass) is finite made it; the innermost such
+/// module when they nest. `fallback` when none or several are found, or when
+/// the pass fails.
+static std::string nonfinite_gradient_producer(Session& s, const std::vector<TapSite>& taps,
+                                               const std::vector<TapRecord>& recs, const std::string& fallback) {
+  std::map<std::string, int64_t> order;
+  for (const auto& l : s.doc.layers) order[l.path] = l.exec_order;
+  const int64_t after = order.count(fallback) ? order[fallback] : -1;
+  std::map<std::string, bool> outputs_finite;
+  for (const auto& t : taps)
+    if (t.kind == TapKind::kModuleOutput && !t.module.empty()) {
+      const bool fin = recs[static_cast<size_t>(t.id)].grad.nonfinite() == 0;
+      auto [it, fresh] = outputs_finite.emplace(t.module, fin);
+      if (!fresh) it->second = it->second && fin;
+    }
+  std::vector<std::string> candidates;
+  for (const auto& [m, fin] : outputs_finite) {
+    auto it = order.find(m);
+    if (!fin || it == order.end() || it->second <= after || fallback.rfind(m + ".", 0) == 0) continue;
+    candidates.push_back(m);
+  }
+  if (candidates.empty() || candidates.size() > 512) return fallback;
+  try {
+    InstrumentOptions io;
+    io.op_taps = false;
+    io.inputs_of = candidates;
+    InstrumentedModel probe(s.model, io);
+    PassSpec ps = train_pass_spec();
+    ps.name = "train-inputs-of-modules-after-nonfinite-gradient";
+    ps.features = false;
+    ps.instrumented = &probe;
+    // A tap hands its input on unchanged, so a hook there sees the gradient
+    // of every use summed; each module input is handed on as its own view
+    // instead, whose gradient is that module's share alone.
+    std::set<std::string> bad;
+    ps.tap_edit = [&bad](const TapSite& site, const at::Tensor& x) -> at::Tensor {
+      if (site.kind != TapKind::kModuleInput || !x.requires_grad()) return at::Tensor();
+      at::Tensor y = x.view_as(x);
+      const std::string m = site.module;
+      y.register_hook([&bad, m](const at::Tensor& g) {
+        if (g.defined() && g.is_floating_point() && !at::isfinite(g).all().item<bool>()) bad.insert(m);
+      });
+      return y;
+    };
+    s.run_pass(std::move(ps));
+    // The innermost: a module that holds another producer only passes its
+    // child's non-finite gradient on.
+    std::vector<std::string> inner;
+    for (const auto& m : bad) {
+      bool holds = false;
+      for (const auto& o : bad) holds = holds || (o != m && o.rfind(m + ".", 0) == 0);
+      if (!holds) inner.push_back(m);
+    }
+    if (inner.size() == 1) return inner.front();
+  } catch (const std::exception&) {
+    // The targeted pass is a refinement: the module the gradient reached stands.
+  }
+  return fallback;
+}
+
+/// The ops in `module`'s own forward (not its children's) whose derivative is
+/// infinite or undefined where their argument reaches 0 or the edge of
+/// their domain (sqrt at 0, a norm of a zero vector, log at 0, acos at 1, a
+/// division by 0), in forward order without repeats, comma-separated; "" when
+/// none. Read from a second instrumentation of the graph (round sites: every
+/// op's output). The ops whose backward can make a NaN gradient from finite
+/// values (the triplet-loss distance sqrt(sum(d^2)) without eps; triplet-reid,
+/// omoindrot/tensorflow-triplet-loss).
+static std::string singular_backward_ops(const Session& s, const std::string& module) {
+  static const std::set<std::string> singular = {
+      "aten::sqrt",   "aten::rsqrt",  "aten::norm",   "aten::linalg_vector_norm", "aten::linalg_norm",
+      "aten::frobenius_norm", "aten::cdist", "aten::pdist", "aten::log", "aten::log2", "aten::log10",
+      "aten::acos",   "aten::asin",   "aten::atan2",  "aten::reciprocal", "aten::std", "aten::var",
+      "aten::div",    "aten::true_divide"};
+  std::string out;
+  try {
+    InstrumentOptions io;
+    io.op_taps = false;
+    io.round_ops = at::kFloat;
+    InstrumentedModel probe(s.model, io);
+    std::set<std::string> seen;
+    for (const auto& rs : probe.round_sites())
+      if (rs.module == module && singular.count(rs.op) && seen.insert(rs.op).second)
+        out += (out.empty() ? "" : ", ") + rs.op;
+  } catch (const std::exception&) {
+    // Evidence only: without it the finding names the module alone.
+  }
+  return out;
 }
 
 void probe_forward_backward(Session& s) {
@@ -736,10 +835,57 @@ void probe_forward_backward(Session& s) {
   const auto intent = s.doc.model_metrics.find("run.training_intent");
   const bool training_intent = intent != s.doc.model_metrics.end() && intent->second == true;
   std::vector<ParamGrad> pgs;
-  const std::set<const void*> cancelled = biases_cancelled_by_batch_norm(s);
+  std::set<const void*> cancelled = biases_cancelled_by_batch_norm(s);
   const std::set<const void*> never_read = parameters_never_read(s);
+  const std::set<const void*> behind_detach = parameters_behind_detach(s);
   for (const auto& mi : s.model.modules)
-    pgs.push_back(param_grads(mi.module, *rp, zi.silenced_tensors, cancelled, never_read));
+    pgs.push_back(param_grads(mi.module, *rp, zi.silenced_tensors, cancelled, never_read, behind_detach));
+  // A shift that reaches a train-mode BatchNorm through other linear ops (a
+  // learnable scalar bias, then a 1x1 convolution or a concatenation, then
+  // BatchNorm: timm's HGNetV2 LearnableAffineBlock, eval31) is removed by
+  // the batch mean as a convolution's own bias is, so its gradient is exactly
+  // zero or round-off. What the graph does not show, the gradients do: a
+  // parameter with an all-zero gradient in the train pass that gets one in
+  // an eval-mode backward (running statistics, no dropout) was zeroed by the
+  // batch statistics. Only run when such zeros are left unexplained in a
+  // model whose BatchNorm normalizes with batch statistics.
+  {
+    bool batch_stats = false;
+    for (const auto& mo : s.inst->mode_ops())
+      batch_stats = batch_stats || (mo.op == "batch_norm" && !(mo.constant && !mo.constant_value && !mo.baked));
+    bool unexplained = false;
+    for (const auto& pg : pgs)
+      unexplained = unexplained || pg.zero > pg.silenced + pg.cancelled + pg.other_outputs + pg.shift_invariant;
+    if (batch_stats && unexplained && r.backward_skipped.empty()) {
+      try {
+        PassSpec ev;
+        ev.name = "eval-backward";
+        ev.probe = "forward_backward";
+        ev.train_mode = false;
+        ev.dropout = false;
+        ev.backward = true;
+        const std::shared_ptr<const PassResult> er = s.pass(ev);
+        bool more = false;
+        for (const auto& mi : s.model.modules)
+          for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) {
+            const at::Tensor& w = p.value;
+            if (!w.requires_grad() || cancelled.count(w.unsafeGetTensorImpl())) continue;
+            const at::Tensor g = rp->grad_of(w), ge = er->grad_of(w);
+            if (!g.defined() || !ge.defined() || g.ne(0).any().item<bool>()) continue;
+            if (!at::isfinite(ge).all().item<bool>() || !ge.ne(0).any().item<bool>()) continue;
+            cancelled.insert(w.unsafeGetTensorImpl());
+            more = true;
+          }
+        if (more) {
+          pgs.clear();
+          for (const auto& mi : s.model.modules)
+            pgs.push_back(param_grads(mi.module, *rp, zi.silenced_tensors, cancelled, never_read, behind_detach));
+        }
+      } catch (const std::exception&) {
+        // Evidence only: without the eval-mode backward the zeros stay unexplained.
+      }
+    }
+  }
   int64_t cancelled_params = 0, other_output_params = 0, shift_invariant_params = 0;
   std::vector<std::string> cancelled_layers, other_output_layers, shift_invariant_layers;
   std::string zi_names;
@@ -841,6 +987,15 @@ void probe_forward_backward(Session& s) {
           cause = "its bias gets a gradient and its weight does not: its input is zero on this batch (a weight's "
                   "gradient is the input times the output's gradient)";
       }
+      // No gradient at all, because every route to the output passes a
+      // detach: a straight-through estimator's codebook (VQ-VAE).
+      if (cause.empty() && pg.without > 0 && pg.behind_detach + pg.silenced + pg.other_outputs >= pg.without &&
+          pg.behind_detach > 0)
+        cause = "every route from it to the output passes through detach(): it learns only from a loss on its own "
+                "output, which this forward does not return (a vector quantizer's codebook behind the "
+                "straight-through estimator z + (z_q - z).detach() is trained by the codebook and commitment "
+                "losses)";
+      m["grad.params_behind_detach"] = pg.behind_detach;
       m["grad.zero_cause"] = cause;
       m["grad.zero_cause_note"] = cause.empty() ? std::string() : "; " + cause;
       m["grad.param_norm"] = metric_number(std::sqrt(pg.sumsq));
@@ -2061,6 +2216,7 @@ void probe_forward_backward(Session& s) {
         cur = outer;
       }
       culprit = (cur->consumers.size() == 1 && !cur->consumers.front().empty()) ? cur->consumers.front() : site.module;
+      if (culprit == site.module) culprit = nonfinite_gradient_producer(s, taps, recs, site.module);
     } else {
       // Only parameter gradients: the parameterized module nearest the loss.
       int64_t best = -1;
@@ -2077,6 +2233,13 @@ void probe_forward_backward(Session& s) {
       LayerMetrics& lm = s.doc.layers[idx[culprit]];
       lm.metrics["grad.first_nonfinite"] = true;
       lm.metrics["grad.nonfinite_from"] = from;
+      // The ops of its own forward whose backward is infinite at 0.
+      const std::string ops = singular_backward_ops(s, culprit);
+      lm.metrics["grad.singular_ops"] = ops;
+      lm.metrics["grad.singular_ops_note"] =
+          ops.empty() ? std::string()
+                      : "; its own forward computes " + ops +
+                            ", whose derivative is infinite where the argument is 0 (or at the edge of its domain)";
       int64_t count = 0;
       if (g >= 0) {
         count = recs[static_cast<size_t>(g)].grad.nonfinite();

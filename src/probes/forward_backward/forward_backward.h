@@ -64,6 +64,15 @@ std::set<const void*> biases_cancelled_by_batch_norm(const Session& s);
 /// programs, whose graphs take parameters as inputs.
 std::set<const void*> parameters_never_read(const Session& s);
 
+/// Trainable parameters whose every route to forward's return (inlined graph)
+/// passes through aten::detach, by TensorImpl: a vector quantizer's codebook
+/// behind the straight-through estimator `z + (z_q - z).detach()` (VQ-VAE,
+/// van den Oord et al. 2017; diffusers' VectorQuantizer) learns only from
+/// the codebook and commitment losses on its own output, and gets no
+/// gradient from a loss on the reconstruction alone. Empty for exported
+/// (.pt2) programs.
+std::set<const void*> parameters_behind_detach(const Session& s);
+
 /// Deliberately small gains on residual branches: trainable parameters whose
 /// every element is at most 1e-3 in magnitude and not all zero, used as a
 /// factor whose product reaches a residual addition (LayerScale's gamma, CaiT's

@@ -287,6 +287,56 @@ std::set<const void*> parameters_never_read(const Session& s) {
   return out;
 }
 
+std::set<const void*> parameters_behind_detach(const Session& s) {
+  std::set<const void*> out;
+  if (s.model.kind != "traced" && s.model.kind != "scripted") return out;
+  std::map<std::string, const void*> by_path;
+  for (const auto& mi : s.model.modules)
+    for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
+      if (p.value.requires_grad())
+        by_path[mi.path.empty() ? p.name : mi.path + "." + p.name] = p.value.unsafeGetTensorImpl();
+  const AttrReads ar = tensor_attribute_reads(s);
+  // Per parameter: whether a route without detach reaches the return, and
+  // whether one through a detach does.
+  std::map<const void*, std::pair<bool, bool>> reach;
+  for (const auto& [path, v0] : ar.reads) {
+    auto param = by_path.find(path);
+    if (param == by_path.end()) continue;
+    bool live = false, detached = false;
+    std::vector<const Value*> todo{v0};
+    std::set<const Value*> seen{v0};
+    while (!todo.empty() && !live && seen.size() < 200000) {
+      const Value* v = todo.back();
+      todo.pop_back();
+      for (const auto& u : v->uses()) {
+        const Node* user = u.user;
+        if (user->kind() == c10::prim::Return) {
+          const Node* owner = user->owningBlock()->owningNode();
+          if (!owner) {
+            live = true;
+            break;
+          }
+          if (u.offset < owner->outputs().size() && seen.insert(owner->output(u.offset)).second)
+            todo.push_back(owner->output(u.offset));
+          continue;
+        }
+        if (kind_of(user) == "aten::detach") {
+          detached = true;
+          continue;
+        }
+        for (const Value* o : user->outputs())
+          if (seen.insert(o).second) todo.push_back(o);
+      }
+    }
+    auto& r = reach[param->second];
+    r.first = r.first || live;
+    r.second = r.second || detached;
+  }
+  for (const auto& [impl, r] : reach)
+    if (!r.first && r.second) out.insert(impl);
+  return out;
+}
+
 std::set<const void*> biases_cancelled_by_batch_norm(const Session& s) {
   std::set<const void*> out;
   std::map<std::string, const void*> by_path;

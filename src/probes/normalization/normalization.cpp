@@ -493,6 +493,9 @@ void probe_normalization(Session& s) {
       // written by hand. rsqrt(var + eps) of it is NaN in eval mode.
       m["bn.running_var_negative_count"] = rv.lt(0).sum().item<int64_t>();
       m["bn.running_var_min"] = rv.numel() ? metric_number(rv.min().item<double>()) : MetricValue(0.0);
+      // Statistics at all (BN002/BN003 compare the data with them; NaN/Inf
+      // or a negative variance are BN011's and BN012's, not a data shift).
+      m["bn.running_stats_finite"] = m["bn.running_nonfinite_count"] == 0 && m["bn.running_var_negative_count"] == 0;
       if (mod.type()->hasAttribute("num_batches_tracked") && mod.attr("num_batches_tracked").isTensor())
         m["bn.num_batches_tracked"] = mod.attr("num_batches_tracked").toTensor().item<int64_t>();
       // A FrozenBatchNorm at 0/1 counts too: torchvision's FrozenBatchNorm2d
@@ -1058,6 +1061,33 @@ void probe_normalization(Session& s) {
     const PassResult& again = *again_p;
     const double rep_diff = Session::relative_difference(again.output, eval.output, /*ids=*/true);
     mm["evalrep.rel_diff"] = metric_number(rep_diff);
+    // A traced file with dropout baked in training mode (MODE002's): both
+    // eval passes above run it, as the file does. Whether the baked ops
+    // account for all of the difference: the same two passes with the baked
+    // flags following eval() agree then (evalrep.baked_only, which keeps
+    // MODE004 from repeating MODE002 with a wrong cause).
+    mm["evalrep.baked_only"] = false;
+    {
+      bool baked_dropout = false;
+      for (const auto& mo : im.mode_ops()) baked_dropout = baked_dropout || (mo.op == "dropout" && mo.baked && mo.baked_value);
+      if (baked_dropout && rep_diff > 0) {
+        try {
+          PassSpec a;
+          a.name = "eval-baked-flags-off";
+          a.probe = "normalization";
+          PassSpec b = a;
+          b.name = "eval-baked-flags-off-repeat";
+          b.seed_offset = 1;
+          const std::shared_ptr<const PassResult> ra = s.pass(a);
+          const std::shared_ptr<const PassResult> rb = s.pass(b);
+          const double d = Session::relative_difference(rb->output, ra->output, /*ids=*/true);
+          mm["evalrep.unbaked_rel_diff"] = metric_number(d);
+          mm["evalrep.baked_only"] = std::isfinite(d) && d <= 1e-5;
+        } catch (const PassError&) {
+          // Without the comparison MODE004 reads the difference as it stands.
+        }
+      }
+    }
     // Noise floor of the drift comparison (issue 16.11): the same eval pass
     // repeated. Deterministic kernels give 0 (then any drift is above it).
     if (mm.count("drift.rel_output_diff") && mm["drift.rel_output_diff"].is_number() && std::isfinite(rep_diff)) {
