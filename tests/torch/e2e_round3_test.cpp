@@ -3693,6 +3693,116 @@ TEST(Round30, DiceStandardizesOverTheBatch) {
   expect_findings(twin, "r30_din_dice_bn", Set{});
 }
 
+// ---- Round 31 (eval31) ------------------------------------------------------------
+
+// reid-strong-baseline's batch-hard triplet loss with sqrt(sum(d^2)) and no
+// eps: the pooled features reach the BNNeck and the triplet loss through a
+// view in the root's forward, and the NaN comes from the triplet module's
+// sqrt at 0 (Python: all 256 values of the gradient reaching gap are NaN).
+// GRAD001 names the triplet module and its sqrt, not gap (eval31 C02); the
+// twin with sqrt(sum + 1e-12) is clean.
+TEST(Round31, NonFiniteGradientNamesTheReaderThatMadeIt) {
+  RUN_ROUND3(rep, "r31_reid_triplet_no_eps");
+  expect_findings(rep, "r31_reid_triplet_no_eps", manifest_findings("r31_reid_triplet_no_eps"));
+  const json* f = finding(rep, "GRAD001");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("layer"), "triplet");
+  EXPECT_EQ(f->at("evidence").at("grad.nonfinite_from"), "gap");
+  EXPECT_EQ(num(f->at("evidence").at("grad.nonfinite_count")),
+            nums("r31_reid_triplet_no_eps").at("gap_grad_nonfinite").get<double>());
+  EXPECT_EQ(f->at("evidence").at("grad.singular_ops"), "aten::sqrt");
+  RUN_ROUND3(twin, "r31_reid_triplet_eps");
+  expect_findings(twin, "r31_reid_triplet_eps", Set{});
+}
+
+// timm HGNetV2's LearnableAffineBlock bias reaches the loss only through
+// 1x1 convolutions into train-mode BatchNorm: on this batch its gradient is
+// exactly zero (Python, one thread), and in eval mode it is not (Python:
+// 0.015). That is BatchNorm cancelling a shift (GRAD007, info), not a
+// missing gradient path (eval31 C01's GRAD004). The never-trained BatchNorms
+// are BN001's.
+TEST(Round31, ShiftCancelledThroughAConvIsBatchNorms) {
+  const std::string name = "r31_hgnet_lab_bias";
+  RUN_ROUND3(rep, name, {"--target", round3(name + ".target.pt")});
+  expect_findings(rep, name, manifest_findings(name));
+  EXPECT_FALSE(has_rule(rep, "GRAD004"));
+  for (const auto& p : nums(name).at("zero_grad_biases")) {
+    std::string layer = p.get<std::string>();
+    layer = layer.substr(0, layer.rfind('.'));
+    SCOPED_TRACE(layer);
+    const json* m = layer_metrics(rep, layer);
+    ASSERT_NE(m, nullptr);
+    ASSERT_EQ(num(m->at("grad.params_zero_grad")), 1.0) << "the train pass's gradient is no longer exactly zero";
+    EXPECT_EQ(num(m->at("grad.params_cancelled_by_batch_norm")), 1.0);
+    const json* f = info_finding(rep, "GRAD007", layer);
+    ASSERT_NE(f, nullptr) << rep.at("findings").dump(1);
+  }
+}
+
+// BERT's SDPA attention passes dropout_p=self.dropout_prob only in training;
+// traced in train mode the 0.1 is baked like nn.Dropout's flags: MODE002
+// counts the 6 dropouts and 2 attention ops, the passes switch them with the
+// mode, and MODE004 (eval nondeterminism "written into the forward") stays
+// silent: with the baked flags off two eval passes agree (eval31 C10/C16).
+// The same code scripted follows train()/eval() and is clean.
+TEST(Round31, TracedSdpaDropoutIsABakedFlag) {
+  const std::string name = "r31_bert_sdpa_traced_train";
+  RUN_ROUND3(rep, name, {"--target", round3(name + ".target.pt")});
+  expect_findings(rep, name, manifest_findings(name));
+  const json& n = nums(name);
+  EXPECT_EQ(num(mm(rep).at("mode.baked_training_true")),
+            n.at("dropout_modules").get<double>() + n.at("sdpa_ops").get<double>());
+  EXPECT_EQ(mm(rep).at("evalrep.baked_only"), true);
+  EXPECT_FALSE(has_rule(rep, "MODE004"));
+  const std::string twin_name = "r31_bert_sdpa_scripted_train";
+  RUN_ROUND3(twin, twin_name, {"--target", round3(twin_name + ".target.pt")});
+  expect_findings(twin, twin_name, Set{});
+  EXPECT_EQ(num(mm(twin).at("evalrep.rel_diff")), 0.0);
+}
+
+// diffusers' VQModel returning only the decoded sample: the codebook sits
+// behind the straight-through z + (z_q - z).detach() and gets no gradient
+// from a loss on the sample (Python: only _embedding.weight). GRAD004 says
+// why and tells to return the codebook loss, not to remove the detach
+// (eval31 C20). Returning (sample, loss) leaves it to GRAD009 (info).
+TEST(Round31, CodebookBehindTheStraightThroughDetach) {
+  RUN_ROUND3(rep, "r31_vq_sample_only");
+  expect_findings(rep, "r31_vq_sample_only", manifest_findings("r31_vq_sample_only"));
+  ASSERT_EQ(nums("r31_vq_sample_only").at("params_without_grad_from_sample").size(), 1u);
+  const json* f = finding(rep, "GRAD004");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(num(f->at("evidence").at("grad.params_behind_detach")), 1.0);
+  EXPECT_NE(f->at("evidence").at("grad.zero_cause").get<std::string>().find("passes through detach()"), std::string::npos);
+  const std::string fixes = f->at("fix").dump();
+  EXPECT_EQ(fixes.find("remove detach()"), std::string::npos) << fixes;
+  EXPECT_NE(fixes.find("keep the detach"), std::string::npos) << fixes;
+  RUN_ROUND3(twin, "r31_vq_sample_and_loss");
+  expect_findings(twin, "r31_vq_sample_and_loss", Set{});
+  EXPECT_NE(info_finding(twin, "GRAD009", "vq._vq_vae._embedding"), nullptr);
+}
+
+// mT5's untied lm_head initialized with std 1.0 after the final RMSNorm:
+// the head alone multiplies unit-RMS features by sqrt(d_model) = 13.9
+// (Python), and log Z averages 41.6 (Python, eval pass). ACT008's first fix
+// names the head's init, not a missing norm (eval31 C21); the head at std
+// d_model^-0.5 is clean.
+TEST(Round31, LogitHeadWhoseInitMakesTheLogitsLarge) {
+  RUN_ROUND3(rep, "r31_mt5_head_std1");
+  expect_findings(rep, "r31_mt5_head_std1", manifest_findings("r31_mt5_head_std1"));
+  const json* f = finding(rep, "ACT008");
+  ASSERT_NE(f, nullptr);
+  const json& n = nums("r31_mt5_head_std1");
+  EXPECT_TRUE(nde2e::near_rel("logits.head_weight_gain", num(f->at("evidence").at("logits.head_weight_gain")),
+                              n.at("head_weight_gain").get<double>(), 1e-4));
+  EXPECT_TRUE(nde2e::near_rel("logits.logz_abs_mean", num(f->at("evidence").at("logits.logz_abs_mean")),
+                              n.at("logz_abs_mean").get<double>(), 1e-3));
+  const std::string first = f->at("fix").at(0).get<std::string>();
+  EXPECT_NE(first.find("the head's own weights"), std::string::npos) << first;
+  EXPECT_EQ(f->at("fix").dump().find("put a normalization before the head"), std::string::npos);
+  RUN_ROUND3(twin, "r31_mt5_head_scaled");
+  expect_findings(twin, "r31_mt5_head_scaled", Set{});
+}
+
 }  // namespace
 
 #undef RUN_ROUND3
