@@ -318,8 +318,17 @@ at::Tensor attn_tap_impl(int64_t id, const at::Tensor& q, const at::Tensor& k, c
     logits = logits.masked_fill(keep.logical_not(), neg_inf);
   }
   if (mask && mask->defined()) {
-    if (mask->scalar_type() == at::kBool) logits = logits.masked_fill(mask->logical_not(), neg_inf);
-    else logits = logits + mask->to(at::kFloat);
+    if (mask->scalar_type() == at::kBool) {
+      logits = logits.masked_fill(mask->logical_not(), neg_inf);
+    } else {
+      // An additive mask: the entries it pushes to kMaskFill or below are
+      // masked, as at softmax sites (Swin's -100 window mask, added to the
+      // relative position bias and passed as attn_mask by Hugging Face's
+      // SDPA path, eval32): their softmax weight is e^-30 or less, and
+      // the logit statistics leave them out.
+      const at::Tensor mf = mask->to(at::kFloat);
+      logits = (logits + mf).masked_fill(mf <= recognize::kMaskFill, neg_inf);
+    }
   }
   if (is_causal || (mask && mask->defined())) {
     // Causal when every entry above the diagonal of the square scores is

@@ -3803,6 +3803,21 @@ TEST(Round31, LogitHeadWhoseInitMakesTheLogitsLarge) {
   expect_findings(twin, "r31_mt5_head_scaled", Set{});
 }
 
+// Hugging Face's Swin through SDPA: the shifted-window mask (-100 between
+// regions) is added to the relative position bias and passed as attn_mask.
+// Those entries are masked, not logits of 100 (eval32's ATTN001 on every
+// HF Swin): the logits left are what Python computes with the mask's
+// entries left out (1.26 in the first block). Healthy: no finding.
+TEST(Round31, SdpaAdditiveWindowMaskIsAMask) {
+  RUN_ROUND3(rep, "r31_swin_sdpa_window_mask");
+  expect_findings(rep, "r31_swin_sdpa_window_mask", Set{});
+  const json* m = layer_metrics(rep, "blocks.0.attention");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->at("attn.source"), "scaled_dot_product_attention");
+  EXPECT_TRUE(nde2e::near_rel("attn.logit_absmax", num(m->at("attn.logit_absmax")),
+                              nums("r31_swin_sdpa_window_mask").at("first_block_logit_absmax").get<double>(), 1e-4));
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

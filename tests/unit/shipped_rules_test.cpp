@@ -298,6 +298,9 @@ const Expected kExpected[] = {
      "seqlen.lookahead_fraction > 0.02"},
     {"SEQ008", "sequence-length-dependence", nd::Severity::kInfo, "model", "all", false, "seq.trace_baked_length_module",
      "seq.trace_baked_length == true and seq.baked_length_effect > 0.001"},
+    {"SEQ009", "padding-contamination", nd::Severity::kError, "model", "all", false, "pad.train_norm_layer",
+     "pad.train_norm_layer != \"\" and pad.via_norm == false and pad.rel_diff_train > 0.001 and pad.train_over_floor > 10 "
+     "and pad.padding_declared == true"},
     {"TL001", "nonfinite-forward", nd::Severity::kError, "layer", "all", false, "",
      "timeline.first_nonfinite_forward == true"},
     {"TL002", "nonfinite-gradient", nd::Severity::kError, "layer", "all", false, "",

@@ -866,16 +866,24 @@ void probe_forward_backward(Session& s) {
         ev.backward = true;
         const std::shared_ptr<const PassResult> er = s.pass(ev);
         bool more = false;
-        for (const auto& mi : s.model.modules)
+        for (const auto& mi : s.model.modules) {
+          // A shift (a bias) whose module's output does get a gradient: a
+          // module whose output gets none (a ReLU after it off for the batch)
+          // or a weight whose input is zero has its zero from the values,
+          // which the eval pass's other activations may simply not repeat.
+          const LayerMetrics* lm = s.doc.find_layer(mi.path);
+          const auto out = lm ? lm->metrics.find("grad.out_norm") : MetricMap::const_iterator();
+          if (!lm || out == lm->metrics.end() || !out->second.is_number() || !(out->second.get<double>() > 0)) continue;
           for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) {
             const at::Tensor& w = p.value;
-            if (!w.requires_grad() || cancelled.count(w.unsafeGetTensorImpl())) continue;
+            if (p.name != "bias" || !w.requires_grad() || cancelled.count(w.unsafeGetTensorImpl())) continue;
             const at::Tensor g = rp->grad_of(w), ge = er->grad_of(w);
             if (!g.defined() || !ge.defined() || g.ne(0).any().item<bool>()) continue;
             if (!at::isfinite(ge).all().item<bool>() || !ge.ne(0).any().item<bool>()) continue;
             cancelled.insert(w.unsafeGetTensorImpl());
             more = true;
           }
+        }
         if (more) {
           pgs.clear();
           for (const auto& mi : s.model.modules)

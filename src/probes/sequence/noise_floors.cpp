@@ -38,6 +38,15 @@ void apply_noise_floors(Session& s) {
     mm[std::string(p) + ".noise_floor_from"] = from;
     mm[std::string(p) + ".over_floor"] = floor > 0 ? metric_number(diff / floor) : MetricValue(diff > 0 ? "inf" : "nan");
   }
+  // The train-mode change alone (SEQ009: the route the train pass takes
+  // when the eval pass's larger change names another).
+  {
+    auto d = mm.find("pad.rel_diff_train");
+    if (d != mm.end() && d->second.is_number()) {
+      const double diff = d->second.get<double>();
+      mm["pad.train_over_floor"] = floor > 0 ? metric_number(diff / floor) : MetricValue(diff > 0 ? "inf" : "nan");
+    }
+  }
   // A traced file with the sample's length baked in (seq.trace_baked_length,
   // probe_sequence): the largest change the padding or length comparison
   // measured above its floor where no normalization, pooling or
@@ -71,7 +80,7 @@ void apply_noise_floors(Session& s) {
 
 const std::vector<std::string>& noise_floors_writes() {
   static const std::vector<std::string> names = {
-      "pad.noise_floor", "pad.noise_floor_from", "pad.over_floor", "seqlen.noise_floor",
+      "pad.noise_floor", "pad.noise_floor_from", "pad.over_floor", "pad.train_over_floor", "seqlen.noise_floor",
       "seqlen.noise_floor_from", "seqlen.over_floor", "seq.baked_length_effect", "seq.baked_length_how"};
   return names;
 }

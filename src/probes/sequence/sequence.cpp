@@ -1769,6 +1769,16 @@ void probe_sequence(Session& s) {
     const std::string via = norm_route(w);
     s.doc.model_metrics["pad.via_norm"] = !via.empty();
     if (!via.empty()) s.doc.model_metrics["pad.norm_layer"] = via;
+    // The other route: the eval pass shows the larger change through one
+    // entry (a pooling that ignores the lengths, NeMo's StatsPoolLayer before
+    // its fix), while in train mode the padding also enters a BatchNorm's
+    // batch statistics earlier on (eval32 C03). Only the mode with the larger
+    // change names its entry above; this one is SEQ009's.
+    {
+      std::string train_via;
+      if (padded_train && !train_worse && via.empty() && dt.root > kChanged) train_via = norm_route(dt);
+      s.doc.model_metrics["pad.train_norm_layer"] = train_via;
+    }
     // Not through a norm: a pooling over time or a convolution over time.
     const Entry e = (w.root > kChanged && via.empty()) ? entry_at(w.first) : Entry{};
     s.doc.model_metrics["pad.via_pooling_or_conv"] = !e.kind.empty();
@@ -2024,7 +2034,7 @@ const std::vector<std::string>& sequence_writes() {
       "pad.enters_at", "pad.enters_through", "pad.entry_layer", "pad.entry_op", "pad.error", "pad.first_layer",
       "pad.first_layer_kind", "pad.how", "pad.hypothetical", "pad.mask_note", "pad.mode", "pad.padding_declared", "pad.padding_declared_from",
       "pad.norm_layer", "pad.norms_over_time", "pad.padded_to", "pad.spread_by_norm", "pad.spread_note", "pad.length_changed_in_baked_trace",
-      "pad.rel_diff", "pad.rel_diff_eval", "pad.rel_diff_train", "pad.via_norm", "pad.via_pooling_or_conv",
+      "pad.rel_diff", "pad.rel_diff_eval", "pad.rel_diff_train", "pad.train_norm_layer", "pad.via_norm", "pad.via_pooling_or_conv",
       "seq.fixed_length", "seq.trace_baked_length", "seq.trace_baked_length_at", "seq.trace_baked_length_module", "seq.sample_length", "seqlen.error", "seqlen.failed_layer", "seqlen.attention_sites", "seqlen.causal_attention", "seqlen.causal_intent", "seqlen.causal_intent_from", "seqlen.enters_at", "seqlen.first_layer", "seqlen.first_layer_kind", "seqlen.lengths", "seqlen.lookahead", "seqlen.lookahead_fraction",
       "seqlen.norm_layer", "seqlen.lookahead_note", "seqlen.rel_diff", "seqlen.rel_diff_at", "seqlen.via_input_standardization", "seqlen.via_norm"};
   return names;
