@@ -731,12 +731,28 @@ bool compare_outputs(const at::Tensor& ref0, const at::Tensor& cur0, const at::T
   // mixture-of-experts router's input and output, NLLB-MoE, eval32): rows
   // of different lengths hold different tokens at the same index. Unfolded
   // to [B, T, E] first, so that the same token is compared with itself.
-  if (real.defined() && real.dim() == 2 && real.size(0) > 1 && a.dim() >= 1 && a.size(0) != b.size(0)) {
+  // The flattened axis is the one axis whose size differs (axis 0, or axis
+  // 1 of the routers' outputs stacked per layer).
+  if (real.defined() && real.dim() == 2 && real.size(0) > 1) {
     const int64_t B = real.size(0), T = real.size(1);
-    if (a.size(0) % B == 0 && b.size(0) % B == 0 && (a.size(0) / B == T || b.size(0) / B == T)) {
-      auto unfold = [B](const at::Tensor& t) {
-        std::vector<int64_t> shape = {B, t.size(0) / B};
-        for (int64_t d = 1; d < t.dim(); ++d) shape.push_back(t.size(d));
+    int64_t fd = -1, differing = 0;
+    for (int64_t d = 0; d < a.dim(); ++d)
+      if (a.size(d) != b.size(d)) {
+        ++differing;
+        fd = d;
+      }
+    if (differing == 1 && a.size(fd) % B == 0 && b.size(fd) % B == 0 && (a.size(fd) / B == T || b.size(fd) / B == T) &&
+        a.size(fd) != T && b.size(fd) != T) {
+      auto unfold = [B, fd](const at::Tensor& t) {
+        std::vector<int64_t> shape;
+        for (int64_t d = 0; d < t.dim(); ++d) {
+          if (d == fd) {
+            shape.push_back(B);
+            shape.push_back(t.size(d) / B);
+          } else {
+            shape.push_back(t.size(d));
+          }
+        }
         return t.reshape(shape);
       };
       a = unfold(a);
@@ -2967,6 +2983,29 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
          << (p->node()->kind() == c10::prim::GetAttr ? " (self." + p->node()->s(c10::attr::name) + ")" : std::string())
          << " whatever the mode";
     unswitched_random_.push_back({chain.empty() ? std::string() : chain.back(), what.str()});
+  }
+
+  // Random ops a trace recorded (torch.rand of a drop path, stochastic depth
+  // or LayerDrop written `if self.training:`; a sampling step): a traced
+  // file runs every op it recorded, whatever the mode, and nothing in the
+  // graph switches them (eval32: HF Swin traced in train mode). Named for
+  // MODE004 as the random source, in graph order.
+  if (model.kind == "traced" || model.kind == "exported") {
+    static const std::set<std::string> random_ops = {
+        "aten::rand",     "aten::rand_like", "aten::randn",      "aten::randn_like", "aten::bernoulli",
+        "aten::bernoulli_", "aten::randint", "aten::randint_like", "aten::randperm",  "aten::multinomial",
+        "aten::normal",   "aten::normal_",   "aten::uniform_",   "aten::exponential_"};
+    std::vector<Node*> all;
+    collect_nodes(graph_->block(), all);
+    for (Node* n : all) {
+      if (!random_ops.count(n->kind().toQualString())) continue;
+      const auto& chain = scopes.chain(n);
+      unswitched_random_.push_back({chain.empty() ? std::string() : chain.back(),
+                                    std::string(n->kind().toQualString()) +
+                                        " recorded by the trace (a drop path, stochastic depth or LayerDrop traced "
+                                        "in train mode runs in every mode)"});
+      traced_random_ops_++;
+    }
   }
 
   // Mode flags: constants baked in by tracing follow the pass's mode; dropout

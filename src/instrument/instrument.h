@@ -507,6 +507,9 @@ class InstrumentedModel {
   /// that is a constant or a module attribute (dropout_p=self.attn_drop,
   /// where `self.attn_drop if self.training else 0.0` was meant).
   const std::vector<std::pair<std::string, std::string>>& unswitched_random_ops() const { return unswitched_random_; }
+  /// Of unswitched_random_ops(), the random ops a traced or exported graph
+  /// recorded (aten::rand, bernoulli, ...): the file runs them in every mode.
+  int64_t traced_random_ops() const { return traced_random_ops_; }
   /// A tensor factory of a traced graph whose size arguments are all
   /// constants (aten::arange, ones, zeros, full, empty, eye, linspace,
   /// tril_indices, triu_indices): where a trace may have baked a length the
@@ -602,6 +605,7 @@ class InstrumentedModel {
   std::vector<std::pair<size_t, int64_t>> compared_ids_;
   std::map<std::string, std::vector<int64_t>> by_module_;
   int64_t baked_bn_ = 0, baked_dropout_ = 0, graph_nodes_ = 0, bn_nodes_ = 0, dropout_nodes_ = 0;
+  int64_t traced_random_ops_ = 0;
   std::vector<bool> baked_values_;
   std::vector<ModeOpSite> mode_ops_;
   std::vector<std::pair<std::string, std::string>> unswitched_random_;

@@ -3818,6 +3818,57 @@ TEST(Round31, SdpaAdditiveWindowMaskIsAMask) {
                               nums("r31_swin_sdpa_window_mask").at("first_block_logit_absmax").get<double>(), 1e-4));
 }
 
+// ---- Round 32 (eval32) ------------------------------------------------------------
+
+// NLLB-MoE's router reads tokens flattened to [batch * sequence, hidden] and
+// the model returns the routers' outputs too. Padding the batch moves every
+// token's row, so rows are compared token by token, unfolded to [batch,
+// sequence] (eval32: SEQ004 at the router). Python: the outputs at real
+// positions and the routers' rows of real tokens are unchanged (0).
+TEST(Round32, FlattenedTokensAreComparedTokenByToken) {
+  RUN_ROUND3(rep, "r32_moe_flat_router");
+  expect_findings(rep, "r32_moe_flat_router", Set{});
+  EXPECT_EQ(nums("r32_moe_flat_router").at("router_padded_rel_diff").get<double>(), 0.0);
+  EXPECT_LT(num(mm(rep).at("pad.rel_diff")), 1e-5);
+}
+
+// A drop path (torch.rand when training) traced in train mode draws in every
+// mode: MODE004 names the drop path and says to trace after eval(), not to
+// use nn.Dropout (eval32 C21). The same code scripted follows the mode.
+TEST(Round32, TracedDropPathIsARandomOpTheTraceRecorded) {
+  const std::string name = "r32_drop_path_traced_train";
+  RUN_ROUND3(rep, name, {"--target", round3(name + ".target.pt")});
+  expect_findings(rep, name, manifest_findings(name));
+  const json* f = finding(rep, "MODE004");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->at("evidence").at("evalrep.cause").get<std::string>().find("aten::rand recorded by the trace"),
+            std::string::npos);
+  EXPECT_EQ(mm(rep).at("evalrep.traced_random"), true);
+  const std::string fixes = f->at("fix").dump();
+  EXPECT_NE(fixes.find("trace the model after model.eval()"), std::string::npos) << fixes;
+  EXPECT_EQ(fixes.find("use nn.Dropout modules"), std::string::npos) << fixes;
+  const std::string twin = "r32_drop_path_scripted_train";
+  RUN_ROUND3(t, twin, {"--target", round3(twin + ".target.pt")});
+  expect_findings(t, twin, Set{});
+}
+
+// LayerDrop traced in train mode: the trace recorded one draw, and the file
+// holds only the layers it kept (Python: layer 0). GRAD016 says so and tells
+// to trace after eval() (eval32 C19: "declared but never called"). The
+// scripted encoder with layerdrop=0 runs every layer.
+TEST(Round32, LayersATrainModeTraceSkippedAreNamedSo) {
+  RUN_ROUND3(rep, "r32_layerdrop_traced_train", {"--lr", "1e-4"});
+  expect_findings(rep, "r32_layerdrop_traced_train", manifest_findings("r32_layerdrop_traced_train"));
+  ASSERT_EQ(nums("r32_layerdrop_traced_train").at("kept_layers"), json::array({0}));
+  const json* f = finding(rep, "GRAD016");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("evidence").at("grad.skipped_by_trace"), true);
+  EXPECT_NE(f->at("message").get<std::string>().find("random layer skip"), std::string::npos);
+  EXPECT_NE(f->at("fix").at(0).get<std::string>().find("trace the model after model.eval()"), std::string::npos);
+  RUN_ROUND3(twin, "r32_layerdrop_off_scripted_train", {"--lr", "1e-4"});
+  expect_findings(twin, "r32_layerdrop_off_scripted_train", Set{});
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

@@ -414,6 +414,37 @@ static std::string nonfinite_gradient_producer(Session& s, const std::vector<Tap
   return fallback;
 }
 
+/// Whether module `path`, which never ran, is a numbered layer (its last
+/// path component a number) with a numbered sibling that ran, in a traced
+/// or exported file saved in train mode: the trace recorded one draw of a
+/// random layer skip (LayerDrop in Hugging Face's wav2vec2 family, `if
+/// self.training and torch.rand([]) < layerdrop`; stochastic depth that
+/// skips whole blocks), and the file holds only the layers that draw kept
+/// (eval32 C19).
+static bool skipped_by_train_mode_trace(const Session& s, const std::string& path) {
+  if ((s.model.kind != "traced" && s.model.kind != "exported") || !s.model.saved_training) return false;
+  auto numbered = [](const std::string& t) {
+    return !t.empty() && std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  const auto dot = path.rfind('.');
+  if (dot == std::string::npos || !numbered(path.substr(dot + 1))) return false;
+  const std::string prefix = path.substr(0, dot + 1);
+  for (const auto& other : s.doc.layers) {
+    if (other.path == path || other.exec_order < 0 || other.path.compare(0, prefix.size(), prefix) != 0) continue;
+    if (numbered(other.path.substr(prefix.size()))) return true;
+  }
+  return false;
+}
+
+/// grad.skipped_by_trace and GRAD016's words for it.
+static void set_skipped_by_trace(MetricMap& m, bool skipped) {
+  m["grad.skipped_by_trace"] = skipped;
+  m["grad.skipped_by_trace_note"] =
+      skipped ? "; here a numbered sibling ran and the file was traced in train mode: the trace recorded one draw of a "
+                "random layer skip (LayerDrop, stochastic depth), and the file does not contain this layer at all"
+              : "";
+}
+
 /// The ops in `module`'s own forward (not its children's) whose derivative is
 /// infinite or undefined where their argument reaches 0 or the edge of
 /// their domain (sqrt at 0, a norm of a zero vector, log at 0, acos at 1, a
@@ -955,6 +986,8 @@ void probe_forward_backward(Session& s) {
       // (GRAD016, a warning); an expert that only this batch's routing
       // skipped is not that.
       m["grad.unused_in_training"] = lm.exec_order < 0 && training_intent;
+      const bool skipped_by_trace = lm.exec_order < 0 && skipped_by_train_mode_trace(s, mi.path);
+      set_skipped_by_trace(m, skipped_by_trace);
       m["grad.no_signal_under"] = "";  // set below when a whole sub-network is cut (GRAD015)
       if (pg.shift_invariant > 0) {
         m["grad.params_loss_shift_invariant"] = pg.shift_invariant;
@@ -1079,6 +1112,7 @@ void probe_forward_backward(Session& s) {
       pl.metrics["grad.module_ran"] = false;
       pl.metrics["grad.module_ran_empty"] = all_empty;
       pl.metrics["grad.unused_in_training"] = training;
+      set_skipped_by_trace(pl.metrics, pl.exec_order < 0 && skipped_by_train_mode_trace(s, p));
       pl.metrics["grad.unused_under"] = "";
       pl.metrics["grad.unused_modules"] = modules;
       for (auto& l : s.doc.layers)

@@ -1114,12 +1114,17 @@ void probe_normalization(Session& s) {
     // The attention that passes SDPA a dropout probability whatever the
     // mode (timm/ViT code with dropout_p=self.attn_drop.p instead of
     // `... if self.training else 0.0`): the first module whose output
-    // differs is only its output projection.
+    // differs is only its output projection. Or a random op a trace
+    // recorded (listed after those): then MODE004's fix is to trace after
+    // eval(), not F.dropout's training flag (evalrep.traced_random).
+    bool traced_random = false;
     if (!found && !im.unswitched_random_ops().empty()) {
+      traced_random = static_cast<int64_t>(im.unswitched_random_ops().size()) == im.traced_random_ops();
       source = im.unswitched_random_ops().front().first;
       found = true;
       cause = im.unswitched_random_ops().front().second + " in " + forward_of(source) + ", so eval() cannot switch it off";
     }
+    mm["evalrep.traced_random"] = traced_random;
     if (!first.empty()) {
       mm["evalrep.first_seen_at"] = first;
       if (found) {
