@@ -3869,6 +3869,18 @@ TEST(Round32, LayersATrainModeTraceSkippedAreNamedSo) {
   expect_findings(twin, "r32_layerdrop_off_scripted_train", Set{});
 }
 
+// GoogLeNet-style aux outputs that are None in eval mode: the drift compares
+// the logits both modes return (eval32 C10 read NaN), and BN001 carries the
+// number Python computes (train mode without dropout against eval mode).
+TEST(Round32, DriftComparesTheOutputsBothModesReturn) {
+  RUN_ROUND3(rep, "r32_aux_none_in_eval");
+  expect_findings(rep, "r32_aux_none_in_eval", manifest_findings("r32_aux_none_in_eval"));
+  const json* f = finding(rep, "BN001");
+  ASSERT_NE(f, nullptr);
+  EXPECT_TRUE(nde2e::near_rel("drift.rel_output_diff", num(f->at("evidence").at("drift.rel_output_diff")),
+                              nums("r32_aux_none_in_eval").at("drift_rel_output_diff").get<double>(), 1e-4));
+}
+
 }  // namespace
 
 #undef RUN_ROUND3
