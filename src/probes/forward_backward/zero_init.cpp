@@ -262,14 +262,20 @@ std::vector<std::pair<std::string, double>> small_branch_gains(const Session& s)
   return out;
 }
 
-std::set<const void*> parameters_never_read(const Session& s) {
-  std::set<const void*> out;
-  if (s.model.kind != "traced" && s.model.kind != "scripted") return out;
+/// Trainable parameters by their full path (module path + "." + name), as TensorImpl.
+static std::map<std::string, const void*> trainable_by_path(const Session& s) {
   std::map<std::string, const void*> by_path;
   for (const auto& mi : s.model.modules)
     for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
       if (p.value.requires_grad())
         by_path[mi.path.empty() ? p.name : mi.path + "." + p.name] = p.value.unsafeGetTensorImpl();
+  return by_path;
+}
+
+std::set<const void*> parameters_never_read(const Session& s) {
+  std::set<const void*> out;
+  if (s.model.kind != "traced" && s.model.kind != "scripted") return out;
+  const std::map<std::string, const void*> by_path = trainable_by_path(s);
   if (by_path.empty()) return out;
   // Every attribute read, whatever its type: a scripted nn.Conv2d reads
   // its bias as Optional[Tensor] (self.bias).
@@ -290,11 +296,7 @@ std::set<const void*> parameters_never_read(const Session& s) {
 std::set<const void*> parameters_behind_detach(const Session& s) {
   std::set<const void*> out;
   if (s.model.kind != "traced" && s.model.kind != "scripted") return out;
-  std::map<std::string, const void*> by_path;
-  for (const auto& mi : s.model.modules)
-    for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
-      if (p.value.requires_grad())
-        by_path[mi.path.empty() ? p.name : mi.path + "." + p.name] = p.value.unsafeGetTensorImpl();
+  const std::map<std::string, const void*> by_path = trainable_by_path(s);
   const AttrReads ar = tensor_attribute_reads(s);
   // Per parameter: whether a route without detach reaches the return, and
   // whether one through a detach does.
