@@ -3881,6 +3881,25 @@ TEST(Round32, DriftComparesTheOutputsBothModesReturn) {
                               nums("r32_aux_none_in_eval").at("drift_rel_output_diff").get<double>(), 1e-4));
 }
 
+// NeMo's TDNN speaker model with a statistics pooling over padded frames:
+// in eval mode the change enters where a dilated convolution reads the
+// padded frames (SEQ003); in train mode the first BatchNorm over frames
+// takes the padding in before that, and SEQ009 says so although the eval
+// route is the larger (eval32 C03 saw only the eval route). Masking the
+// pooling leaves the BatchNorm's route, SEQ001.
+TEST(Round32, TrainModeNormRouteBesidesTheEvalEntry) {
+  RUN_ROUND3(rep, "r32_speaker_statspool_unmasked");
+  expect_findings(rep, "r32_speaker_statspool_unmasked", manifest_findings("r32_speaker_statspool_unmasked"));
+  EXPECT_EQ(mm(rep).at("pad.mode"), "eval");
+  EXPECT_EQ(mm(rep).at("pad.train_norm_layer"), "encoder.0.bn");
+  const json* f = finding(rep, "SEQ009");
+  ASSERT_NE(f, nullptr);
+  EXPECT_GT(num(f->at("evidence").at("pad.rel_diff_train")), 1e-3);
+  RUN_ROUND3(twin, "r32_speaker_statspool_masked");
+  expect_findings(twin, "r32_speaker_statspool_masked", manifest_findings("r32_speaker_statspool_masked"));
+  EXPECT_EQ(mm(twin).at("pad.train_norm_layer"), "");
+}
+
 }  // namespace
 
 #undef RUN_ROUND3

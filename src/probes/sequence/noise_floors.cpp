@@ -30,23 +30,19 @@ void apply_noise_floors(Session& s) {
     floor = rr->second.get<double>();
     from = "the eval pass with the batch reordered (eval mode draws random numbers)";
   }
+  // A difference over the floor ("inf" over a floor of 0).
+  auto over = [&](double diff) { return floor > 0 ? metric_number(diff / floor) : MetricValue(diff > 0 ? "inf" : "nan"); };
   for (const char* p : {"pad", "seqlen"}) {
     auto d = mm.find(std::string(p) + ".rel_diff");
     if (d == mm.end() || !d->second.is_number()) continue;
-    const double diff = d->second.get<double>();
     mm[std::string(p) + ".noise_floor"] = floor;
     mm[std::string(p) + ".noise_floor_from"] = from;
-    mm[std::string(p) + ".over_floor"] = floor > 0 ? metric_number(diff / floor) : MetricValue(diff > 0 ? "inf" : "nan");
+    mm[std::string(p) + ".over_floor"] = over(d->second.get<double>());
   }
   // The train-mode change alone (SEQ009: the route the train pass takes
   // when the eval pass's larger change names another).
-  {
-    auto d = mm.find("pad.rel_diff_train");
-    if (d != mm.end() && d->second.is_number()) {
-      const double diff = d->second.get<double>();
-      mm["pad.train_over_floor"] = floor > 0 ? metric_number(diff / floor) : MetricValue(diff > 0 ? "inf" : "nan");
-    }
-  }
+  if (auto d = mm.find("pad.rel_diff_train"); d != mm.end() && d->second.is_number())
+    mm["pad.train_over_floor"] = over(d->second.get<double>());
   // A traced file with the sample's length baked in (seq.trace_baked_length,
   // probe_sequence): the largest change the padding or length comparison
   // measured above its floor where no normalization, pooling or
