@@ -535,6 +535,18 @@ void probe_forward_backward(Session& s) {
     s.doc.probes["gradients"] = {{"status", "ok"}, {"pass", "train"}};
   }
   s.doc.probes["loss"] = {{"description", r.loss_description}};
+  // A forward that returns its own loss, a 0-dim tensor (Lightning-Bolts'
+  // SimCLR computing nt_xent_loss in forward, reid-strong-baseline's
+  // CE + triplet): the file is a training wrapper, so saving it in train
+  // mode is deliberate (MODE008, not MODE001; eval33 C02). Said only when the
+  // command line said nothing.
+  if (s.doc.model_metrics["run.training_intent"] != true && r.backward_skipped.empty()) {
+    const at::Tensor y = loss_output(r.output, s.opt);
+    if (y.defined() && y.dim() == 0 && y.is_floating_point() && s.opt.loss == "auto") {
+      s.doc.model_metrics["run.training_intent"] = true;
+      s.doc.model_metrics["run.training_intent_from"] = std::string("a forward that returns a scalar loss");
+    }
+  }
   // Which pass the layer table describes: with dropout active, a module
   // after a Dropout reads its zeroed and 1/(1-p)-scaled input, so its RMS is
   // that of training, not of serving (eval27).
