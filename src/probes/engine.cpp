@@ -819,9 +819,25 @@ PassResult Session::run_pass(PassSpec spec) {
           break;
         case TapKind::kModuleOutput: {
           where = "\n  raised after " + mod + " returned (the last value measured): in the op that runs next";
-          // The module after it in named_modules() order (outside its own
-          // children) is where that op most often sits (an nn.Sequential's
-          // next layer).
+          // The module whose op reads that output (the graph's consumers, in
+          // graph order: Gemma's q_proj after input_layernorm, eval33), else
+          // the module after it in named_modules() order (outside its own
+          // children), where that op most often sits (an nn.Sequential's next
+          // layer).
+          std::string reader;
+          for (const auto& c : t.consumers)
+            if (!c.empty() && c != t.module && c.rfind(t.module + ".", 0) != 0) {
+              reader = c;
+              break;
+            }
+          if (!reader.empty()) {
+            std::string kind;
+            for (const auto& mi : model.modules)
+              if (mi.path == reader) kind = mi.kind;
+            where += ", probably in " + reader + (kind.empty() ? std::string() : " (" + kind + ")") +
+                     ", which reads that output";
+            break;
+          }
           for (size_t i = 0; i + 1 < model.modules.size(); ++i) {
             if (model.modules[i].path != t.module || t.module.empty()) continue;
             for (size_t j = i + 1; j < model.modules.size(); ++j) {

@@ -338,6 +338,28 @@ void probe_timeline(Session& s) {
     const auto rm = root->second.find(metric);
     return rm != root->second.end() && same_series(rm->second, xs);
   };
+  // Modules whose output is bounded by construction (a softmax's
+  // probabilities, a sigmoid's or tanh's values): their act.* statistics
+  // rise toward the bound when the logits before them grow, which is the
+  // logits' movement, not activation growth (eval33 C04: a ViT's attention
+  // softmax going from 0.074 to 1 was named the first mover while its
+  // logits grew 89x). Their inputs' statistics move instead.
+  static const std::set<std::string> kBounded = {"Softmax", "Softmax2d", "Softmin", "Sigmoid", "Tanh",
+                                                 "Hardsigmoid", "Hardtanh", "Softsign", "ReLU6"};
+  std::set<std::string> bounded;
+  std::map<int64_t, const LayerMetrics*> by_exec;  // by `order`: the checkpoints' runs
+  for (const auto& lm : s.doc.layers) {
+    if (kBounded.count(lm.kind)) bounded.insert(lm.path);
+    auto o = order.find(lm.path);
+    if (o != order.end() && o->second >= 0) by_exec[o->second] = &lm;
+  }
+  // A dropout or identity right after one passes its bounded values on
+  // (vit-pytorch's attn = self.dropout(self.attend(dots))).
+  for (const auto& [o, lm] : by_exec) {
+    if (lm->kind != "Dropout" && lm->kind != "Identity") continue;
+    auto prev = by_exec.find(o - 1);
+    if (prev != by_exec.end() && bounded.count(prev->second->path)) bounded.insert(lm->path);
+  }
   // Every moving statistic of every layer (not the model's output), with
   // the checkpoints where it is defined.
   auto for_each_moving = [&](const std::function<void(const std::string&, const std::string&, const Series&,
@@ -345,6 +367,7 @@ void probe_timeline(Session& s) {
     for (const auto& [path, ms] : series)
       for (const auto& [metric, xs] : ms) {
         if (!kMoving.count(metric) || is_output(path, metric, xs)) continue;
+        if (metric.rfind("act.", 0) == 0 && bounded.count(path)) continue;
         std::vector<size_t> defined;
         for (size_t i = 0; i < horizon; ++i)
           if (xs[i]) defined.push_back(i);
