@@ -3921,6 +3921,38 @@ TEST(Round32, AModelReturningItsLossIsForTraining) {
   EXPECT_EQ(f->at("severity"), "info");
 }
 
+
+// ConvNeXt's channels-first LayerNorm written as x.mean([1, 2, 3])
+// (facebookresearch/ConvNeXt issue #112) in a Conv3d port: on a 5-D clip it
+// reduces channel, time and height but not width (eval32 C05 missed it
+// without --seq-dim 2). AXIS014 names each such norm with the axes it takes
+// and keeps; Python: the first 4 frames change by 3.6 % when the clip is cut
+// to 4 frames. The original x.mean(1) and a per-frame norm over (1, 3, 4)
+// are how video models normalize: nothing.
+TEST(Round34, A5DClipNormalizedOverTimeAndHeightButNotWidth) {
+  const std::string name = "r34_convnext3d_issue112";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  EXPECT_GT(nums(name).at("first_frames_rel_change").get<double>(), 0.01);
+  int seen = 0;
+  for (const auto& f : rep.at("findings")) {
+    if (f.at("rule_id") != "AXIS014") continue;
+    ++seen;
+    const json& e = f.at("evidence");
+    EXPECT_EQ(e.at("norm.input_layout"), "[batch, channel, spatial, spatial, spatial]");
+    EXPECT_EQ(e.at("norm.partial_space_reduced"), "axes 2, 3");
+    EXPECT_EQ(e.at("norm.partial_space_kept"), "axis 4");
+    EXPECT_EQ(e.at("norm.op"), "layer_norm_pattern");
+  }
+  EXPECT_EQ(seen, 3);
+  for (const std::string twin : {"r34_convnext3d_channels_first", "r34_convnext3d_frame_norm"}) {
+    RUN_ROUND3(t, twin);
+    expect_findings(t, twin, Set{});
+    EXPECT_EQ(nums(twin).at("first_frames_rel_change").get<double>(), 0.0);
+    for (const auto& l : t.at("layers"))
+      if (l.at("metrics").contains("norm.partial_space")) EXPECT_EQ(l.at("metrics").at("norm.partial_space"), false) << l.at("path");
+  }
+}
 }  // namespace
 
 #undef RUN_ROUND3

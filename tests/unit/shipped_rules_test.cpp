@@ -128,6 +128,8 @@ const Expected kExpected[] = {
     {"AXIS013", "batchnorm-in-sequence-model", nd::Severity::kInfo, "layer", "group", false, "",
      "norm.batchnorm_over_time == true and arch.attention_ops > 0 and norm.after_convolution == false and "
      "layout.tokens_or_padding == false"},
+    {"AXIS014", "norm-over-time-axis", nd::Severity::kWarning, "layer", "all", false, "",
+     "norm.partial_space == true and norm.over_batch == false"},
     {"BN001", "bn-stale-running-stats", nd::Severity::kWarning, "model", "all", false, "bn.first_layer_at_init",
      "bn.layers_at_init > 0"},
     {"BN002", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",

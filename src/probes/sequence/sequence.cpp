@@ -1419,6 +1419,29 @@ void probe_sequence(Session& s) {
       // LSTM), which runs only because T equals num_features.
       m["norm.channels_are_time"] = (n.op == "batch_norm" || n.op == "instance_norm") && rank >= 3 &&
                                     roles.size() >= 2 && roles[1] == "time" && !time_guessed;
+      // A per-example norm of a 5-D [batch, channel, spatial x3] map (a
+      // video clip [B, C, T, H, W] or a volume [B, C, D, H, W]) over some of
+      // its spatial axes. Over none (per position), over all three, or over
+      // the last two (per frame / per slice: video diffusion's frame-wise
+      // GroupNorm) is how such models normalize; any other subset
+      // (ConvNeXt issue #112's x.mean([1, 2, 3]) ported to Conv3d: channel,
+      // time and height, not width) mixes positions along one axis and not
+      // along another, so a frame's output depends on the clip's length.
+      if (per_example && n.op != "l2_norm_pattern" && rank == 5 && roles.size() == 5 &&
+          roles[2] == "spatial" && roles[3] == "spatial" && roles[4] == "spatial") {
+        std::vector<int64_t> sp;
+        for (int64_t d : red)
+          if (d >= 2) sp.push_back(d);
+        const bool partial = !sp.empty() && sp.size() < 3 && sp != std::vector<int64_t>{3, 4};
+        m["norm.partial_space"] = partial;
+        if (partial) {
+          std::vector<std::string> kept, taken;
+          for (int64_t d = 2; d < 5; ++d)
+            (std::find(sp.begin(), sp.end(), d) == sp.end() ? kept : taken).push_back(std::to_string(d));
+          m["norm.partial_space_kept"] = (kept.size() == 1 ? "axis " : "axes ") + join(kept);
+          m["norm.partial_space_reduced"] = (taken.size() == 1 ? "axis " : "axes ") + join(taken);
+        }
+      }
     }
     if (!time_from.empty()) m["norm.time_axis_from"] = time_from;
     if (!shape2.empty() && shorter && shorter->name == "failed" && short_failed_layer == n.module)
@@ -2029,7 +2052,7 @@ const std::vector<std::string>& sequence_writes() {
       "norm.groups_split_positions", "norm.global_over_channels_and_time",
       "norm.computing_dtype", "norm.eps", "norm.fails_at_other_length", "norm.input_layout",
       "norm.after_convolution", "norm.time_stats_in_causal_model", "norm.groupnorm_time_in_causal_model", "norm.causal_from", "norm.input_shape", "norm.input_standardization", "norm.standardization_params", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.op",
-      "norm.over_batch", "norm.over_time", "norm.reduced_axes", "norm.reduces_batch", "norm.reduces_time",
+      "norm.over_batch", "norm.over_time", "norm.partial_space", "norm.partial_space_kept", "norm.partial_space_reduced", "norm.reduced_axes", "norm.reduces_batch", "norm.reduces_time",
       "norm.reduces_time_unconfirmed", "norm.spatial_size", "norm.statistic", "norm.time_axis_from", "norm.written_out", "pad.entry_kind",
       "pad.enters_at", "pad.enters_through", "pad.entry_layer", "pad.entry_op", "pad.error", "pad.first_layer",
       "pad.first_layer_kind", "pad.how", "pad.hypothetical", "pad.mask_note", "pad.mode", "pad.padding_declared", "pad.padding_declared_from",
