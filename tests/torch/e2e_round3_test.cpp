@@ -3953,6 +3953,61 @@ TEST(Round34, A5DClipNormalizedOverTimeAndHeightButNotWidth) {
       if (l.at("metrics").contains("norm.partial_space")) EXPECT_EQ(l.at("metrics").at("norm.partial_space"), false) << l.at("path");
   }
 }
+
+// Stable Diffusion 2's attention with q and k grown until every softmax row
+// is one-hot (logits of 1e4): to_q and to_k get exactly zero gradient
+// (Python: to_q's gradient norm 0.0), and GRAD004 names the saturated
+// softmax with the logit-range fix first, not "a ReLU off" and "connect the
+// parameters" (eval34 C01). At the initial scale: nothing.
+TEST(Round34, ZeroGradientBehindASaturatedSoftmaxNamesIt) {
+  const std::string name = "r34_sd2_attention_saturated";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  EXPECT_EQ(nums(name).at("to_q_grad_norm").get<double>(), 0.0);
+  int seen = 0;
+  for (const auto& f : rep.at("findings")) {
+    if (f.at("rule_id") != "GRAD004") continue;
+    ++seen;
+    const std::string cause = f.at("evidence").at("grad.zero_cause").get<std::string>();
+    EXPECT_NE(cause.find("the softmax in transformer_blocks.0.attn1 that it feeds is saturated"), std::string::npos) << cause;
+    const std::string fixes = f.at("fix").dump();
+    EXPECT_NE(f.at("fix").at(0).get<std::string>().find("bring the attention logits back into range"), std::string::npos) << fixes;
+    EXPECT_EQ(fixes.find("connect the parameters"), std::string::npos) << fixes;
+    EXPECT_EQ(fixes.find("delete modules"), std::string::npos) << fixes;
+  }
+  EXPECT_EQ(seen, 2);
+  const std::string twin = "r34_sd2_attention_init";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+  EXPECT_GT(nums(twin).at("to_q_grad_norm").get<double>(), 1e-3);
+}
+
+// Hugging Face EnCodec at init: the codebook is zeros, so the decoder's first
+// conv reads zeros; its weight lives in weight_norm's
+// conv.parametrizations.weight, whose output (the weight) gets no gradient
+// while the conv's bias does (Python: 0 and 0.00127). GRAD004 says the
+// conv's input is zero and tells to find why, not "a ReLU off" (eval34 C13).
+// With a k-means filled codebook the decoder learns; both keep GRAD015 at
+// the encoder (the argmax lookup passes no gradient, as in HF's encode path).
+TEST(Round34, AParametrizedWeightBehindAZeroInputNamesTheInput) {
+  const std::string name = "r34_encodec_zero_codebook";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  EXPECT_EQ(nums(name).at("decoder_weight_grad_norm").get<double>(), 0.0);
+  EXPECT_GT(nums(name).at("decoder_bias_grad_norm").get<double>(), 0.0);
+  const json* f = finding(rep, "GRAD004");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("layer"), "decoder.0.conv.parametrizations.weight");
+  const std::string cause = f->at("evidence").at("grad.zero_cause").get<std::string>();
+  EXPECT_NE(cause.find("it computes the weight of decoder.0.conv"), std::string::npos) << cause;
+  EXPECT_NE(cause.find("decoder.0.conv's input is zero on this batch"), std::string::npos) << cause;
+  EXPECT_NE(f->at("fix").at(0).get<std::string>().find("find why the module's input is zero"), std::string::npos);
+  EXPECT_EQ(f->at("fix").dump().find("connect the parameters"), std::string::npos);
+  const std::string twin = "r34_encodec_filled_codebook";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, manifest_findings(twin));
+  EXPECT_GT(nums(twin).at("decoder_weight_grad_norm").get<double>(), 1e-3);
+}
 }  // namespace
 
 #undef RUN_ROUND3

@@ -1030,15 +1030,70 @@ void probe_forward_backward(Session& s) {
       // not (a weight's gradient is the input times the output's gradient:
       // the input is zero on this batch).
       std::string cause;
+      bool saturated_softmax = false, zero_input = false;
       if (zero_from_values) {
         auto out = m.find("grad.out_norm");
-        if (out != m.end() && out->second.is_number() && out->second.get<double>() == 0)
-          cause = "no gradient reaches its output on this batch: what reads it does not change the loss here (a ReLU "
-                  "off for every example, an attention whose values are the same at every key ignores its queries "
-                  "and keys)";
-        else if (pg.zero_weights > 0 && pg.zero_biases == 0 && pg.live_biases > 0)
+        // A parametrization (weight_norm's parametrizations.weight holding
+        // original0/original1): its output is the weight of the module that
+        // owns it. When that module's output gets a gradient and the weight
+        // it reads does not, its input is zero on this batch (EnCodec's
+        // decoder conv behind the zero-initialized codebook, eval34 C13).
+        std::string owner;
+        {
+          const size_t at = mi.path.find(".parametrizations.");
+          if (at != std::string::npos) owner = mi.path.substr(0, at);
+          else if (mi.path.rfind("parametrizations.", 0) == 0) owner = "<root>";
+        }
+        const LayerMetrics* ol = owner.empty() || owner == "<root>" ? nullptr : s.doc.find_layer(owner);
+        bool owner_gets_grad = false;
+        if (ol) {
+          auto oo = ol->metrics.find("grad.out_norm");
+          owner_gets_grad = oo != ol->metrics.end() && oo->second.is_number() && oo->second.get<double>() > 0;
+        }
+        if (owner_gets_grad && out != m.end() && out->second.is_number() && out->second.get<double>() == 0) {
+          zero_input = true;
+          cause = "it computes the weight of " + owner + " (a parametrization such as weight_norm), whose output " +
+                  "gets a gradient while that weight gets none: " + owner + "'s input is zero on this batch (a " +
+                  "weight's gradient is the input times the output's gradient)";
+        } else if (out != m.end() && out->second.is_number() && out->second.get<double>() == 0) {
+          // The nearest enclosing module whose softmax is one-hot in every
+          // row (a query/key projection under an attention whose logits
+          // reach 1e4: eval34 C01, Stable Diffusion 2 attention): a
+          // saturated softmax has a zero Jacobian, so its logits, and what
+          // computes them, get no gradient.
+          std::string sat_at;
+          double sat_logits = 0;
+          for (std::string p = mi.path; !p.empty();) {
+            const size_t dot = p.rfind('.');
+            p = dot == std::string::npos ? std::string() : p.substr(0, dot);
+            const LayerMetrics* al = s.doc.find_layer(p);
+            if (!al) continue;
+            auto of = al->metrics.find("softmax.onehot_fraction");
+            if (of == al->metrics.end() || !of->second.is_number()) continue;
+            if (of->second.get<double>() >= 0.999) {
+              sat_at = p.empty() ? std::string("<root>") : p;
+              auto la = al->metrics.find("softmax.logit_absmax");
+              if (la != al->metrics.end() && la->second.is_number()) sat_logits = la->second.get<double>();
+            }
+            break;
+          }
+          saturated_softmax = !sat_at.empty();
+          if (saturated_softmax) {
+            char nb[32];
+            std::snprintf(nb, sizeof nb, "%.4g", sat_logits);
+            cause = "no gradient reaches its output on this batch: the softmax in " + sat_at +
+                    " that it feeds is saturated (every row one-hot, logits reach " + nb +
+                    "), and a one-hot softmax passes no gradient to its logits";
+          } else
+            cause = "no gradient reaches its output on this batch: what reads it does not change the loss here (a ReLU "
+                    "off for every example, an attention whose values are the same at every key ignores its queries "
+                    "and keys)";
+        }
+        else if (pg.zero_weights > 0 && pg.zero_biases == 0 && pg.live_biases > 0) {
+          zero_input = true;
           cause = "its bias gets a gradient and its weight does not: its input is zero on this batch (a weight's "
                   "gradient is the input times the output's gradient)";
+        }
       }
       // No gradient at all, because every route to the output passes a
       // detach: a straight-through estimator's codebook (VQ-VAE).
@@ -1049,6 +1104,8 @@ void probe_forward_backward(Session& s) {
                 "straight-through estimator z + (z_q - z).detach() is trained by the codebook and commitment "
                 "losses)";
       m["grad.params_behind_detach"] = pg.behind_detach;
+      m["grad.zero_from_saturated_softmax"] = saturated_softmax;
+      m["grad.zero_from_zero_input"] = zero_input;
       m["grad.zero_cause"] = cause;
       m["grad.zero_cause_note"] = cause.empty() ? std::string() : "; " + cause;
       m["grad.param_norm"] = metric_number(std::sqrt(pg.sumsq));
