@@ -4008,6 +4008,24 @@ TEST(Round34, AParametrizedWeightBehindAZeroInputNamesTheInput) {
   expect_findings(t, twin, manifest_findings(twin));
   EXPECT_GT(nums(twin).at("decoder_weight_grad_norm").get<double>(), 1e-3);
 }
+
+// A Whisper-style speech-to-text encoder-decoder at Hugging Face's init
+// (normal(0, 0.02)): the encoder's first conv gets 6e-4 of the head's output
+// gradient, but the drop is the jump from the encoder to the decoder's
+// cross-attention projections that read it (leaves that do not read each
+// other in execution order), not a decline through depth: no GRAD003
+// (eval34 C16 SpeechT5).
+TEST(Round34, AnEncoderDecoderAtInitIsNotVanishingThroughDepth) {
+  const std::string name = "r34_speech2text_at_init";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  const auto& mm0 = mm(rep);
+  EXPECT_LT(num(mm0.at("grad.input_output_ratio")), 1e-3);
+  EXPECT_EQ(mm0.at("grad.shrink_between_branches"), true);
+  EXPECT_EQ(mm0.at("grad.shrink_concentrated"), false);
+  EXPECT_GE(num(mm0.at("grad.max_shrink_share")), 0.5);
+  EXPECT_NE(mm0.at("grad.max_shrink_to").get<std::string>().find("encoder_attn."), std::string::npos);
+}
 }  // namespace
 
 #undef RUN_ROUND3

@@ -176,7 +176,7 @@ const Expected kExpected[] = {
      "grad.blocks_contradict_exploding == false"},
     {"GRAD003", "vanishing-gradients", nd::Severity::kWarning, "model", "all", false, "grad.first_layer",
      "grad.input_output_ratio < 0.001 and grad.rel_contradicts_vanishing == false and grad.shrink_concentrated == false and "
-     "grad.small_gain_params == 0 and grad.bn_batch_noise == false and grad.cut_layer == \"\" and grad.profile_shallow == false and "
+     "grad.shrink_between_branches == false and grad.small_gain_params == 0 and grad.bn_batch_noise == false and grad.cut_layer == \"\" and grad.profile_shallow == false and "
      "grad.blocks_contradict_vanishing == false"},
     {"GRAD004", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "",
      "grad.params_no_signal > 0 and grad.module_ran != false and grad.no_signal_under == \"\" and grad.blocked_by == \"\" and "

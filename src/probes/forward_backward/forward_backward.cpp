@@ -2073,8 +2073,17 @@ void probe_forward_backward(Session& s) {
         mm["grad.max_shrink_to"] = pleaves[top_si + 1]->path;
         mm["grad.max_shrink_factor"] = std::exp(top_s);
         mm["grad.shrink_concentrated"] = top_s / net >= 0.5 && chained;
+        // Half or more of the drop in one step between leaves that do not
+        // read each other: execution order jumps from one branch to another
+        // (an encoder's last layer, then the decoder's embedding), and the
+        // first and last leaves' ratio is the junction's, not a decline
+        // through depth. SpeechT5 at Hugging Face's N(0, 0.02) init (eval34
+        // C16): the encoder's gradient is flat (0.0049 to 0.0076) and the
+        // whole drop is the cross-attention's v_proj/k_proj into it.
+        mm["grad.shrink_between_branches"] = top_s / net >= 0.5 && !chained;
       } else {
         s.doc.model_metrics["grad.shrink_concentrated"] = false;
+        s.doc.model_metrics["grad.shrink_between_branches"] = false;
       }
     }
   }
