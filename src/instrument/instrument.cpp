@@ -718,6 +718,40 @@ nlohmann::json norm_op_args(Node* n, const std::string& op) {
   return a;
 }
 
+}  // namespace
+
+at::Tensor real_position_weights(const at::Tensor& a, const at::Tensor& real) {
+  at::Tensor w;
+  if (!real.defined() || a.dim() < 2 || real.dim() != 2) return w;
+  const at::ScalarType st = a.is_floating_point() ? a.scalar_type() : at::kFloat;
+  // The batch axis (0, else the first of size B: [T, B, C]) and the time
+  // axis (the first other axis of size T) of this output.
+  int64_t db = a.size(0) == real.size(0) ? 0 : -1;
+  for (int64_t d = 1; d < a.dim() && db < 0; ++d)
+    if (a.size(d) == real.size(0)) db = d;
+  for (int64_t d = 0; d < a.dim() && db >= 0; ++d) {
+    if (d == db || a.size(d) != real.size(1)) continue;
+    std::vector<int64_t> shape(static_cast<size_t>(a.dim()), 1);
+    shape[static_cast<size_t>(db)] = real.size(0);
+    shape[static_cast<size_t>(d)] = real.size(1);
+    w = (d < db ? real.t() : real).to(st).to(a.device()).reshape(shape);
+    break;
+  }
+  if (!w.defined() && db >= 0) {
+    // An output with a batch axis and no time axis ([B, classes] from
+    // x[:, 0] or a pooling): an example with no real position at all (an
+    // empty utterance, every position padding) has no real output to
+    // protect, and its output changes with the padded length whatever
+    // the model does; only examples with a real position are compared.
+    std::vector<int64_t> shape(static_cast<size_t>(a.dim()), 1);
+    shape[static_cast<size_t>(db)] = real.size(0);
+    w = real.to(at::kBool).any(1).to(st).to(a.device()).reshape(shape);
+  }
+  return w;
+}
+
+namespace {
+
 // ||cur - ref||^2 and ||ref||^2 over the common sizes (each axis narrowed to
 // the smaller of the two), finite elements only, weighted by `real` [B, T]
 // where the tensor has B on axis 0 and an axis of size T. False when the two
@@ -768,32 +802,7 @@ bool compare_outputs(const at::Tensor& ref0, const at::Tensor& cur0, const at::T
   const at::ScalarType st = (a.scalar_type() == at::kDouble) ? at::kDouble : at::kFloat;
   a = a.to(st);
   b = b.to(st).to(a.device());
-  at::Tensor w;
-  if (real.defined() && a.dim() >= 2 && real.dim() == 2) {
-    // The batch axis (0, else the first of size B: [T, B, C]) and the time
-    // axis (the first other axis of size T) of this output.
-    int64_t db = a.size(0) == real.size(0) ? 0 : -1;
-    for (int64_t d = 1; d < a.dim() && db < 0; ++d)
-      if (a.size(d) == real.size(0)) db = d;
-    for (int64_t d = 0; d < a.dim() && db >= 0; ++d) {
-      if (d == db || a.size(d) != real.size(1)) continue;
-      std::vector<int64_t> shape(static_cast<size_t>(a.dim()), 1);
-      shape[static_cast<size_t>(db)] = real.size(0);
-      shape[static_cast<size_t>(d)] = real.size(1);
-      w = (d < db ? real.t() : real).to(st).to(a.device()).reshape(shape);
-      break;
-    }
-    if (!w.defined() && db >= 0) {
-      // An output with a batch axis and no time axis ([B, classes] from
-      // x[:, 0] or a pooling): an example with no real position at all (an
-      // empty utterance, every position padding) has no real output to
-      // protect, and its output changes with the padded length whatever
-      // the model does; only examples with a real position are compared.
-      std::vector<int64_t> shape(static_cast<size_t>(a.dim()), 1);
-      shape[static_cast<size_t>(db)] = real.size(0);
-      w = real.to(at::kBool).any(1).to(st).to(a.device()).reshape(shape);
-    }
-  }
+  const at::Tensor w = real_position_weights(a, real);
   at::Tensor diff = b - a;
   at::Tensor av = a;
   if (w.defined()) {

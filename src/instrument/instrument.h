@@ -246,6 +246,15 @@ struct PassConfig {
   bool batch_norm_stats = true;
 };
 
+/// Weights for comparing a tensor at the real (not padded) positions only:
+/// `real` is [B, T] bool; for `t` with a batch axis (0, else the first of
+/// size B: [T, B, C]) and an axis of size T (the first other one; a
+/// [B, H, T, S] attention map takes its query axis), 1 at real positions and
+/// 0 at padded ones, shaped to broadcast against `t` in t's dtype. For a
+/// batch axis without a time axis ([B, classes]), 0 for the examples with no
+/// real position. Undefined when `real` is undefined or t has no batch axis.
+at::Tensor real_position_weights(const at::Tensor& t, const at::Tensor& real);
+
 /// Statistics gathered by the taps of one pass. Thread-safe for gradient hooks.
 /// Per-channel statistics of a batch_norm input [N, C, *] (first call in the pass).
 struct BatchNormStats {

@@ -94,7 +94,7 @@ std::vector<at::Tensor> Session::output_tensors(const c10::IValue& out) {
   return ts;
 }
 
-double Session::relative_difference(const c10::IValue& a, const c10::IValue& b, bool ids_share) {
+double Session::relative_difference(const c10::IValue& a, const c10::IValue& b, bool ids_share, const at::Tensor& real) {
   // Outputs present in one mode only: torchvision's GoogLeNet and Inception
   // return (logits, aux2, aux1) with the aux slots None in eval mode
   // (eval32 C10: the drift read NaN). The slots both hold are compared.
@@ -110,7 +110,7 @@ double Session::relative_difference(const c10::IValue& a, const c10::IValue& b, 
         }
       if (ka.size() < ea.size() && !ka.empty())
         return relative_difference(c10::ivalue::Tuple::create(std::move(ka)), c10::ivalue::Tuple::create(std::move(kb)),
-                                   ids_share);
+                                   ids_share, real);
     }
   }
   const auto ta = output_tensors(a), tb = output_tensors(b);
@@ -136,8 +136,16 @@ double Session::relative_difference(const c10::IValue& a, const c10::IValue& b, 
     // standardization z.std(0) over one example alone gives NaN), not a
     // value to leave out.
     if (ids_share && at::isfinite(x).ne(at::isfinite(y)).any().item<bool>()) return std::numeric_limits<double>::infinity();
-    num += (x - y).masked_fill(ok.logical_not(), 0).pow(2).sum().item<double>();
-    den += y.masked_fill(ok.logical_not(), 0).pow(2).sum().item<double>();
+    at::Tensor dx = (x - y).masked_fill(ok.logical_not(), 0), yy = y.masked_fill(ok.logical_not(), 0);
+    if (real.defined()) {
+      const at::Tensor w = real_position_weights(yy, real);
+      if (w.defined()) {
+        dx = dx * w;
+        yy = yy * w;
+      }
+    }
+    num += dx.pow(2).sum().item<double>();
+    den += yy.pow(2).sum().item<double>();
   }
   // A model that returns only ids (argmax predictions, generated tokens):
   // with ids_share, the share of ids that changed (batch dependence and the

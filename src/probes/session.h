@@ -336,8 +336,11 @@ class Session {
   /// between train and eval mode a tiny logit change flips near-tied ids, so
   /// the share says nothing there. With `ids` set, an element finite in one
   /// output and NaN/Inf in the other makes the difference infinite (without
-  /// it, such elements are left out).
-  static double relative_difference(const c10::IValue& a, const c10::IValue& b, bool ids = false);
+  /// it, such elements are left out). With `real` ([B, T] bool, the
+  /// sample's real positions), floating outputs with a batch and a time axis
+  /// are compared at the real positions only (real_position_weights).
+  static double relative_difference(const c10::IValue& a, const c10::IValue& b, bool ids = false,
+                                    const at::Tensor& real = at::Tensor());
   /// Throws nd::Error(timeout) when --timeout has passed; `where` names the probe.
   void check_timeout(const std::string& where) const;
 

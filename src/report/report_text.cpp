@@ -502,6 +502,8 @@ void render_precision(std::ostringstream& out, const MetricsDoc& doc, const Pain
     out << '\n';
   }
   out << "  model output relative error vs fp32: " << text("prec.output_rel_error");
+  if (get("prec.real_positions_from"))
+    out << " at the real positions, as every module's error (padding from " << text("prec.real_positions_from") << ")";
   if (get("prec.output_nonfinite_count") && text("prec.output_nonfinite_count") != "0")
     out << " over the finite elements; " << text("prec.output_nonfinite_count") << " output values are NaN/Inf in " << fmt
         << " and finite in fp32";

@@ -4026,6 +4026,26 @@ TEST(Round34, AnEncoderDecoderAtInitIsNotVanishingThroughDepth) {
   EXPECT_GE(num(mm0.at("grad.max_shrink_share")), 0.5);
   EXPECT_NE(mm0.at("grad.max_shrink_to").get<std::string>().find("encoder_attn."), std::string::npos);
 }
+
+// GPT-2 (transformers 4.2x: additive -10000.0 mask) on a left-padded batch in
+// fp16: the padded rows are fully masked, their logits near -1e4 where
+// fp16's spacing is 8, so they differ from fp32 by 5 % over all positions;
+// the real positions by 0.1 % (Python, native fp16: 0.0526 and 0.00111). The
+// precision probe measures at the real positions (eval34 C08 GPT-Neo).
+TEST(Round34, PrecisionErrorsAreMeasuredAtTheRealPositions) {
+  const std::string name = "r34_gpt2_left_padded_fp16";
+  RUN_ROUND3(rep, name, {"--precision", "fp16"});
+  expect_findings(rep, name, Set{});
+  const auto& m = mm(rep);
+  if (m.at("prec.mode") == "native")  // LibTorch 2.x; 1.13 has no CPU Half matmul and emulates
+    EXPECT_TRUE(nde2e::near_rel("prec.output_rel_error", num(m.at("prec.output_rel_error")),
+                                nums(name).at("fp16_rel_error_real_positions").get<double>(), 0.05));
+  else
+    EXPECT_LT(num(m.at("prec.output_rel_error")), 0.01);
+  EXPECT_GT(nums(name).at("fp16_rel_error_all_positions").get<double>(), 0.03);
+  EXPECT_NE(m.at("prec.real_positions_from").get<std::string>().find("attention_mask"), std::string::npos);
+  EXPECT_FALSE(m.contains("prec.first_divergent_layer"));
+}
 }  // namespace
 
 #undef RUN_ROUND3
