@@ -4046,6 +4046,30 @@ TEST(Round34, PrecisionErrorsAreMeasuredAtTheRealPositions) {
   EXPECT_NE(m.at("prec.real_positions_from").get<std::string>().find("attention_mask"), std::string::npos);
   EXPECT_FALSE(m.contains("prec.first_divergent_layer"));
 }
+
+// torchvision's MViT v2 pattern: the last block's relative position tables
+// add to the spatial queries' logits, and the head reads the class token, so
+// they get exactly zero gradient by design (Python: 0.0). GRAD024 (info)
+// says so with the share of the output gradient that is zero; not a GRAD004
+// warning (a stock mvit_v2_s got one). Mean pooling reads every token:
+// nothing.
+TEST(Round34, ParametersActingOnlyOnDroppedPositionsAreInfo) {
+  const std::string name = "r34_mvit_class_token";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  EXPECT_EQ(nums(name).at("last_rel_pos_grad_norm").get<double>(), 0.0);
+  const json* f = info_finding(rep, "GRAD024", "blocks.1.attn");
+  ASSERT_NE(f, nullptr);
+  // 16 of the 17 tokens' rows are not read: (17 - 1) / 17 of the gradient.
+  EXPECT_NEAR(num(f->at("evidence").at("grad.out_zero_fraction")), 16.0 / 17.0, 1e-6);
+  EXPECT_EQ(f->at("evidence").at("grad.params_no_signal"), 2);
+  EXPECT_EQ(finding(rep, "GRAD004"), nullptr);
+  const std::string twin = "r34_mvit_mean_pool";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+  EXPECT_EQ(finding(t, "GRAD024"), nullptr);
+  EXPECT_GT(nums(twin).at("last_rel_pos_grad_norm").get<double>(), 1e-4);
+}
 }  // namespace
 
 #undef RUN_ROUND3

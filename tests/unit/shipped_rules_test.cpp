@@ -180,7 +180,7 @@ const Expected kExpected[] = {
      "grad.blocks_contradict_vanishing == false"},
     {"GRAD004", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "",
      "grad.params_no_signal > 0 and grad.module_ran != false and grad.no_signal_under == \"\" and grad.blocked_by == \"\" and "
-     "grad.output_discarded != true and loss.saturated != true"},
+     "grad.output_discarded != true and loss.saturated != true and grad.zero_from_discarded_positions != true"},
     {"GRAD005", "no-gradient-path", nd::Severity::kInfo, "model", "all", false, "grad.zero_weight_layer",
      "grad.blocked_layers > 0"},
     {"GRAD006", "vanishing-gradients", nd::Severity::kInfo, "model", "all", false, "grad.max_shrink_to",
@@ -220,6 +220,9 @@ const Expected kExpected[] = {
     {"GRAD022", "output-logit-divergence", nd::Severity::kWarning, "model", "all", true, "", "loss.saturated == true"},
     {"GRAD023", "no-gradient-path", nd::Severity::kInfo, "layer", "all", false, "",
      "grad.subtree_no_signal_modules >= 2 and grad.subtree_output_discarded == true"},
+    {"GRAD024", "no-gradient-path", nd::Severity::kInfo, "layer", "all", false, "",
+     "grad.params_no_signal > 0 and grad.module_ran == true and grad.zero_from_discarded_positions == true and "
+     "grad.no_signal_under == \"\" and grad.blocked_by == \"\" and grad.output_discarded != true"},
     {"IN001", "nonfinite-input", nd::Severity::kError, "input", "all", false, "", "input.nonfinite_count > 0"},
     {"IN002", "input-scale", nd::Severity::kWarning, "input", "all", true, "",
      "input.is_float == true and input.scale > 10 and input.scale_invariant == false and input.periodic_encoding != true "

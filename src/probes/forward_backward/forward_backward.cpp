@@ -752,6 +752,8 @@ void probe_forward_backward(Session& s) {
         m["grad.out_norm"] = metric_number(a.grad.l2());
         m["grad.out_rms"] = metric_number(a.grad.rms());
         m["grad.out_nonfinite_count"] = a.grad.nonfinite();
+        m["grad.out_zero_fraction"] =
+            a.grad.numel > 0 ? static_cast<double>(a.grad.zeros) / static_cast<double>(a.grad.numel) : 0.0;
       }
     }
     const int64_t sat_n = a.sat_sig_n + a.sat_tanh_n;
@@ -1030,7 +1032,7 @@ void probe_forward_backward(Session& s) {
       // not (a weight's gradient is the input times the output's gradient:
       // the input is zero on this batch).
       std::string cause;
-      bool saturated_softmax = false, zero_input = false;
+      bool saturated_softmax = false, zero_input = false, discarded_positions = false;
       if (zero_from_values) {
         auto out = m.find("grad.out_norm");
         // A parametrization (weight_norm's parametrizations.weight holding
@@ -1093,6 +1095,22 @@ void probe_forward_backward(Session& s) {
           zero_input = true;
           cause = "its bias gets a gradient and its weight does not: its input is zero on this batch (a weight's "
                   "gradient is the input times the output's gradient)";
+        } else if (pg.zero >= pg.params && out != m.end() && out->second.is_number() && out->second.get<double>() > 0) {
+          // Its output gets a gradient at a few positions only, and its
+          // parameters act on the others: the model reads part of the
+          // output (the class token after the last block) and these
+          // parameters shape only the positions it drops. torchvision's
+          // MViT v2: the last block's rel_pos_h/w/t add to the spatial
+          // queries' logits, and the head reads the class token.
+          auto zf = m.find("grad.out_zero_fraction");
+          if (zf != m.end() && zf->second.is_number() && zf->second.get<double>() >= 0.5) {
+            discarded_positions = true;
+            char nb[32];
+            std::snprintf(nb, sizeof nb, "%.3g", zf->second.get<double>());
+            cause = std::string("its output gets a gradient at a few positions only (a fraction ") + nb +
+                    " of its output gradient is exactly zero: positions the model does not read, such as every "
+                    "token but the class token after the last block), and these parameters act only on the others";
+          }
         }
       }
       // No gradient at all, because every route to the output passes a
@@ -1106,6 +1124,7 @@ void probe_forward_backward(Session& s) {
       m["grad.params_behind_detach"] = pg.behind_detach;
       m["grad.zero_from_saturated_softmax"] = saturated_softmax;
       m["grad.zero_from_zero_input"] = zero_input;
+      m["grad.zero_from_discarded_positions"] = discarded_positions;
       m["grad.zero_cause"] = cause;
       m["grad.zero_cause_note"] = cause.empty() ? std::string() : "; " + cause;
       m["grad.param_norm"] = metric_number(std::sqrt(pg.sumsq));
