@@ -1639,14 +1639,35 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         return (through.count(k) > 0 || k == "aten::unsqueeze" || k == "aten::view" || k == "aten::reshape") &&
                u.offset == 0 && u.user->outputs().size() == 1;
       };
-      input_reaches_conv1d_.push_back(reaches(inputs[i], 64, reshape, [](const torch::jit::Use& u, const std::string& k) {
+      auto is_conv1d = [](const torch::jit::Use& u, const std::string& k) {
         if (u.offset != 0) return false;
         if (k == "aten::conv1d" || k == "aten::conv_transpose1d") return true;
         // 1-D when the weight is 3-D (its type, when complete).
-        if ((k == "aten::_convolution" || k == "aten::convolution") && u.user->inputs().size() > 1)
-          if (auto tt = u.user->input(1)->type()->cast<c10::TensorType>()) return tt->dim() && *tt->dim() == 3;
+        if ((k == "aten::_convolution" || k == "aten::convolution") && u.user->inputs().size() > 3) {
+          if (auto tt = u.user->input(1)->type()->cast<c10::TensorType>())
+            if (tt->dim()) return *tt->dim() == 3;
+          // A weight computed in the graph (weight_norm's parametrization)
+          // has no rank in its type: one stride per spatial axis says it.
+          if (auto st = structure::const_int_list(u.user->input(3))) return st->size() == 1;
+        }
         return false;
-      }));
+      };
+      input_reaches_conv1d_.push_back(reaches(inputs[i], 64, reshape, is_conv1d));
+      // Through casts, slices, elementwise scaling and paddings only (the
+      // layout stays [B, C, T]): HF EnCodec cuts the waveform into frames
+      // (a slice of the time axis), multiplies it by its padding mask and
+      // pads it (F.pad, reflect) before the first conv1d.
+      static const std::set<std::string> keep_layout = {
+          "aten::pad", "aten::constant_pad_nd", "aten::reflection_pad1d", "aten::replication_pad1d",
+          "aten::circular_pad1d", "aten::slice", "aten::narrow", "aten::mul", "aten::div"};
+      input_conv1d_layout_.push_back(reaches(
+          inputs[i], 64,
+          [](const torch::jit::Use& u, const std::string& k) {
+            const bool elementwise = k == "aten::mul" || k == "aten::div";
+            return (through.count(k) > 0 || keep_layout.count(k) > 0) && (u.offset == 0 || elementwise) &&
+                   u.user->outputs().size() == 1;
+          },
+          is_conv1d));
       // Through views, slices and casts: is it the indices of a lookup?
       static const std::set<std::string> shape_ops = {
           "aten::to", "aten::contiguous", "aten::detach", "aten::clone", "aten::view", "aten::reshape", "aten::flatten",

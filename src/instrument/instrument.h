@@ -553,6 +553,10 @@ class InstrumentedModel {
   /// through reshapes only (unsqueeze, view, reshape, casts): a [B, T]
   /// waveform unsqueezed into Conv1d(1, C, ...) (Conv-TasNet's encoder).
   const std::vector<bool>& input_reaches_conv1d() const { return input_reaches_conv1d_; }
+  /// Per forward argument: a 1-D convolution reads it as it is, through
+  /// casts and paddings only ([B, C, T] stays [B, C, T]: EnCodec pads the
+  /// waveform before its first conv1d).
+  const std::vector<bool>& input_conv1d_layout() const { return input_conv1d_layout_; }
   /// Per forward argument (self excluded): whether it reaches, through
   /// views, slices and casts, the indices of a table lookup
   /// (aten::embedding, embedding_bag, index_select, one_hot): token ids do,
@@ -597,6 +601,7 @@ class InstrumentedModel {
   std::vector<TapSite> taps_;
   std::vector<std::set<std::string>> input_consumers_;
   std::vector<bool> input_reaches_conv1d_;
+  std::vector<bool> input_conv1d_layout_;
   std::vector<bool> input_indexes_table_;
   std::vector<bool> input_fields_;
   std::vector<bool> periodic_inputs_;

@@ -4007,6 +4007,13 @@ TEST(Round34, AParametrizedWeightBehindAZeroInputNamesTheInput) {
   RUN_ROUND3(t, twin);
   expect_findings(t, twin, manifest_findings(twin));
   EXPECT_GT(nums(twin).at("decoder_weight_grad_norm").get<double>(), 1e-3);
+  // The waveform [B, 1, T] reaches the first conv1d through F.pad, and that
+  // conv's weight is computed (weight_norm): still [batch, channel, time]
+  // (eval34 C13 read it as [batch, time, feature] and skipped the sequence
+  // probes).
+  const json& in0 = t.at("probes").at("layout").at("inputs").at(0);
+  EXPECT_EQ(in0.at("from"), "float [B, C, T]: read by a conv1d");
+  EXPECT_EQ(in0.at("time_axis"), 2);
 }
 
 // A Whisper-style speech-to-text encoder-decoder at Hugging Face's init
