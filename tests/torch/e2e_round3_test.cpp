@@ -4077,6 +4077,36 @@ TEST(Round34, ParametersActingOnlyOnDroppedPositionsAreInfo) {
   EXPECT_EQ(finding(t, "GRAD024"), nullptr);
   EXPECT_GT(nums(twin).at("last_rel_pos_grad_norm").get<double>(), 1e-4);
 }
+
+// PyG's dense graph batches ([B, N, C] viewed as [B * N, C] for
+// BatchNorm1d): the nodes of one graph move together, so the sampling noise
+// of the batch statistics is that of the 8 graphs, not of 80 rows (eval35
+// C02: BN002 on a healthy DiffPool). With current running statistics:
+// nothing (the old noise gave BN003: the variance of 8 graphs looked 5x
+// off). With the statistics of another dataset: the mean (BN002) and the
+// variance (BN003, 3000x) are off beyond what 8 graphs give.
+TEST(Round35, NodeRowsOfOneGraphAreOneSamplingUnit) {
+  const std::string name = "r35_dense_gnn_current_stats";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  for (const char* bn : {"bn1", "bn2"}) {
+    const json* mp = layer_metrics(rep, bn);
+    ASSERT_NE(mp, nullptr) << bn;
+    const json& m = *mp;
+    EXPECT_EQ(m.at("bn.noise_units"), "8 examples (80 rows, 10 per example)") << bn;
+    EXPECT_LT(num(m.at("bn.var_ratio_over_noise")), 3.0) << bn;
+    EXPECT_EQ(m.at("bn.mean_beyond_noise"), false) << bn;
+  }
+  const std::string twin = "r35_dense_gnn_stale_stats";
+  RUN_ROUND3(t, twin);
+  EXPECT_NE(finding(t, "BN002"), nullptr);
+  const json* f = finding(t, "BN003");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("layer"), "bn2");
+  EXPECT_GT(num(f->at("evidence").at("bn.var_ratio")), 1000.0);
+  ASSERT_NE(layer_metrics(t, "bn2"), nullptr);
+  EXPECT_GT(num(layer_metrics(t, "bn2")->at("bn.var_ratio_over_noise")), 3.0);
+}
 }  // namespace
 
 #undef RUN_ROUND3

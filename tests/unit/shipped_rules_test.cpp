@@ -136,8 +136,8 @@ const Expected kExpected[] = {
      "bn.at_initial_values == false and bn.running_stats_finite == true and bn.mean_z > 1 and bn.train_confirms == true and bn.sample_examples >= 2 and "
      "bn.mean_z_over_noise > 3"},
     {"BN003", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",
-     "bn.at_initial_values == false and bn.running_stats_finite == true and bn.var_ratio_off > 4 and bn.train_confirms == true and bn.mean_z <= 1 and "
-     "bn.sample_examples >= 2 and bn.variance_shift_explains == false"},
+     "bn.at_initial_values == false and bn.running_stats_finite == true and bn.var_ratio_off > 4 and bn.var_ratio_over_noise > 3 and "
+     "bn.train_confirms == true and bn.mean_beyond_noise == false and bn.sample_examples >= 2 and bn.variance_shift_explains == false"},
     {"BN004", "train-eval-drift", nd::Severity::kWarning, "model", "all", true, "drift.first_layer",
      "drift.rel_output_diff > 0.5 and drift.over_floor > 10 and drift.explained_by_stale_stats == false and "
      "drift.over_bn_noise > 3 and drift.over_train_noise > 3 and drift.sample_examples >= 2"},
