@@ -3027,14 +3027,25 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         "aten::normal",   "aten::normal_",   "aten::uniform_",   "aten::exponential_"};
     std::vector<Node*> all;
     collect_nodes(graph_->block(), all);
+    // Gaussian draws are samples, not masks: a VAE's reparameterization
+    // (mean + std * randn_like, diffusers' DiagonalGaussianDistribution),
+    // noise injection; they draw in every mode of a scripted file too
+    // unless guarded (eval35 D03 read a VAE's posterior sample as a drop path).
+    static const std::set<std::string> gaussian_ops = {"aten::randn", "aten::randn_like", "aten::normal",
+                                                       "aten::normal_"};
     for (Node* n : all) {
-      if (!random_ops.count(n->kind().toQualString())) continue;
+      const std::string k = n->kind().toQualString();
+      if (!random_ops.count(k)) continue;
       const auto& chain = scopes.chain(n);
-      unswitched_random_.push_back({chain.empty() ? std::string() : chain.back(),
-                                    std::string(n->kind().toQualString()) +
-                                        " recorded by the trace (a drop path, stochastic depth or LayerDrop traced "
-                                        "in train mode runs in every mode)"});
+      const bool gaussian = gaussian_ops.count(k) > 0;
+      unswitched_random_.push_back(
+          {chain.empty() ? std::string() : chain.back(),
+           k + (gaussian ? " recorded by the trace: a Gaussian sample drawn in every mode (a VAE's reparameterization "
+                           "mean + std * eps, noise injection)"
+                         : " recorded by the trace (a drop path, stochastic depth or LayerDrop traced "
+                           "in train mode runs in every mode)")});
       traced_random_ops_++;
+      if (gaussian) gaussian_random_ops_++;
     }
   }
 

@@ -519,6 +519,9 @@ class InstrumentedModel {
   /// Of unswitched_random_ops(), the random ops a traced or exported graph
   /// recorded (aten::rand, bernoulli, ...): the file runs them in every mode.
   int64_t traced_random_ops() const { return traced_random_ops_; }
+  /// Of those, the Gaussian draws (aten::randn, randn_like, normal): samples
+  /// such as a VAE's reparameterization, not drop masks.
+  int64_t gaussian_random_ops() const { return gaussian_random_ops_; }
   /// A tensor factory of a traced graph whose size arguments are all
   /// constants (aten::arange, ones, zeros, full, empty, eye, linspace,
   /// tril_indices, triu_indices): where a trace may have baked a length the
@@ -619,7 +622,7 @@ class InstrumentedModel {
   std::vector<std::pair<size_t, int64_t>> compared_ids_;
   std::map<std::string, std::vector<int64_t>> by_module_;
   int64_t baked_bn_ = 0, baked_dropout_ = 0, graph_nodes_ = 0, bn_nodes_ = 0, dropout_nodes_ = 0;
-  int64_t traced_random_ops_ = 0;
+  int64_t traced_random_ops_ = 0, gaussian_random_ops_ = 0;
   std::vector<bool> baked_values_;
   std::vector<ModeOpSite> mode_ops_;
   std::vector<std::pair<std::string, std::string>> unswitched_random_;

@@ -79,7 +79,7 @@ const Expected kExpected[] = {
     {"ARCH001", "deep-post-norm", nd::Severity::kWarning, "model", "all", false, "arch.stack",
      "arch.post_norm_blocks > 12 and arch.post_norm_residual_scaled == false"},
     {"ARCH002", "missing-final-norm", nd::Severity::kWarning, "model", "all", false, "arch.head_layer",
-     "arch.final_stack_pre_norm_blocks >= 2 and arch.final_norm == \"absent\" and arch.head_zero_init == false"},
+     "arch.final_stack_pre_norm_blocks >= 4 and arch.final_norm == \"absent\" and arch.head_zero_init == false"},
     {"ARCH003", "no-normalization", nd::Severity::kWarning, "model", "all", false, "arch.stack",
      "arch.blocks_all >= 8 and arch.norm_layers == 0 and arch.norm_modules == 0 and arch.branch_stream_ratio_max > 0.01 and "
      "arch.stream_decays == false"},
@@ -95,6 +95,9 @@ const Expected kExpected[] = {
     {"ARCH007", "no-normalization", nd::Severity::kInfo, "model", "all", true, "arch.stack",
      "arch.blocks_all >= 8 and arch.norm_layers == 0 and arch.norm_modules == 0 and arch.branch_stream_ratio_max > 0.01 and "
      "arch.stream_decays == true"},
+    {"ARCH008", "missing-final-norm", nd::Severity::kInfo, "model", "all", false, "arch.head_layer",
+     "arch.final_stack_pre_norm_blocks >= 2 and arch.final_stack_pre_norm_blocks < 4 and arch.final_norm == \"absent\" and "
+     "arch.head_zero_init == false"},
     {"ATTN001", "attention-logit-growth", nd::Severity::kWarning, "layer", "all", false, "",
      "attn.logit_absmax > 30 and attn.large_logit_row_fraction >= 0.01 and run.trained == false"},
     {"ATTN002", "nonfinite-forward", nd::Severity::kError, "layer", "all", true, "", "attn.masked_nan_rows > 0"},
@@ -235,7 +238,7 @@ const Expected kExpected[] = {
     {"MODE003", "mode-switch-ineffective", nd::Severity::kInfo, "model", "all", false, "",
      "mode.baked_training_false > 0 and run.training_intent == false"},
     {"MODE004", "eval-nondeterminism", nd::Severity::kWarning, "model", "all", false, "evalrep.first_layer",
-     "evalrep.rel_diff > 1e-05 and evalrep.baked_only != true"},
+     "evalrep.rel_diff > 1e-05 and evalrep.baked_only != true and evalrep.gaussian_sampling != true"},
     {"MODE005", "saved-in-train-mode", nd::Severity::kWarning, "model", "all", false, "mode.first_submodule_in_training",
      "mode.saved_training == false and mode.submodules_in_training > 0"},
     {"MODE006", "mode-switch-ineffective", nd::Severity::kWarning, "model", "all", false, "",
@@ -244,6 +247,8 @@ const Expected kExpected[] = {
      "evalstate.rel_diff > 1e-05"},
     {"MODE008", "saved-in-train-mode", nd::Severity::kInfo, "model", "all", false, "",
      "mode.saved_training == true and mode.dependent_ops > 0 and run.training_intent == true"},
+    {"MODE009", "eval-nondeterminism", nd::Severity::kInfo, "model", "all", false, "evalrep.first_layer",
+     "evalrep.rel_diff > 1e-05 and evalrep.baked_only != true and evalrep.gaussian_sampling == true"},
     {"NORM001", "norm-gain-growth", nd::Severity::kWarning, "layer", "all", false, "", "norm.gain_p99 > 10"},
     {"NORM002", "degenerate-norm-group", nd::Severity::kError, "layer", "all", false, "",
      "norm.values_per_group == 1"},
@@ -291,7 +296,7 @@ const Expected kExpected[] = {
      "pad.length_changed_in_baked_trace != true"},
     {"SEQ004", "padding-contamination", nd::Severity::kWarning, "model", "all", false, "pad.enters_at",
      "layout.padding_input != \"\" and pad.via_norm == false and pad.via_pooling_or_conv == false and pad.rel_diff > 0.001 and "
-     "pad.over_floor > 10 and seq.trace_baked_length == false"},
+     "pad.over_floor > 10 and seq.trace_baked_length == false and pad.fixed_length_design == false"},
     {"SEQ005", "sequence-length-dependence", nd::Severity::kWarning, "model", "all", false, "seqlen.first_layer",
      "seqlen.causal_attention == true and seqlen.via_norm == false and seqlen.rel_diff > 0.001 and seqlen.over_floor > 10 and "
      "seq.trace_baked_length == false"},
@@ -306,6 +311,9 @@ const Expected kExpected[] = {
     {"SEQ009", "padding-contamination", nd::Severity::kError, "model", "all", false, "pad.train_norm_layer",
      "pad.train_norm_layer != \"\" and pad.via_norm == false and pad.rel_diff_train > 0.001 and pad.train_over_floor > 10 "
      "and pad.padding_declared == true"},
+    {"SEQ010", "padding-contamination", nd::Severity::kInfo, "model", "all", false, "pad.enters_at",
+     "layout.padding_input != \"\" and pad.via_norm == false and pad.via_pooling_or_conv == false and pad.rel_diff > 0.001 and "
+     "pad.over_floor > 10 and seq.trace_baked_length == false and pad.fixed_length_design == true"},
     {"TL001", "nonfinite-forward", nd::Severity::kError, "layer", "all", false, "",
      "timeline.first_nonfinite_forward == true"},
     {"TL002", "nonfinite-gradient", nd::Severity::kError, "layer", "all", false, "",

@@ -1764,11 +1764,26 @@ void probe_forward_backward(Session& s) {
   // initialization convention (std 0.02 in BERT, GPT-2, FNet) that the norm
   // after them undoes, so growth measured from them reads 50x too high.
   auto lookup = [](const LayerMetrics* lm) { return lm->kind == "Embedding" || lm->kind == "EmbeddingBag"; };
+  // Outputs bounded by construction (a softmax's probabilities, a sigmoid's
+  // or tanh's values, and a dropout or identity handing on values in [0, 1]:
+  // the attention probabilities HF's attention drops out) are no growth
+  // and no reference: their RMS is set by the row length or the bound
+  // (eval35 B09: BLIP's attention dropout, RMS 1/65, read as 37517x growth
+  // over layers whose eps-dominated LayerNorms gave 4e-7).
+  static const std::set<std::string> kBoundedKinds = {"Softmax", "Softmax2d", "Softmin", "Sigmoid", "Tanh",
+                                                       "Hardsigmoid", "Hardtanh", "Softsign", "ReLU6"};
+  auto bounded = [](const LayerMetrics* lm) {
+    if (kBoundedKinds.count(lm->kind)) return true;
+    if (lm->kind != "Dropout" && lm->kind != "Identity") return false;
+    auto mn = lm->metrics.find("act.min"), mx = lm->metrics.find("act.max");
+    return mn != lm->metrics.end() && mx != lm->metrics.end() && mn->second.is_number() && mx->second.is_number() &&
+           mn->second.get<double>() >= 0 && mx->second.get<double>() <= 1.0;
+  };
   double ref = 0;
   int seen = 0;
   std::string ref_layer;
   for (auto* lm : leaves) {
-    if (several_depths(lm) || lookup(lm)) continue;
+    if (several_depths(lm) || lookup(lm) || bounded(lm)) continue;
     const double rms = lm->metrics["act.rms"].get<double>();
     if (rms > 0 && std::isfinite(rms)) {
       if (rms > ref) {
@@ -1782,7 +1797,7 @@ void probe_forward_backward(Session& s) {
     double gmax = 0;
     std::string gmax_layer;
     for (auto* lm : leaves) {
-      if (several_depths(lm)) continue;
+      if (several_depths(lm) || bounded(lm)) continue;
       const double g = lm->metrics["act.rms"].get<double>() / ref;
       lm->metrics["act.growth"] = g;
       if (g > gmax) {

@@ -1175,6 +1175,12 @@ void probe_normalization(Session& s) {
       cause = im.unswitched_random_ops().front().second + " in " + forward_of(source) + ", so eval() cannot switch it off";
     }
     mm["evalrep.traced_random"] = traced_random;
+    // Every random op no mode switches is a Gaussian draw the trace
+    // recorded: a sample by design (a VAE's posterior sample), stated at
+    // info (MODE009) rather than as eval nondeterminism to fix.
+    mm["evalrep.gaussian_sampling"] =
+        traced_random && im.gaussian_random_ops() > 0 &&
+        im.gaussian_random_ops() == static_cast<int64_t>(im.unswitched_random_ops().size());
     if (!first.empty()) {
       mm["evalrep.first_seen_at"] = first;
       if (found) {

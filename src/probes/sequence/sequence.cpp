@@ -694,6 +694,26 @@ Deviation deviations(const InstrumentedModel& im, const Collector& ref, const Co
     d.first = "";
     d.first_rel = d.root;
   }
+  // A container named first whose own children changed too: its output tap
+  // fired ahead of them (a Sequential iterated by its owner's loop,
+  // deepspeech.pytorch's MaskConv: `for module in self.seq_module`), so the
+  // change entered at its earliest changed child (eval35 C05 named the
+  // container, then its first conv, whose output was unchanged).
+  if (!d.first.empty()) {
+    int64_t best = INT64_MAX;
+    std::string child;
+    for (const auto& [o, m] : order) {
+      if (m.rfind(d.first + ".", 0) != 0) continue;
+      const Acc& a = acc[m];
+      const double rel = a.d == 0 ? 0.0 : (a.r == 0 ? std::numeric_limits<double>::infinity() : std::sqrt(a.d / a.r));
+      if (rel > kChanged && !a.shared && o < best) {
+        best = o;
+        child = m;
+        d.first_rel = rel;
+      }
+    }
+    if (!child.empty()) d.first = child;
+  }
   // A module that hands its input on unchanged in eval mode (Dropout,
   // Identity) computes nothing: the change entered in the ops of the module
   // that holds it (BERT's attention probabilities change in the scores and
@@ -1532,10 +1552,22 @@ void probe_sequence(Session& s) {
     auto it = nl->metrics.find("norm.input_standardization");
     return it != nl->metrics.end() && it->second.is_boolean() && it->second.get<bool>();
   };
-  auto norm_at = [&](const std::string& layer) {
+  // A BatchNorm with running statistics normalizes each position alone in
+  // an eval-mode pass: no length or padding dependence enters there
+  // (eval35 C05: a BatchNorm over the real frames gathered by index_select,
+  // whose row axis changes with the length, was named in eval mode).
+  auto running_stats_bn = [&](const NormOpSite& n) {
+    if (n.op != "batch_norm" && n.op != "batch_norm_pattern") return false;
+    for (const auto& mi : s.model.modules)
+      if (mi.path == n.module && mi.module._ivalue() && mi.module.hasattr("running_mean"))
+        return mi.module.attr("running_mean").isTensor();
+    return false;
+  };
+  auto norm_at = [&](const std::string& layer, bool eval_mode = false) {
     // The deviation enters at a normalization whose statistics span time.
     for (const auto& n : im.norm_ops())
       if (n.module == layer) {
+        if (eval_mode && running_stats_bn(n)) continue;
         const LayerMetrics* lm = s.doc.find_layer(layer);
         if (lm) {
           auto it = lm->metrics.find("norm.reduces_time");
@@ -1668,12 +1700,12 @@ void probe_sequence(Session& s) {
   // is its own statistics taking in the padded or extra positions: an
   // InstanceNorm over time after a convolution that reads one padded frame at
   // the boundary). "" when none.
-  auto norm_route = [&](const Deviation& d) -> std::string {
-    if (!d.first.empty() && norm_at(d.first)) return d.first;
+  auto norm_route = [&](const Deviation& d, bool eval_mode) -> std::string {
+    if (!d.first.empty() && norm_at(d.first, eval_mode)) return d.first;
     if (!(d.root > kChanged)) return "";
     for (size_t j = 0; j < d.modules.size(); ++j) {
       const auto& [n, rn] = d.modules[j];
-      if (n.empty() || !(rn > kChanged) || !norm_at(n)) continue;
+      if (n.empty() || !(rn > kChanged) || !norm_at(n, eval_mode)) continue;
       // Modules before it, leaving out its ancestors (a container's output
       // already holds what the norm did).
       double before = 0;
@@ -1785,13 +1817,42 @@ void probe_sequence(Session& s) {
       s.doc.model_metrics["pad.length_changed_in_baked_trace"] =
           P > 0 && baked != s.doc.model_metrics.end() && baked->second == true;
     }
+    // Padding ids and no padding mask, at exactly the length of a position
+    // table the model holds (an Embedding, or a [T, D] / [1, T, D]
+    // parameter, of num_embeddings T beside the token embedding): padded to
+    // the model's maximum length, as a model trained with fixed-length
+    // padding and no mask is fed (SigLIP's text tower: padding="max_length",
+    // the pad tokens part of every training input, the last position read;
+    // eval35 B01). Refilling those pads changes the input itself.
+    {
+      std::string table;
+      if (L.pad_tokens >= 0 && L.mask < 0 && L.lengths < 0 && L.T > 1)
+        for (const auto& mi : s.model.modules) {
+          if (!table.empty()) break;
+          for (const auto& pr : mi.module.named_parameters(/*recurse=*/false)) {
+            const at::Tensor& w = pr.value;
+            const bool rows_t = (w.dim() == 2 && w.size(0) == L.T) || (w.dim() == 3 && w.size(0) == 1 && w.size(1) == L.T);
+            if (!rows_t) continue;
+            // (A token embedding whose vocabulary equals T by coincidence
+            // counts too: the finding is then stated at info, the safe side.)
+            table = (mi.path.empty() ? std::string() : mi.path + ".") + pr.name;
+            break;
+          }
+        }
+      s.doc.model_metrics["pad.fixed_length_design"] = !table.empty();
+      if (!table.empty())
+        s.doc.model_metrics["pad.fixed_length_note"] =
+            "the sample is padded with padding ids to " + std::to_string(L.T) + " positions, the size of the position table " +
+            table + ", and the model takes no padding mask: assumed trained and served with fixed-length padding (the pads "
+            "are part of every input, as SigLIP's text tower is trained)";
+    }
     s.doc.model_metrics["pad.how"] = !pad_how.empty() ? pad_how
                                                       : "the batch is padded from " + std::to_string(L.T) + " to " +
                                                             std::to_string(L.T + P) + " positions" +
                                                             (L.left_padded ? " on the left, as the sample's mask pads" : "");
     s.doc.model_metrics["pad.first_layer"] = w.first;
     s.doc.model_metrics["pad.first_layer_kind"] = w.first.empty() && !(w.root > kChanged) ? "none" : kind_of_layer(w.first);
-    const std::string via = norm_route(w);
+    const std::string via = norm_route(w, /*eval_mode=*/!train_worse);
     s.doc.model_metrics["pad.via_norm"] = !via.empty();
     if (!via.empty()) s.doc.model_metrics["pad.norm_layer"] = via;
     // The other route: the eval pass shows the larger change through one
@@ -1801,7 +1862,7 @@ void probe_sequence(Session& s) {
     // change names its entry above; this one is SEQ009's.
     {
       std::string train_via;
-      if (padded_train && !train_worse && via.empty() && dt.root > kChanged) train_via = norm_route(dt);
+      if (padded_train && !train_worse && via.empty() && dt.root > kChanged) train_via = norm_route(dt, /*eval_mode=*/false);
       s.doc.model_metrics["pad.train_norm_layer"] = train_via;
     }
     // Not through a norm: a pooling over time or a convolution over time.
@@ -1964,7 +2025,7 @@ void probe_sequence(Session& s) {
     s.doc.model_metrics["seqlen.rel_diff"] = finite_or_null(d.root);
     s.doc.model_metrics["seqlen.first_layer"] = d.first;
     s.doc.model_metrics["seqlen.first_layer_kind"] = d.first.empty() && !(d.root > kChanged) ? "none" : kind_of_layer(d.first);
-    const std::string via = norm_route(d);
+    const std::string via = norm_route(d, /*eval_mode=*/true);
     s.doc.model_metrics["seqlen.via_norm"] = !via.empty();
     if (!via.empty()) {
       s.doc.model_metrics["seqlen.norm_layer"] = via;
@@ -2056,7 +2117,7 @@ const std::vector<std::string>& sequence_writes() {
       "norm.after_convolution", "norm.time_stats_in_causal_model", "norm.groupnorm_time_in_causal_model", "norm.causal_from", "norm.input_shape", "norm.input_standardization", "norm.standardization_params", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.op",
       "norm.over_batch", "norm.over_time", "norm.partial_space", "norm.partial_space_kept", "norm.partial_space_reduced", "norm.reduced_axes", "norm.reduces_batch", "norm.reduces_time",
       "norm.reduces_time_unconfirmed", "norm.spatial_size", "norm.statistic", "norm.time_axis_from", "norm.written_out", "pad.entry_kind",
-      "pad.enters_at", "pad.enters_through", "pad.entry_layer", "pad.entry_op", "pad.error", "pad.first_layer",
+      "pad.enters_at", "pad.enters_through", "pad.entry_layer", "pad.fixed_length_design", "pad.fixed_length_note", "pad.entry_op", "pad.error", "pad.first_layer",
       "pad.first_layer_kind", "pad.how", "pad.hypothetical", "pad.mask_note", "pad.mode", "pad.padding_declared", "pad.padding_declared_from",
       "pad.norm_layer", "pad.norms_over_time", "pad.padded_to", "pad.spread_by_norm", "pad.spread_note", "pad.length_changed_in_baked_trace",
       "pad.rel_diff", "pad.rel_diff_eval", "pad.rel_diff_train", "pad.train_norm_layer", "pad.via_norm", "pad.via_pooling_or_conv",
