@@ -4110,6 +4110,100 @@ TEST(Round35, NodeRowsOfOneGraphAreOneSamplingUnit) {
   ASSERT_NE(layer_metrics(t, "bn2"), nullptr);
   EXPECT_GT(num(layer_metrics(t, "bn2")->at("bn.var_ratio_over_noise")), 3.0);
 }
+
+// DeepSpeech2 saved in train mode (deepspeech.pytorch #312): the padding
+// enters at the BatchNorm2d's batch statistics (conv.seq_module.1), which
+// the MaskConv's Sequential runs after its conv; the conv's output at real
+// frames does not change (eval35 C05 named the container, then the conv).
+// The fixed model (statistics over the real frames, gathered by
+// index_select) gets nothing: in eval mode its BatchNorms use running
+// statistics, so no length dependence enters there (the twin got SEQ002).
+TEST(Round35, PaddingEntersAtTheTrainModeBatchNormNotTheConvBeforeIt) {
+  const std::string name = "r35_deepspeech_bn_over_padding";
+  RUN_ROUND3(rep, name, {"--seq-dim", "3", "--lr", "3e-4", "--optimizer", "adamw"});
+  expect_findings(rep, name, manifest_findings(name));
+  const json* f = finding(rep, "SEQ001");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("layer"), "conv.seq_module.1");
+  EXPECT_EQ(f->at("evidence").at("pad.mode"), "train");
+  EXPECT_FALSE(has_rule(rep, "SEQ002"));
+  EXPECT_FALSE(has_rule(rep, "SEQ003"));
+  const std::string twin = "r35_deepspeech_masked_bn";
+  RUN_ROUND3(t, twin, {"--seq-dim", "3", "--lr", "3e-4", "--optimizer", "adamw"});
+  expect_findings(t, twin, Set{});
+  EXPECT_FALSE(has_rule(t, "SEQ002"));
+  EXPECT_EQ(mm(t).at("seqlen.via_norm"), false);
+}
+
+// SigLIP's text tower fed as it is trained: padded with the pad id to its
+// 16-row position table, no mask. Refilling the pads changes the output by
+// design: SEQ010 (info) names the position table. The same tower with a
+// 32-row table given the 16-token batch is padded below its maximum with no
+// mask: SEQ004 (eval35 B01).
+TEST(Round35, PaddingToThePositionTableWithoutAMaskIsFixedLengthPadding) {
+  const std::string name = "r35_siglip_max_length_padding";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  const json* f = info_finding(rep, "SEQ010", "layers.0.self_attn");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(mm(rep).at("pad.fixed_length_design"), true);
+  EXPECT_NE(mm(rep).at("pad.fixed_length_note").get<std::string>().find("position_embedding.weight"), std::string::npos);
+  const std::string twin = "r35_text_tower_dynamic_padding";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, manifest_findings(twin));
+  EXPECT_EQ(mm(t).at("pad.fixed_length_design"), false);
+  EXPECT_FALSE(has_rule(t, "SEQ010"));
+}
+
+// diffusers' AutoencoderKL traced with sample_posterior=True: the Gaussian
+// draw runs in every mode by design, so MODE009 (info) names randn_like as
+// a sample, not a drop path (eval35 D03: MODE004 with "trace after eval()").
+// With the distribution's mode: deterministic, nothing.
+TEST(Round35, AGaussianDrawInATraceIsASampleNotADropPath) {
+  const std::string name = "r35_vae_sample_posterior_traced";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  const json* f = nullptr;
+  for (const auto& x : rep.at("findings"))
+    if (x.at("rule_id") == "MODE009") f = &x;
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("severity"), "info");
+  EXPECT_NE(f->at("evidence").at("evalrep.cause").get<std::string>().find("aten::randn_like recorded by the trace: a Gaussian sample"),
+            std::string::npos);
+  EXPECT_GT(num(f->at("evidence").at("evalrep.rel_diff")), 1e-3);
+  EXPECT_FALSE(has_rule(rep, "MODE004"));
+  RUN_ROUND3(t, "r35_vae_mode_traced");
+  expect_findings(t, "r35_vae_mode_traced", Set{});
+  EXPECT_FALSE(has_rule(t, "MODE009"));
+}
+
+// Three pre-norm blocks and no final norm: ARCH008 (info), the depth at
+// which published designs leave it out (Donut Swin's last stage,
+// PatchTSMixer, eval35); four or more are ARCH002's warning
+// (r8_vit_map_head_no_final_norm, Round8).
+TEST(Round35, AShortStackWithoutAFinalNormIsInfo) {
+  const std::string name = "r35_vit_three_blocks_no_final_norm";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  const json* f = info_finding(rep, "ARCH008", "head");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("evidence").at("arch.final_stack_pre_norm_blocks"), 3);
+}
+
+// BLIP vision at its default initializer_range 1e-10: the attention
+// probabilities after the softmax are uniform (Python: RMS 1/65 ... 0.0154
+// here) and pass through nn.Dropout; a probability is bounded, so it is
+// neither growth nor reference (eval35 B09 read 37517x activation growth).
+TEST(Round35, AttentionProbabilitiesAreNoActivationGrowth) {
+  const std::string name = "r35_blip_vision_tiny_init";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  EXPECT_FALSE(has_rule(rep, "ACT002"));
+  const json* dm = layer_metrics(rep, "layers.0.self_attn.dropout");
+  ASSERT_NE(dm, nullptr);
+  EXPECT_TRUE(nde2e::near_rel("act.rms", num(dm->at("act.rms")), nums(name).at("attn_probs_rms").get<double>(), 1e-3));
+  EXPECT_FALSE(dm->contains("act.growth"));
+}
 }  // namespace
 
 #undef RUN_ROUND3
