@@ -288,12 +288,23 @@ std::optional<int64_t> step_from_name(std::string_view path) {
     if (auto v = number_at(i)) return v;
     if (at == 0) break;
   }
-  // The last run of digits.
+  // The run of digits that ends the stem, after a separator or a word that
+  // names a step ("checkpoint-500", "iter_0300", "ckpt1000", "epoch5"): not
+  // digits inside a name ("resnet18_weights", "c03_frozenbn_fault.ckpt",
+  // eval35 C03 was given step 3).
   std::size_t end = name.size();
-  while (end > 0 && !std::isdigit(static_cast<unsigned char>(name[end - 1]))) --end;
-  if (end == 0) return std::nullopt;
+  if (end == 0 || !std::isdigit(static_cast<unsigned char>(name[end - 1]))) return std::nullopt;
   std::size_t begin = end;
   while (begin > 0 && std::isdigit(static_cast<unsigned char>(name[begin - 1]))) --begin;
+  if (begin > 0 && std::isalpha(static_cast<unsigned char>(name[begin - 1]))) {
+    bool named = false;
+    for (const char* w : {"checkpoint", "ckpt", "epoch", "iter", "it"}) {
+      const std::string ws(w);
+      named = named || (begin >= ws.size() && lower.compare(begin - ws.size(), ws.size(), ws) == 0 &&
+                        (begin == ws.size() || !std::isalpha(static_cast<unsigned char>(name[begin - ws.size() - 1]))));
+    }
+    if (!named) return std::nullopt;
+  }
   return number_at(begin);
 }
 

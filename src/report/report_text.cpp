@@ -157,6 +157,15 @@ void render_header(std::ostringstream& out, const MetricsDoc& doc, const ReportC
     model_line += ")";
   }
   out << "model   " << model_line << '\n';
+  // The checkpoint measured (--weights): the numbers below are its, not the
+  // file's own parameters.
+  if (m.contains("weights") && m["weights"].is_object() && m["weights"].contains("measured")) {
+    const auto& w = m["weights"];
+    std::string line = json_text(w["measured"]);
+    if (w.contains("checkpoints") && w["checkpoints"].is_array() && w["checkpoints"].size() > 1)
+      line += " (the last of " + std::to_string(w["checkpoints"].size()) + " checkpoints)";
+    out << "weights " << line << '\n';
+  }
 
   for (std::size_t i = 0; i < doc.inputs.size(); ++i) {
     const auto& in = doc.inputs[i];

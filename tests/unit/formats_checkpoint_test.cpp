@@ -119,6 +119,11 @@ TEST(CheckpointFormat, StepFromName) {
   EXPECT_EQ(step_from_name("checkpoint-500.pt"), 500);
   EXPECT_EQ(step_from_name("iter_0300.pth"), 300);
   EXPECT_EQ(step_from_name("model.pt"), std::nullopt);
+  EXPECT_EQ(step_from_name("ckpt1000.pt"), 1000);
+  EXPECT_EQ(step_from_name("run/epoch5.pth"), 5);
+  // Digits inside a name are no step (eval35 C03: "c03_..." read as step 3).
+  EXPECT_EQ(step_from_name("cases/c03_frozenbn_fault.ckpt.pt"), std::nullopt);
+  EXPECT_EQ(step_from_name("resnet18.pth"), std::nullopt);
   EXPECT_EQ(order_by_step({"s/step_20.pt", "s/step_5.pt", "s/step_100.pt"}),
             (std::vector<std::string>{"s/step_5.pt", "s/step_20.pt", "s/step_100.pt"}));
   // One name without a step: the order given.

@@ -293,7 +293,28 @@ c10::IValue rows_of(const c10::IValue& out, const BatchLayout& L, const at::Tens
       el.push_back(rows_of(elems[i], L, index, guided ? alone.toTupleRef().elements()[i] : c10::IValue(), found, positions));
     return c10::ivalue::Tuple::create(std::move(el));
   }
-  // Lists and dicts: compare whole (rare for batch dependence).
+  // A dict of outputs (torchvision's BackboneWithFPN: OrderedDict of
+  // feature maps; eval35 C03 read it as having no batch axis) and a list:
+  // their values' rows, key by key, element by element.
+  if (out.isGenericDict()) {
+    const auto src = out.toGenericDict();
+    const bool guided = alone.isGenericDict();
+    c10::impl::GenericDict d(src.keyType(), src.valueType());
+    for (const auto& e : src) {
+      c10::IValue a;
+      if (guided && alone.toGenericDict().contains(e.key())) a = alone.toGenericDict().at(e.key());
+      d.insert(e.key(), rows_of(e.value(), L, index, a, found, positions));
+    }
+    return c10::IValue(d);
+  }
+  if (out.isList()) {
+    const auto src = out.toList();
+    const bool guided = alone.isList() && alone.toList().size() == src.size();
+    c10::impl::GenericList l(src.elementType());
+    for (size_t i = 0; i < src.size(); ++i)
+      l.push_back(rows_of(src.get(i), L, index, guided ? alone.toList().get(i) : c10::IValue(), found, positions));
+    return c10::IValue(l);
+  }
   return out;
 }
 

@@ -1725,7 +1725,13 @@ void probe_sequence(Session& s) {
     return j;
   };
   nlohmann::json jp = {{"padded_to", L.T + P}, {"from", L.T}, {"mode_note", "train mode: batch statistics; eval mode: running statistics"}};
-  if (!pad_retry_note.empty()) jp["note"] = pad_retry_note;
+  if (!pad_retry_note.empty()) {
+    jp["note"] = pad_retry_note;
+    // Said where a reader of the text report sees it: the padding finding
+    // (or its absence) rests on the fallback (eval35 C02: the refill cannot
+    // show a norm over positions the model zeroes).
+    s.doc.assumptions.push_back("the padding probe: " + pad_retry_note);
+  }
   // A model that raises in eval at a shorter and at every longer length
   // runs only at its sample's length (Whisper's encoder checks for 3000 mel
   // frames; a fixed positional table without slicing): that is what the
