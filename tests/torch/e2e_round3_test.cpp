@@ -4190,6 +4190,22 @@ TEST(Round35, AShortStackWithoutAFinalNormIsInfo) {
   EXPECT_EQ(f->at("evidence").at("arch.final_stack_pre_norm_blocks"), 3);
 }
 
+// A CLIP-style vision tower returning last_hidden_state: four pre-norm
+// layers and no norm on the returned stream (post_layernorm normalizes the
+// pooled token only, which this file does not return). Nothing in the file
+// reads the stream: ARCH008 (info) at the last layer, not an ARCH002
+// warning with an empty layer (eval36 B03 OWL-ViT).
+TEST(Round36, AStackReturnedAsTheOutputIsInfo) {
+  const std::string name = "r36_clip_tower_last_hidden_state";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  const json* f = info_finding(rep, "ARCH008", "layers.3");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("evidence").at("arch.final_stack_pre_norm_blocks"), 4);
+  EXPECT_EQ(mm(rep).at("arch.final_stack_to_output"), true);
+  EXPECT_FALSE(has_rule(rep, "ARCH002"));
+}
+
 // BLIP vision at its default initializer_range 1e-10: the attention
 // probabilities after the softmax are uniform (Python: RMS 1/65 ... 0.0154
 // here) and pass through nn.Dropout; a probability is bounded, so it is

@@ -79,7 +79,8 @@ const Expected kExpected[] = {
     {"ARCH001", "deep-post-norm", nd::Severity::kWarning, "model", "all", false, "arch.stack",
      "arch.post_norm_blocks > 12 and arch.post_norm_residual_scaled == false"},
     {"ARCH002", "missing-final-norm", nd::Severity::kWarning, "model", "all", false, "arch.head_layer",
-     "arch.final_stack_pre_norm_blocks >= 4 and arch.final_norm == \"absent\" and arch.head_zero_init == false"},
+     "arch.final_stack_pre_norm_blocks >= 4 and arch.final_norm == \"absent\" and arch.head_zero_init == false and "
+     "arch.final_stack_to_output == false"},
     {"ARCH003", "no-normalization", nd::Severity::kWarning, "model", "all", false, "arch.stack",
      "arch.blocks_all >= 8 and arch.norm_layers == 0 and arch.norm_modules == 0 and arch.branch_stream_ratio_max > 0.01 and "
      "arch.stream_decays == false"},
@@ -95,9 +96,8 @@ const Expected kExpected[] = {
     {"ARCH007", "no-normalization", nd::Severity::kInfo, "model", "all", true, "arch.stack",
      "arch.blocks_all >= 8 and arch.norm_layers == 0 and arch.norm_modules == 0 and arch.branch_stream_ratio_max > 0.01 and "
      "arch.stream_decays == true"},
-    {"ARCH008", "missing-final-norm", nd::Severity::kInfo, "model", "all", false, "arch.head_layer",
-     "arch.final_stack_pre_norm_blocks >= 2 and arch.final_stack_pre_norm_blocks < 4 and arch.final_norm == \"absent\" and "
-     "arch.head_zero_init == false"},
+    {"ARCH008", "missing-final-norm", nd::Severity::kInfo, "model", "all", false, "arch.final_norm_site",
+     "arch.final_norm_mild == true and arch.final_norm == \"absent\" and arch.head_zero_init == false"},
     {"ATTN001", "attention-logit-growth", nd::Severity::kWarning, "layer", "all", false, "",
      "attn.logit_absmax > 30 and attn.large_logit_row_fraction >= 0.01 and run.trained == false"},
     {"ATTN002", "nonfinite-forward", nd::Severity::kError, "layer", "all", true, "", "attn.masked_nan_rows > 0"},

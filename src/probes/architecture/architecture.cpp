@@ -239,6 +239,18 @@ void probe_architecture(Session& s) {
                               : fin.status;
   mm["arch.final_norm_layer"] = fin.norm_module;
   mm["arch.head_layer"] = fin.head_module;
+  // No head in this file: the stack's stream is what the model returns
+  // (a feature extractor's last_hidden_state: HF CLIP/OWL-ViT vision towers
+  // normalize only the pooled token, DonutSwin returns its last stage to
+  // the decoder). Whatever reads it lies outside the file and may normalize
+  // it: stated at info (ARCH008), not ARCH002's warning (eval36 B03).
+  mm["arch.final_stack_to_output"] = fin.status == "absent" && fin.head_module.empty();
+  // ARCH008's case: a short stack (2..3 pre-norm blocks) or one returned
+  // as the output.
+  mm["arch.final_norm_mild"] = final_pre >= 2 && (final_pre < 4 || (fin.status == "absent" && fin.head_module.empty()));
+  // Where ARCH008 points: the head that reads the stream, else the last
+  // block whose stream the model returns.
+  mm["arch.final_norm_site"] = fin.head_module.empty() ? final_last_block : fin.head_module;
   mm["arch.last_block"] = last_block;
   // Every branch of the main stack ends in a norm (sandwich norms): each
   // block adds a bounded, normalized amount, so the stream grows by design
@@ -370,7 +382,7 @@ void probe_architecture(Session& s) {
 
 const std::vector<std::string>& architecture_writes() {
   static const std::vector<std::string> names = {
-      "arch.blocks", "arch.blocks_all", "arch.branch_stream_ratio_max", "arch.norm_modules", "arch.final_norm", "arch.final_norm_layer", "arch.head_layer", "arch.last_block",
+      "arch.blocks", "arch.blocks_all", "arch.branch_stream_ratio_max", "arch.norm_modules", "arch.final_norm_mild", "arch.final_norm_site", "arch.final_stack_to_output", "arch.final_norm", "arch.final_norm_layer", "arch.head_layer", "arch.last_block",
       "arch.norm_layers", "arch.placement", "arch.post_norm_blocks", "arch.post_norm_residual_scaled", "arch.post_norm_residual_scale", "arch.pre_norm_blocks",
       "arch.residual_additions", "arch.stack", "arch.stream_growth", "arch.stream_decays", "arch.stream_growth_layer", "arch.stream_growth_note",
       "arch.stream_growth_max_block", "arch.stream_growth_max_factor", "arch.stream_growth_max_share",
