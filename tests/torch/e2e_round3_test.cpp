@@ -4220,6 +4220,22 @@ TEST(Round35, AttentionProbabilitiesAreNoActivationGrowth) {
   EXPECT_TRUE(nde2e::near_rel("act.rms", num(dm->at("act.rms")), nums(name).at("attn_probs_rms").get<double>(), 1e-3));
   EXPECT_FALSE(dm->contains("act.growth"));
 }
+
+// HiFi-GAN's generator as trained: every convolution weight-normalized
+// (parametrizations.weight), eight residual blocks and no activation norm.
+// Weight normalization is its normalization: no ARCH003 (eval36 C01
+// UnivNet). After remove_weight_norm the file shows no scheme: ARCH003.
+TEST(Round36, WeightNormalizedStacksAreNormalized) {
+  const std::string name = "r36_hifigan_weight_norm";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  EXPECT_GT(num(mm(rep).at("arch.weight_normalized_modules")), 50);
+  EXPECT_FALSE(has_rule(rep, "ARCH003"));
+  const std::string twin = "r36_hifigan_weight_norm_removed";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, manifest_findings(twin));
+  EXPECT_EQ(mm(t).at("arch.weight_normalized_modules"), 0);
+}
 }  // namespace
 
 #undef RUN_ROUND3

@@ -83,7 +83,7 @@ const Expected kExpected[] = {
      "arch.final_stack_to_output == false"},
     {"ARCH003", "no-normalization", nd::Severity::kWarning, "model", "all", false, "arch.stack",
      "arch.blocks_all >= 8 and arch.norm_layers == 0 and arch.norm_modules == 0 and arch.branch_stream_ratio_max > 0.01 and "
-     "arch.stream_decays == false"},
+     "arch.stream_decays == false and arch.weight_normalized_modules == 0"},
     {"ARCH004", "residual-stream-growth", nd::Severity::kWarning, "model", "all", true, "arch.stream_growth_layer",
      "arch.branches_normalized == false and arch.pre_norm_blocks >= 2 and arch.stream_growth > 100 and "
      "arch.block_norms_under_eps == false and run.trained == false"},

@@ -189,6 +189,19 @@ void probe_architecture(Session& s) {
   int64_t norm_modules = 0;
   for (const auto& mi : s.model.modules) norm_modules += is_norm_kind(mi.kind) ? 1 : 0;
   mm["arch.norm_modules"] = norm_modules;
+  // Weight normalization (Salimans and Kingma 2016): the layers' weights
+  // reparameterized as g * v / ||v|| (nn.utils.weight_norm's weight_g and
+  // weight_v, parametrizations.weight.original0/1) or divided by their
+  // spectral norm (weight_orig): the normalization HiFi-GAN, UnivNet and
+  // EnCodec use instead of activation norms (eval36 C01).
+  int64_t weight_normalized = 0;
+  for (const auto& mi : s.model.modules) {
+    bool wn = mi.path.find(".parametrizations.") != std::string::npos || mi.path.rfind("parametrizations.", 0) == 0;
+    for (const auto& pr : mi.module.named_parameters(/*recurse=*/false))
+      wn = wn || pr.name == "weight_g" || pr.name == "weight_v" || pr.name == "weight_orig";
+    weight_normalized += wn ? 1 : 0;
+  }
+  mm["arch.weight_normalized_modules"] = weight_normalized;
   std::string placement = "none";
   if (main_blocks > 0) {
     if (pre == main_blocks) placement = "pre-norm";
@@ -382,7 +395,7 @@ void probe_architecture(Session& s) {
 
 const std::vector<std::string>& architecture_writes() {
   static const std::vector<std::string> names = {
-      "arch.blocks", "arch.blocks_all", "arch.branch_stream_ratio_max", "arch.norm_modules", "arch.final_norm_mild", "arch.final_norm_site", "arch.final_stack_to_output", "arch.final_norm", "arch.final_norm_layer", "arch.head_layer", "arch.last_block",
+      "arch.blocks", "arch.blocks_all", "arch.branch_stream_ratio_max", "arch.weight_normalized_modules", "arch.norm_modules", "arch.final_norm_mild", "arch.final_norm_site", "arch.final_stack_to_output", "arch.final_norm", "arch.final_norm_layer", "arch.head_layer", "arch.last_block",
       "arch.norm_layers", "arch.placement", "arch.post_norm_blocks", "arch.post_norm_residual_scaled", "arch.post_norm_residual_scale", "arch.pre_norm_blocks",
       "arch.residual_additions", "arch.stack", "arch.stream_growth", "arch.stream_decays", "arch.stream_growth_layer", "arch.stream_growth_note",
       "arch.stream_growth_max_block", "arch.stream_growth_max_factor", "arch.stream_growth_max_share",
