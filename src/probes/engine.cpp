@@ -683,6 +683,10 @@ PassResult Session::run_pass(PassSpec spec) {
     saved.push_back({b.value, b.value.clone()});
     saved_names.push_back(b.name);
   }
+  for (const auto& [name, p] : written_params) {
+    saved.push_back({p, p.detach().clone()});
+    saved_names.push_back(name);
+  }
 
   last_pass_started = spec.name;
   const auto t0 = std::chrono::steady_clock::now();
@@ -887,11 +891,9 @@ PassResult Session::run_pass(PassSpec spec) {
   if (!spec.train_mode) {
     // Buffers an eval-mode forward wrote to: its outputs depend on the calls
     // before it (run.eval_buffer_writes).
-    size_t i = 0;
-    for (const auto& b : model.module.named_buffers(/*recurse=*/true)) {
-      if (i >= saved.size()) break;
+    for (size_t i = 0; i < saved.size(); ++i) {
       const at::Tensor& copy = saved[i].second;
-      const at::Tensor now = b.value.detach();
+      const at::Tensor now = saved[i].first.detach();
       bool changed = now.sizes() != copy.sizes() || now.scalar_type() != copy.scalar_type();
       if (!changed && now.numel() > 0) {
         if (now.is_floating_point()) {
@@ -903,10 +905,12 @@ PassResult Session::run_pass(PassSpec spec) {
       }
       if (changed && std::find(eval_buffer_writes.begin(), eval_buffer_writes.end(), saved_names[i]) == eval_buffer_writes.end())
         eval_buffer_writes.push_back(saved_names[i]);
-      ++i;
     }
   }
-  for (auto& [live, copy] : saved) live.detach().copy_(copy);
+  {
+    torch::NoGradGuard ng;
+    for (auto& [live, copy] : saved) live.detach().copy_(copy);
+  }
   r.collector->finish();  // statistics kept on a device: one read-back per pass
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   doc.passes.push_back(pass_entry(spec, r.seconds));
@@ -1151,6 +1155,17 @@ std::unique_ptr<Session> prepare_check(const CheckOptions& opt, const ProgressFn
     InstrumentOptions io;
     for (const auto& a : s.args) io.input_ranks.push_back(a.value.isTensor() ? a.value.toTensor().dim() : -1);
     s.inst = std::make_unique<InstrumentedModel>(s.model, io);
+  }
+  // Parameters the forward writes in place: every pass starts from the
+  // file's values (the buffers are kept the same way in run_pass).
+  {
+    const std::vector<std::string> written = parameters_written_in_forward(s);
+    if (!written.empty()) {
+      std::map<std::string, at::Tensor> by_name;
+      for (const auto& p : s.model.module.named_parameters(/*recurse=*/true)) by_name[p.name] = p.value;
+      for (const auto& n : written)
+        if (by_name.count(n)) s.written_params.push_back({n, by_name[n]});
+    }
   }
   s.doc.model["graph_nodes"] = s.inst->graph_nodes();
   s.doc.model["taps"] = s.inst->taps().size();

@@ -215,6 +215,9 @@ class Session {
   /// Buffers (named_buffers paths) some eval-mode pass wrote to; every pass
   /// restores them, so each starts from the saved state.
   std::vector<std::string> eval_buffer_writes;
+  /// Parameters the forward writes in place (parameters_written_in_forward),
+  /// with their names: saved and restored around every pass like buffers.
+  std::vector<std::pair<std::string, at::Tensor>> written_params;
   /// The train pass (train_pass_spec()) from the cache, or nullptr when it
   /// did not run or raised.
   std::shared_ptr<const PassResult> train() const { return peek(train_pass_spec()); }

@@ -4236,6 +4236,28 @@ TEST(Round36, WeightNormalizedStacksAreNormalized) {
   expect_findings(t, twin, manifest_findings(twin));
   EXPECT_EQ(mm(t).at("arch.weight_normalized_modules"), 0);
 }
+
+// HF RWKV traced with rescale_every=2: the trace records the in-place
+// division of the output and value weights, so every call halves them again
+// (Python: the second call differs by 0.054). Every pass now starts from
+// the file's weights, and MODE007 names the parameters written (eval36
+// A05b read the drift between passes as BN005 batch dependence and MODE004).
+TEST(Round36, ParametersTheForwardWritesInPlaceAreStateItLeavesBehind) {
+  const std::string name = "r36_rwkv_rescale_traced";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  EXPECT_FALSE(has_rule(rep, "BN005"));
+  EXPECT_FALSE(has_rule(rep, "MODE004"));
+  const json* f = finding(rep, "MODE007");
+  ASSERT_NE(f, nullptr);
+  const std::string written = mm(rep).at("evalstate.buffers").get<std::string>();
+  EXPECT_NE(written.find("blocks.2.output.weight"), std::string::npos) << written;
+  EXPECT_NE(written.find("blocks.3.value.weight"), std::string::npos) << written;
+  EXPECT_TRUE(nde2e::near_rel("evalstate.rel_diff", num(mm(rep).at("evalstate.rel_diff")),
+                              nums(name).at("second_call_rel_change").get<double>(), 1e-3));
+  RUN_ROUND3(t, "r36_rwkv_no_rescale_traced");
+  expect_findings(t, "r36_rwkv_no_rescale_traced", Set{});
+}
 }  // namespace
 
 #undef RUN_ROUND3

@@ -73,6 +73,13 @@ std::set<const void*> parameters_never_read(const Session& s);
 /// (.pt2) programs.
 std::set<const void*> parameters_behind_detach(const Session& s);
 
+/// Parameters (named_parameters() paths) that the forward's graph writes in
+/// place (an aten in-place op on the parameter itself: HF RWKV's
+/// rescale_every halves its output weights with div_ on every call). Every
+/// pass then starts from a copy (Session::run_pass), and an eval pass that
+/// changed one counts as state the forward leaves behind (MODE007).
+std::vector<std::string> parameters_written_in_forward(const Session& s);
+
 /// Deliberately small gains on residual branches: trainable parameters whose
 /// every element is at most 1e-3 in magnitude and not all zero, used as a
 /// factor whose product reaches a residual addition (LayerScale's gamma, CaiT's

@@ -293,6 +293,35 @@ std::set<const void*> parameters_never_read(const Session& s) {
   return out;
 }
 
+std::vector<std::string> parameters_written_in_forward(const Session& s) {
+  std::vector<std::string> out;
+  if (s.model.kind != "traced" && s.model.kind != "scripted") return out;
+  std::set<std::string> params;
+  for (const auto& mi : s.model.modules)
+    for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
+      params.insert(mi.path.empty() ? p.name : mi.path + "." + p.name);
+  if (params.empty()) return out;
+  try {
+    const AttrReads ar = tensor_attribute_reads(s);
+    for (const auto& [path, v] : ar.reads) {
+      if (!params.count(path) || std::find(out.begin(), out.end(), path) != out.end()) continue;
+      for (const auto& u : v->uses()) {
+        const std::string k = kind_of(u.user);
+        // An in-place aten op on the parameter itself (its first argument):
+        // HF RWKV's rescale_every divides the output weights by 2 in place
+        // (div_), and a trace keeps the op.
+        if (u.offset == 0 && k.rfind("aten::", 0) == 0 && k.size() > 7 && k.back() == '_' && k != "aten::requires_grad_") {
+          out.push_back(path);
+          break;
+        }
+      }
+    }
+  } catch (const std::exception&) {
+    // No graph to read: nothing known to be written.
+  }
+  return out;
+}
+
 std::set<const void*> parameters_behind_detach(const Session& s) {
   std::set<const void*> out;
   if (s.model.kind != "traced" && s.model.kind != "scripted") return out;
