@@ -4258,6 +4258,26 @@ TEST(Round36, ParametersTheForwardWritesInPlaceAreStateItLeavesBehind) {
   RUN_ROUND3(t, "r36_rwkv_no_rescale_traced");
   expect_findings(t, "r36_rwkv_no_rescale_traced", Set{});
 }
+
+// PointNet with BatchNorm momentum=0.0 (a Keras port): 60 training batches
+// counted in num_batches_tracked, running statistics still 0/1. BN001 says
+// momentum 0 kept them there and gives the momentum fix first (eval36 C01:
+// "never estimated", calibrate). With momentum 0.1: estimated, no BN001.
+TEST(Round36, MomentumZeroIsWhyStatisticsStayedAtTheirInitialValues) {
+  const std::string name = "r36_pointnet_bn_momentum_zero";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  ASSERT_EQ(nums(name).at("num_batches_tracked"), 60);
+  const json* f = finding(rep, "BN001");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->at("message").get<std::string>().find("3 of them have momentum=0.0"), std::string::npos) << f->at("message");
+  EXPECT_NE(f->at("message").get<std::string>().find("num_batches_tracked counts 60 batches"), std::string::npos);
+  EXPECT_NE(f->at("fix").at(0).get<std::string>().find("set momentum in PyTorch's convention"), std::string::npos);
+  const std::string twin = "r36_pointnet_bn_momentum_default";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+  EXPECT_FALSE(has_rule(t, "BN001"));
+}
 }  // namespace
 
 #undef RUN_ROUND3

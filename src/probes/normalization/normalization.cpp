@@ -735,6 +735,31 @@ void probe_normalization(Session& s) {
         if (no.module == first_at_init && no.op == "frozen_batch_norm") frozen = true;
       // Which fixes fit (BN001): a calibration pass cannot estimate frozen ones.
       mm["bn.first_at_init_frozen"] = frozen;
+      // At their initial values although training ran: momentum 0 weighs
+      // each new batch by 0, so the statistics never move while
+      // num_batches_tracked counts on (a Keras port: PyTorch's momentum is
+      // the new batch's weight, 1 - Keras' momentum; pointnet ports copy
+      // momentum=0.0, eval36 C01).
+      int64_t momentum_zero = 0, tracked = 0;
+      for (const auto& mi : s.model.modules) {
+        const LayerMetrics* l = s.doc.find_layer(mi.path);
+        if (!l || !l->metrics.count("bn.at_initial_values") || l->metrics.at("bn.at_initial_values") != true) continue;
+        if (!mi.module._ivalue() || !mi.module.hasattr("momentum")) continue;
+        const c10::IValue mo = mi.module.attr("momentum");
+        auto nb = l->metrics.find("bn.num_batches_tracked");
+        const int64_t n = nb != l->metrics.end() && nb->second.is_number() ? nb->second.get<int64_t>() : 0;
+        if (mo.isDouble() && mo.toDouble() == 0.0 && n > 0) {
+          ++momentum_zero;
+          tracked = std::max(tracked, n);
+        }
+      }
+      mm["bn.at_init_momentum_zero"] = momentum_zero;
+      mm["bn.at_init_reason"] = std::string("they were never estimated");
+      if (momentum_zero > 0) {
+        mm["bn.at_init_reason"] = std::to_string(momentum_zero) + " of them have momentum=0.0, which weighs every new batch by "
+                                  "0: training never moved them although num_batches_tracked counts " +
+                                  std::to_string(tracked) + " batches";
+      }
       if (frozen)
         mm["bn.at_init_consequence"] =
             mm["bn.at_init_consequence"].get<std::string>() +
