@@ -965,7 +965,7 @@ std::unordered_map<const Value*, Roles> infer_roles(const std::vector<Node*>& no
         }
         continue;
       }
-      if (k == "aten::conv1d" || k == "aten::conv2d" || k == "aten::conv3d" || k == "aten::_convolution" ||
+      if (k == "aten::conv1d" || k == "aten::conv2d" || k == "aten::conv3d" || k == "aten::_convolution" || k == "aten::_convolution_mode" ||
           k == "aten::convolution" || k == "aten::conv_transpose1d" || k == "aten::conv_transpose2d" ||
           k == "aten::conv_transpose3d") {
         int64_t rank = k.find("1d") != std::string::npos ? 3 : k.find("2d") != std::string::npos ? 4

@@ -41,7 +41,7 @@ bool is_trivial(const std::string& k) {
 bool is_parameterized(const std::string& k) {
   static const std::unordered_set<std::string> kOps = {
       "aten::linear", "aten::matmul", "aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::einsum",
-      "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution", "aten::convolution",
+      "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution", "aten::_convolution_mode", "aten::convolution",
       "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d",
       "aten::scaled_dot_product_attention", "aten::_native_multi_head_attention",
       "aten::_transformer_encoder_layer_fwd", "aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu"};
@@ -922,7 +922,7 @@ std::optional<int64_t> output_class_axis(torch::jit::Graph& graph) {
       const OutputProduct p = classify_contraction(n);
       return p.kind == "linear" ? std::optional<int64_t>(-1) : std::nullopt;
     }
-    if (k == "aten::_convolution" || k == "aten::conv1d" || k == "aten::conv2d" || k == "aten::conv3d" ||
+    if (k == "aten::_convolution" || k == "aten::_convolution_mode" || k == "aten::conv1d" || k == "aten::conv2d" || k == "aten::conv3d" ||
         k == "aten::conv_transpose1d" || k == "aten::conv_transpose2d" || k == "aten::conv_transpose3d")
       return 1;
     return std::nullopt;

@@ -891,9 +891,14 @@ PassResult Session::run_pass(PassSpec spec) {
   if (!spec.train_mode) {
     // Buffers an eval-mode forward wrote to: its outputs depend on the calls
     // before it (run.eval_buffer_writes).
-    for (size_t i = 0; i < saved.size(); ++i) {
+    // Buffers by their attribute now (a forward may rebind one: self._mean
+    // = ... replaces the tensor), then the written parameters.
+    std::vector<at::Tensor> current;
+    for (const auto& b : model.module.named_buffers(/*recurse=*/true)) current.push_back(b.value);
+    for (size_t i = current.size(); i < saved.size(); ++i) current.push_back(saved[i].first);
+    for (size_t i = 0; i < saved.size() && i < current.size(); ++i) {
       const at::Tensor& copy = saved[i].second;
-      const at::Tensor now = saved[i].first.detach();
+      const at::Tensor now = current[i].detach();
       bool changed = now.sizes() != copy.sizes() || now.scalar_type() != copy.scalar_type();
       if (!changed && now.numel() > 0) {
         if (now.is_floating_point()) {

@@ -62,7 +62,7 @@ bool multiplies(const Node* n, size_t offset) {
       k == "aten::einsum" || k == "aten::outer")
     return true;
   if (k == "aten::linear" || k == "aten::conv1d" || k == "aten::conv2d" || k == "aten::conv3d" ||
-      k == "aten::_convolution" || k == "aten::convolution" || k == "aten::conv_transpose1d" ||
+      k == "aten::_convolution" || k == "aten::_convolution_mode" || k == "aten::convolution" || k == "aten::conv_transpose1d" ||
       k == "aten::conv_transpose2d" || k == "aten::conv_transpose3d" || k == "aten::batch_norm" ||
       k == "aten::instance_norm")
     return offset == 1;
@@ -82,7 +82,7 @@ bool keeps_zero(const std::string& k) {
       "aten::permute", "aten::transpose", "aten::contiguous", "aten::squeeze", "aten::unsqueeze", "aten::select",
       "aten::slice", "aten::expand", "aten::clone", "aten::type_as", "aten::view_as", "aten::reshape_as",
       "aten::linear", "aten::matmul", "aten::mm", "aten::bmm", "aten::conv1d", "aten::conv2d", "aten::conv3d",
-      "aten::_convolution", "aten::relu", "aten::relu_", "aten::gelu", "aten::silu", "aten::silu_", "aten::tanh",
+      "aten::_convolution", "aten::_convolution_mode", "aten::relu", "aten::relu_", "aten::gelu", "aten::silu", "aten::silu_", "aten::tanh",
       "aten::hardswish", "aten::hardswish_", "aten::leaky_relu", "aten::leaky_relu_", "aten::relu6", "aten::hardtanh",
       "aten::hardtanh_", "aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d",
       "aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d", "aten::max_pool1d", "aten::max_pool2d",
@@ -375,7 +375,7 @@ std::set<const void*> biases_cancelled_by_batch_norm(const Session& s) {
     for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
       by_path[mi.path.empty() ? p.name : mi.path + "." + p.name] = p.value.unsafeGetTensorImpl();
   const AttrReads ar = tensor_attribute_reads(s);
-  static const std::set<std::string> producers = {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution",
+  static const std::set<std::string> producers = {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution", "aten::_convolution_mode",
                                                   "aten::convolution", "aten::linear"};
   for (const auto& [path, v] : ar.reads) {
     auto param = by_path.find(path);

@@ -429,7 +429,7 @@ class GraphInspector {
         a.spatial_rank = w->dim() - 2;
         found = true;
       }
-    } else if ((k == "aten::_convolution" || k == "aten::convolution") && offset == 0) {
+    } else if ((k == "aten::_convolution" || k == "aten::_convolution_mode" || k == "aten::convolution") && offset == 0) {
       if (auto w = weight(1); w && w->dim() >= 3) {
         const bool transposed = torch::jit::constant_as<bool>(u->input(6)).value_or(false);
         a.kind = Anchor::kConv;

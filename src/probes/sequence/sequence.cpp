@@ -184,7 +184,7 @@ Layout infer_layout(const Session& s) {
     bool conv1d = false;
     if (s.inst && i < s.inst->input_consumers().size())
       for (const auto& k : s.inst->input_consumers()[i])
-        conv1d = conv1d || k == "aten::conv1d" || (k == "aten::_convolution" && t.dim() == 3);
+        conv1d = conv1d || k == "aten::conv1d" || ((k == "aten::_convolution" || k == "aten::_convolution_mode") && t.dim() == 3);
     if (s.inst && t.dim() == 3 && i < s.inst->input_conv1d_layout().size() && s.inst->input_conv1d_layout()[i])
       conv1d = true;
     // A missing-value indicator (time-series past_observed_mask) is named a
