@@ -1146,6 +1146,21 @@ void probe_sequence(Session& s) {
     bool train_differs = im.batch_norm_nodes() > 0;
     for (const auto& n : im.norm_ops()) train_differs = train_differs || n.op == "instance_norm";
     if (!train_differs) s.doc.probes["padding_train_skipped"] = "no batch_norm/instance_norm: train mode without dropout equals eval mode";
+    // A trace that baked training=False into every batch_norm (an inference
+    // export, MODE003) never takes batch statistics, in any mode: the
+    // train-mode comparison would describe the Python model, not this file
+    // (eval36 C02: SeamlessM4T's encoder traced in eval).
+    if (train_differs && im.batch_norm_nodes() > 0) {
+      int64_t baked_false_bn = 0;
+      for (const auto& mo : im.mode_ops()) baked_false_bn += (mo.op == "batch_norm" && mo.baked && !mo.baked_value) ? 1 : 0;
+      bool instance = false;
+      for (const auto& n : im.norm_ops()) instance = instance || n.op == "instance_norm";
+      if (baked_false_bn >= im.batch_norm_nodes() && !instance) {
+        train_differs = false;
+        s.doc.probes["padding_train_skipped"] =
+            "every batch_norm of this trace has training=False baked in: the file never takes batch statistics";
+      }
+    }
     if (pad_error.empty() && train_differs) {
       try {
         // Run for this probe alone (not from the cache): a train-mode pass
