@@ -1086,12 +1086,12 @@ void probe_forward_backward(Session& s) {
             cause = "no gradient reaches its output on this batch: the softmax in " + sat_at +
                     " that it feeds is saturated (every row one-hot, logits reach " + nb +
                     "), and a one-hot softmax passes no gradient to its logits";
-          } else
+          } else {
             cause = "no gradient reaches its output on this batch: what reads it does not change the loss here (a ReLU "
                     "off for every example, an attention whose values are the same at every key ignores its queries "
                     "and keys)";
-        }
-        else if (pg.zero_weights > 0 && pg.zero_biases == 0 && pg.live_biases > 0) {
+          }
+        } else if (pg.zero_weights > 0 && pg.zero_biases == 0 && pg.live_biases > 0) {
           zero_input = true;
           cause = "its bias gets a gradient and its weight does not: its input is zero on this batch (a weight's "
                   "gradient is the input times the output's gradient)";
