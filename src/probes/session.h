@@ -21,6 +21,16 @@
 
 namespace nd {
 
+/// Module classes whose output is bounded by construction (a softmax's
+/// probabilities, a sigmoid's or tanh's values): their RMS is set by the row
+/// length or the bound, not by the scale of what feeds them, so neither the
+/// activation-growth profile nor the timeline's first mover counts them.
+inline bool bounded_output_kind(const std::string& kind) {
+  static const std::set<std::string> kinds = {"Softmax", "Softmax2d", "Softmin",  "Sigmoid", "Tanh",
+                                              "Hardsigmoid", "Hardtanh", "Softsign", "ReLU6"};
+  return kinds.count(kind) > 0;
+}
+
 struct FeatureStats;  // src/probes/features/features.cpp
 /// One trainable parameter's saved optimizer state (--optimizer-state),
 /// with its param_groups hyperparameters.

@@ -1770,10 +1770,8 @@ void probe_forward_backward(Session& s) {
   // and no reference: their RMS is set by the row length or the bound
   // (eval35 B09: BLIP's attention dropout, RMS 1/65, read as 37517x growth
   // over layers whose eps-dominated LayerNorms gave 4e-7).
-  static const std::set<std::string> kBoundedKinds = {"Softmax", "Softmax2d", "Softmin", "Sigmoid", "Tanh",
-                                                       "Hardsigmoid", "Hardtanh", "Softsign", "ReLU6"};
   auto bounded = [](const LayerMetrics* lm) {
-    if (kBoundedKinds.count(lm->kind)) return true;
+    if (bounded_output_kind(lm->kind)) return true;
     if (lm->kind != "Dropout" && lm->kind != "Identity") return false;
     auto mn = lm->metrics.find("act.min"), mx = lm->metrics.find("act.max");
     return mn != lm->metrics.end() && mx != lm->metrics.end() && mn->second.is_number() && mx->second.is_number() &&

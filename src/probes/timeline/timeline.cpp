@@ -344,12 +344,10 @@ void probe_timeline(Session& s) {
   // logits' movement, not activation growth (eval33 C04: a ViT's attention
   // softmax going from 0.074 to 1 was named the first mover while its
   // logits grew 89x). Their inputs' statistics move instead.
-  static const std::set<std::string> kBounded = {"Softmax", "Softmax2d", "Softmin", "Sigmoid", "Tanh",
-                                                 "Hardsigmoid", "Hardtanh", "Softsign", "ReLU6"};
   std::set<std::string> bounded;
   std::map<int64_t, const LayerMetrics*> by_exec;  // by `order`: the checkpoints' runs
   for (const auto& lm : s.doc.layers) {
-    if (kBounded.count(lm.kind)) bounded.insert(lm.path);
+    if (bounded_output_kind(lm.kind)) bounded.insert(lm.path);
     auto o = order.find(lm.path);
     if (o != order.end() && o->second >= 0) by_exec[o->second] = &lm;
   }
