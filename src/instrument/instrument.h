@@ -505,6 +505,13 @@ class InstrumentedModel {
   /// (tracing baked the mode in); the value the constant held.
   int64_t baked_batch_norm() const { return baked_bn_; }
   int64_t baked_dropout() const { return baked_dropout_; }
+  /// Of baked_batch_norm(), those whose baked flag is training=False (the
+  /// trace ran in eval: the file never takes batch statistics there).
+  int64_t baked_batch_norm_false() const {
+    int64_t n = 0;
+    for (const auto& mo : mode_ops_) n += (mo.op == "batch_norm" && mo.baked && !mo.baked_value) ? 1 : 0;
+    return n;
+  }
   std::vector<bool> baked_values() const { return baked_values_; }
   /// All batch_norm / dropout nodes (baked or not).
   int64_t batch_norm_nodes() const { return bn_nodes_; }

@@ -3022,7 +3022,7 @@ TEST(Round24, RouterRowDescribesItsFloatingPointOutput) {
   int primaries = 0;
   for (const auto& o : m.at("act.outputs")) {
     if (o.at("primary") == true) ++primaries;
-    if (num(o.at("absmax")) == nums(name).at("indices_absmax").get<double>()) EXPECT_EQ(o.at("primary"), false) << o.dump();
+    if (num(o.at("absmax")) == nums(name).at("indices_absmax").get<double>()) { EXPECT_EQ(o.at("primary"), false) << o.dump(); }
   }
   EXPECT_EQ(primaries, 1) << m.at("act.outputs").dump();
 }
@@ -3242,7 +3242,7 @@ TEST(Round27, GraphBatchIsCutByGraph) {
   // No sequence passes over the edge list.
   EXPECT_EQ(rep.at("probes").at("layout").at("sequence"), false);
   for (const auto& in : rep.at("probes").at("layout").at("inputs"))
-    if (in.at("name") == "edge_index") EXPECT_EQ(in.at("role"), "edges");
+    if (in.at("name") == "edge_index") { EXPECT_EQ(in.at("role"), "edges"); }
   const std::string twin_name = "r27_pyg_pairnorm_per_graph";
   RUN_ROUND3(twin, twin_name);
   expect_findings(twin, twin_name, Set{});
@@ -3557,6 +3557,12 @@ TEST(Round29, OutlierChannelNamesTheNormThatWritesIt) {
   const json* m = layer_metrics(rep, n.at("block").get<std::string>());
   ASSERT_NE(m, nullptr);
   EXPECT_DOUBLE_EQ(num(m->at("outlier.source_gain")), 6.0);
+  // Post-norm: the stream entering layer.2 is layer.1's ln2 output, whose
+  // channel 13 is 12 * (-7.9) - 9 = -104 (the channel dominates the std:
+  // z = -sqrt(63)); the block's second addition reads its own ln1 output,
+  // which is not "before the block".
+  EXPECT_EQ(m->at("outlier.in_stream_before"), true);
+  EXPECT_EQ(m->at("outlier.in_stream_writer"), "layer.1.ln2");
   EXPECT_NE(f->at("message").get<std::string>().find("layer.0.ln1's gain at channel 13 is 6"), std::string::npos);
   EXPECT_NE(f->at("fix").at(0).get<std::string>().find("outsized gain"), std::string::npos);
   RUN_ROUND3(twin, "r29_bert_no_outlier");
@@ -3589,7 +3595,7 @@ TEST(Round29, ZeroQueriesSayWhyNoGradientFlows) {
     EXPECT_EQ(num(m->at("grad.params_zero_grad")), 1.0) << l;
   }
   for (const auto& f : rep.at("findings"))
-    if (f.at("rule_id") == "GRAD004") EXPECT_NE(f.at("message").get<std::string>().find("; "), std::string::npos);
+    if (f.at("rule_id") == "GRAD004") { EXPECT_NE(f.at("message").get<std::string>().find("; "), std::string::npos); }
   RUN_ROUND3(twin, "r29_detr_learned_queries");
   expect_findings(twin, "r29_detr_learned_queries", Set{});
   EXPECT_EQ(layer_metrics(twin, "layers.0.self_attn.q_proj")->at("grad.zero_cause"), "");
@@ -3957,7 +3963,7 @@ TEST(Round34, A5DClipNormalizedOverTimeAndHeightButNotWidth) {
     expect_findings(t, twin, Set{});
     EXPECT_EQ(nums(twin).at("first_frames_rel_change").get<double>(), 0.0);
     for (const auto& l : t.at("layers"))
-      if (l.at("metrics").contains("norm.partial_space")) EXPECT_EQ(l.at("metrics").at("norm.partial_space"), false) << l.at("path");
+      if (l.at("metrics").contains("norm.partial_space")) { EXPECT_EQ(l.at("metrics").at("norm.partial_space"), false) << l.at("path"); }
   }
 }
 

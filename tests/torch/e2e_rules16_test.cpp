@@ -252,6 +252,14 @@ TEST(Rules16Evidence, MassiveChannelInTheResidualStream) {
   EXPECT_NEAR(num(ev.at("outlier.channel_absmax")), num(n.at("channel_absmax")), 0.02 * num(n.at("channel_absmax")));
   EXPECT_EQ(ev.at("outlier.channels"), 32);
   EXPECT_GT(num(ev.at("outlier.ratio")), 100);
+  // The channel is the embedding's: already 100 in the stream entering
+  // blocks.0, which the message says (eval36 C03: a BOS massive activation
+  // planted in embed_tokens was placed after layers.0 with no source).
+  const json& m = layer_metrics(rep, "blocks.0");
+  EXPECT_EQ(m.at("outlier.in_stream_before"), true);
+  EXPECT_EQ(m.at("outlier.in_stream_writer"), "embed");
+  EXPECT_NE(f->at("message").get<std::string>().find("in the stream entering blocks.0, as written by embed"), std::string::npos)
+      << f->at("message");
 }
 
 TEST(Rules16Evidence, OutputLogitDivergence) {

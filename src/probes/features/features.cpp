@@ -46,6 +46,8 @@ struct FeatureStats {
   std::mutex mu;
   std::map<std::string, Dead> dead;          ///< module path -> dead units
   std::map<int64_t, Outlier> outlier;        ///< residual out tap id -> channels
+  std::map<int64_t, Outlier> stream_in;      ///< residual in tap id -> channels of the stream entering the addition
+  std::map<int64_t, std::string> stream_in_writer;  ///< residual in tap id -> the leaf module whose output it is ("" = none)
   /// A storage a leaf module's output used, held weakly: its data pointer
   /// may be reused once it is freed (a later tensor at the same address is
   /// not that module's output), so a match counts only while it is alive.
@@ -64,6 +66,7 @@ struct FeatureStats {
   std::map<std::vector<int64_t>, std::pair<std::string, at::Tensor>> last_of_shape;
   std::map<const void*, StorageRef> residual_sums;  ///< storage data of residual additions' outputs
   std::set<int64_t> residual_out;            ///< kResidualStream ids that are sums (not stream inputs)
+  std::set<int64_t> residual_in;             ///< kResidualStream ids of the streams entering the additions
   std::set<std::string> leaves;
 };
 
@@ -124,6 +127,8 @@ std::shared_ptr<FeatureStats> new_feature_stats() { return std::make_shared<Feat
 std::function<void(const TapSite&, const at::Tensor&)> feature_hook(const Session& s, std::shared_ptr<FeatureStats> f) {
   for (const auto& r : s.inst->residuals())
     if (r.out_tap >= 0) f->residual_out.insert(r.out_tap);
+  for (const auto& r : s.inst->residuals())
+    if (r.in_tap >= 0 && !f->residual_out.count(r.in_tap)) f->residual_in.insert(r.in_tap);
   for (const auto& mi : s.model.modules)
     if (mi.leaf) f->leaves.insert(mi.path);
   return [f](const TapSite& site, const at::Tensor& x0) {
@@ -158,6 +163,24 @@ std::function<void(const TapSite&, const at::Tensor&)> feature_hook(const Sessio
                              ? at::maximum(o.channel_absmax, a)
                              : a;
       o.hidden_axis = axis == 2 ? "last" : "1";
+    } else if (site.kind == TapKind::kResidualStream && f->residual_in.count(site.id) && x.dim() >= 2) {
+      // The stream entering an addition: where a channel already stands out
+      // before the block (an embedding's massive dimension), and which leaf
+      // module wrote it.
+      const int64_t axis = x.dim() == 3 ? 2 : 1;
+      at::Tensor a = x.abs().movedim(axis, 0).reshape({x.size(axis), -1}).amax(1).to(at::kDouble).cpu();
+      std::lock_guard<std::mutex> lock(f->mu);
+      auto& o = f->stream_in[site.id];
+      o.channel_absmax = o.channel_absmax.defined() && o.channel_absmax.sizes() == a.sizes()
+                             ? at::maximum(o.channel_absmax, a)
+                             : a;
+      o.hidden_axis = axis == 2 ? "last" : "1";
+      std::string writer;
+      if (x.has_storage()) {
+        auto w = f->writer.find(x.storage().data());
+        if (w != f->writer.end() && w->second.holds(x)) writer = w->second.module;
+      }
+      f->stream_in_writer[site.id] = writer;
     } else if (site.kind == TapKind::kModuleOutput && f->leaves.count(site.module) && x.has_storage()) {
       std::lock_guard<std::mutex> lock(f->mu);
       f->writer.insert_or_assign(x.storage().data(), FeatureStats::StorageRef{site.module, x.storage().getWeakStorageImpl()});
@@ -234,6 +257,10 @@ void probe_features(Session& s) {
   // ---- outlier channels of the residual stream --------------------------
   std::map<int64_t, const ResidualSite*> site_of;
   for (const auto& r : im.residuals()) site_of[r.out_tap] = &r;
+  // Each block's first residual addition (execution order): the stream it
+  // reads is the block's input.
+  std::map<std::string, const ResidualSite*> first_of_block;
+  for (const auto& r : im.residuals()) first_of_block.emplace(!r.block.empty() ? r.block : r.module, &r);
   // The norms that ran, once for every block below: their 1-D floating
   // parameters as doubles (in declaration order) and each one's median
   // magnitude.
@@ -335,6 +362,40 @@ void probe_features(Session& s) {
         note = t.str();
       }
     }
+    // Whether the channel already stands out in the stream entering the
+    // block (its first addition's stream input, not a later addition's,
+    // which a post-norm block's own LayerNorm writes): then it comes from
+    // before this block (an embedding's or the input's massive dimension,
+    // eval36 C03), not from the block's branches.
+    const FeatureStats::Outlier* in = nullptr;
+    const ResidualSite* first = first_of_block.count(path) ? first_of_block[path] : r;
+    if (first->in_tap >= 0) {
+      auto a = f.stream_in.find(first->in_tap);
+      if (a != f.stream_in.end()) in = &a->second;
+      auto b = f.outlier.find(first->in_tap);
+      if (!in && b != f.outlier.end()) in = &b->second;
+    }
+    bool before_block = false;
+    std::string in_writer;
+    if (in && in->channel_absmax.defined() && in->channel_absmax.sizes() == o.channel_absmax.sizes()) {
+      const at::Tensor in_live = in->channel_absmax.masked_select(in->channel_absmax > 0);
+      const double in_med = in_live.numel() >= 8 ? median_of(in_live) : 0.0;
+      const double in_top = in->channel_absmax[at].item<double>();
+      if (in_med > 0 && in_top > 100 * in_med) {
+        before_block = true;
+        auto w = f.stream_in_writer.find(first->in_tap);
+        if (w != f.stream_in_writer.end()) in_writer = w->second;
+        std::ostringstream t;
+        t.precision(3);
+        t << "; the channel is already " << in_top << " (" << in_top / in_med
+          << "x the median) in the stream entering " << path;
+        if (!in_writer.empty()) t << ", as written by " << in_writer;
+        t << ": it comes from before this block";
+        note += t.str();
+      }
+    }
+    m["outlier.in_stream_before"] = before_block;
+    m["outlier.in_stream_writer"] = in_writer;
     m["outlier.source_layer"] = source;
     m["outlier.source_note"] = note;
     if (!source.empty()) {

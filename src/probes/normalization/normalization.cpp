@@ -1665,8 +1665,7 @@ void probe_normalization(Session& s) {
   // as a constant do not (training=False baked: the file runs as in eval
   // whatever its modules' flags say, so a root saved in training mode
   // changes nothing, eval36 C02; training=True baked is MODE002's).
-  int64_t baked_mode_ops = 0;
-  for (const auto& mo : im.mode_ops()) baked_mode_ops += mo.baked ? 1 : 0;
+  const int64_t baked_mode_ops = im.baked_batch_norm() + im.baked_dropout();
   const int64_t mode_ops = std::max<int64_t>(0, im.batch_norm_nodes() + im.dropout_nodes() - baked_mode_ops);
   mm["mode.dependent_ops"] = mode_ops;
   mm["mode.saved_training"] = s.model.saved_training;

@@ -1151,8 +1151,7 @@ void probe_sequence(Session& s) {
     // train-mode comparison would describe the Python model, not this file
     // (eval36 C02: SeamlessM4T's encoder traced in eval).
     if (train_differs && im.batch_norm_nodes() > 0) {
-      int64_t baked_false_bn = 0;
-      for (const auto& mo : im.mode_ops()) baked_false_bn += (mo.op == "batch_norm" && mo.baked && !mo.baked_value) ? 1 : 0;
+      const int64_t baked_false_bn = im.baked_batch_norm_false();
       bool instance = false;
       for (const auto& n : im.norm_ops()) instance = instance || n.op == "instance_norm";
       if (baked_false_bn >= im.batch_norm_nodes() && !instance) {
@@ -1571,12 +1570,12 @@ void probe_sequence(Session& s) {
   // an eval-mode pass: no length or padding dependence enters there
   // (eval35 C05: a BatchNorm over the real frames gathered by index_select,
   // whose row axis changes with the length, was named in eval mode).
+  std::set<std::string> with_running_stats;  // module paths holding a running_mean tensor
+  for (const auto& mi : s.model.modules)
+    if (mi.module._ivalue() && mi.module.hasattr("running_mean") && mi.module.attr("running_mean").isTensor())
+      with_running_stats.insert(mi.path);
   auto running_stats_bn = [&](const NormOpSite& n) {
-    if (n.op != "batch_norm" && n.op != "batch_norm_pattern") return false;
-    for (const auto& mi : s.model.modules)
-      if (mi.path == n.module && mi.module._ivalue() && mi.module.hasattr("running_mean"))
-        return mi.module.attr("running_mean").isTensor();
-    return false;
+    return (n.op == "batch_norm" || n.op == "batch_norm_pattern") && with_running_stats.count(n.module) > 0;
   };
   auto norm_at = [&](const std::string& layer, bool eval_mode = false) {
     // The deviation enters at a normalization whose statistics span time.
