@@ -1812,7 +1812,11 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   {
     static const std::set<std::string> views = {"aten::to", "aten::float", "aten::type_as", "aten::view", "aten::reshape",
                                                 "aten::unsqueeze", "aten::contiguous", "aten::permute", "aten::clone",
-                                                "aten::detach", "aten::slice", "aten::select", "aten::narrow"};
+                                                "aten::detach", "aten::slice", "aten::select", "aten::narrow",
+                                                // axis moves (HF CLAP's HTSAT: input_features.transpose(1, 3)
+                                                // before its BatchNorm over the mel bins, eval37 H03)
+                                                "aten::transpose", "aten::movedim", "aten::swapaxes", "aten::t",
+                                                "aten::flatten", "aten::unflatten", "aten::squeeze", "aten::expand"};
     std::unordered_map<const Value*, bool> memo;
     // A statistic of the data: a reduction (the mean scaler of Hugging
     // Face's time-series transformers: |x * observed|.sum(dim) / n, clamped,

@@ -4288,6 +4288,70 @@ TEST(Round36, MomentumZeroIsWhyStatisticsStayedAtTheirInitialValues) {
   expect_findings(t, twin, Set{});
   EXPECT_FALSE(has_rule(t, "BN001"));
 }
+
+// diffusers' T2I-Adapter: 4 levels of 2 normalization-free residual blocks
+// with average pooling between them. The last level grows its stream a
+// little, the whole adapter shrinks it (stream RMS entering the first block
+// and leaving the last recomputed in Python with hooks): ARCH007 (info)
+// across all 8 blocks, not ARCH003 (eval37 D01).
+TEST(Round37, NormalizationFreeAdapterIsJudgedAcrossItsLevels) {
+  const std::string name = "r37_t2i_adapter";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  EXPECT_FALSE(has_rule(rep, "ARCH003"));
+  const json* f = info_finding(rep, "ARCH007", "body.3.resnets");
+  ASSERT_NE(f, nullptr);
+  const json& n = nums(name);
+  EXPECT_TRUE(nde2e::near_rel("arch.decay_rms_in", num(mm(rep).at("arch.decay_rms_in")), n.at("stream_rms_in").get<double>(), 1e-3));
+  EXPECT_TRUE(nde2e::near_rel("arch.decay_rms_out", num(mm(rep).at("arch.decay_rms_out")), n.at("stream_rms_out").get<double>(), 1e-3));
+  EXPECT_TRUE(nde2e::near_rel("arch.stream_rms_first", num(mm(rep).at("arch.stream_rms_first")), n.at("last_level_rms_in").get<double>(), 1e-3));
+  EXPECT_EQ(mm(rep).at("arch.decay_span"), "across all 8 blocks, body.0.resnets.0 to body.3.resnets.1");
+  EXPECT_GT(num(mm(rep).at("arch.stream_growth")), 1.0);  // the last level alone grows
+  EXPECT_TRUE(mm(rep).at("arch.branch_rms_max").is_number());  // 2 blocks: still quoted
+}
+
+// torchvision's quantizable MobileNetV2 after fuse_model(): every BatchNorm
+// folded into its convolution (ConvReLU2d, Identity where the BatchNorm was;
+// the fused model's output within 1e-6 of the unfused one's). No norm op
+// runs, yet the model is normalized: no ARCH003 (eval37 V02). The unfused
+// twin runs its BatchNorms.
+TEST(Round37, BatchNormsFoldedForQuantizationAreNotAMissingNormalization) {
+  const std::string name = "r37_mobilenetv2_fused";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  EXPECT_FALSE(has_rule(rep, "ARCH003"));
+  EXPECT_FALSE(has_rule(rep, "ARCH007"));
+  EXPECT_EQ(num(mm(rep).at("arch.norm_layers")), 0.0);
+  EXPECT_EQ(num(mm(rep).at("arch.fused_modules")), nums(name).at("fused_modules").get<double>());
+  EXPECT_GE(num(mm(rep).at("arch.blocks_all")), nums(name).at("residual_blocks").get<double>());
+  EXPECT_LT(nums(name).at("max_abs_diff_to_unfused").get<double>(), 1e-5);
+  RUN_ROUND3(t, "r37_mobilenetv2_unfused");
+  expect_findings(t, "r37_mobilenetv2_unfused", Set{});
+  EXPECT_EQ(num(mm(t).at("arch.fused_modules")), 0.0);
+}
+
+// HF CLAP's audio tower: log-mel features in dB (mean -60, std 15) go
+// through `transpose(1, 3)` into a BatchNorm2d over the mel bins (bn0) whose
+// running statistics hold the dB scale (its eval output: mean -0.22, std
+// 1.03 in Python); the raw scale never reaches a weight: no IN002 (eval37
+// H03). Without bn0 the dB features go straight into the patch convolution:
+// IN002 with the input's mean and std.
+TEST(Round37, InputStandardizedByABatchNormAfterATransposeIsRescaled) {
+  const std::string name = "r37_clap_bn0";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  EXPECT_FALSE(has_rule(rep, "IN002"));
+  ASSERT_FALSE(rep.at("inputs").empty());
+  EXPECT_EQ(rep.at("inputs").at(0).at("metrics").at("input.rescaled_in_model"), true);
+  EXPECT_LT(std::abs(nums(name).at("bn0_out_std").get<double>() - 1.0), 0.1);
+  const std::string twin = "r37_clap_no_bn0";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, manifest_findings(twin));
+  const json* f = finding(t, "IN002");
+  ASSERT_NE(f, nullptr);
+  EXPECT_TRUE(nde2e::near_rel("input.mean", num(f->at("evidence").at("input.mean")), nums(twin).at("input_mean").get<double>(), 1e-3));
+  EXPECT_TRUE(nde2e::near_rel("input.std", num(f->at("evidence").at("input.std")), nums(twin).at("input_std").get<double>(), 1e-2));
+}
 }  // namespace
 
 #undef RUN_ROUND3
