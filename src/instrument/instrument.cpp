@@ -2999,6 +2999,21 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     if (auto c = torch::jit::toIValue(p); c && (c->isDouble() || c->isInt())) v = c->toDouble();
     else if (p->node()->kind() == c10::prim::GetAttr)
       if (auto a = scopes.attribute(p); a && (a->isDouble() || a->isInt())) v = a->toDouble();
+    if (!v && p->type()->kind() == c10::TypeKind::FloatType) {
+      // A probability the model computes from its mode (nn.MultiheadAttention
+      // through F.multi_head_attention_forward: `if not training: dropout_p =
+      // 0.0`): it follows the mode already, and a pass run without dropout
+      // sets it to 0 like aten::dropout's flag (flag kind 2). Left as it was,
+      // the train-mode padding comparison saw the attention dropout draw a
+      // new mask at the new length (eval38 C04: SEQ004 at self_attn).
+      Node* k = make_constant_int(*graph_, 2);
+      Node* f = graph_->create(kDropoutP, {k->output(), p});
+      f->output()->setType(c10::FloatType::get());
+      k->insertBefore(n);
+      f->insertBefore(n);
+      n->replaceInput(4, f->output());
+      continue;
+    }
     if (!v || !(*v > 0)) continue;
     // A trace recorded the probability its module chose in the tracing
     // mode: a baked training flag (MODE002), which the passes switch with

@@ -147,6 +147,26 @@ bool graph_reads_training(const torch::jit::Block* b, bool& has_control_flow) {
   return reads;
 }
 
+/// Shape arithmetic as scripted code writes it: an aten::size whose int
+/// result is read by anything but prim::NumToTensor (`x.shape[0]` compiles
+/// to aten::size + aten::__getitem__), or aten::len / aten::dim / prim::dtype
+/// / prim::device, which a trace never records (it records sizes as tensors,
+/// aten::size -> prim::NumToTensor, and everything else as constants).
+/// Returns the op found, "" when none.
+std::string scripted_shape_op(const torch::jit::Block* b) {
+  for (const torch::jit::Node* n : b->nodes()) {
+    const std::string k = n->kind().toQualString();
+    if (k == "aten::len" || k == "aten::dim" || k == "prim::dtype" || k == "prim::device") return k;
+    if (k == "aten::size")
+      for (const torch::jit::Value* o : n->outputs())
+        for (const auto& u : o->uses())
+          if (u.user->kind() != c10::prim::NumToTensor) return "aten::size read as an integer by " + std::string(u.user->kind().toQualString());
+    for (const torch::jit::Block* sb : n->blocks())
+      if (auto r = scripted_shape_op(sb); !r.empty()) return r;
+  }
+  return "";
+}
+
 /// Evidence of how a TorchScript module was made, from its module types.
 /// torch.jit.script compiles a class's constants (`__constants__`, Final
 /// attributes such as nn.Linear's in_features) and its helper methods
@@ -261,6 +281,12 @@ void infer_model_kind(LoadedModel& lm) {
   } else if (!ev.scripted.empty()) {
     lm.kind = "scripted";
     lm.kind_reason = ev.scripted + " (a trace records only forward, without constants)";
+  } else if (const std::string op = scripted_shape_op(graph->block()); !op.empty()) {
+    // Straight-line code without submodules that say how it was made (a
+    // hand-written MLP of parameters: eval38 C01 read it as traced).
+    lm.kind = "scripted";
+    lm.kind_reason = "forward computes with shapes as scripted code does (" + op +
+                     "; a trace records sizes as tensors and the rest as constants)";
   } else {
     lm.kind = "traced";
     lm.kind_reason = "forward has no control flow, calls no compiled function and never reads a training flag (a traced graph)";

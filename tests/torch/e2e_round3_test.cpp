@@ -4352,6 +4352,99 @@ TEST(Round37, InputStandardizedByABatchNormAfterATransposeIsRescaled) {
   EXPECT_TRUE(nde2e::near_rel("input.mean", num(f->at("evidence").at("input.mean")), nums(twin).at("input_mean").get<double>(), 1e-3));
   EXPECT_TRUE(nde2e::near_rel("input.std", num(f->at("evidence").at("input.std")), nums(twin).at("input_std").get<double>(), 1e-2));
 }
+
+// fairseq's encoder with PowerNorm's NormSelect: nn.MultiheadAttention
+// (batch_first=False) reads the [T, B, C] the model transposed after the
+// embedding, and reads key_padding_mask = src_tokens.eq(pad) first: the
+// token ids stay [batch, time] (eval38 C04 took axis 1 as the batch and ran
+// token columns "alone": a BN005 error on the LayerNorm twin, whose examples
+// alone give their in-batch outputs exactly in Python). With BatchNorm over
+// the T x B positions: SEQ001 at the first BatchNorm in the train-mode
+// padding pass, whose attention dropout (p computed by the module from its
+// mode) is off (eval38 C04 saw SEQ004 at self_attn from a new dropout mask).
+TEST(Round38, MaskReadFirstDoesNotMakeTheTokensTimeMajor) {
+  const std::string name = "r38_fairseq_batchnorm";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  EXPECT_EQ(rep.at("probes").at("batch_layout").at("axes").at("src_tokens"), 0);
+  EXPECT_FALSE(has_rule(rep, "BN005"));
+  EXPECT_FALSE(has_rule(rep, "SEQ004"));
+  const json* f = finding(rep, "AXIS003");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->at("message").get<std::string>().find("[batch, hidden, time] = [4, 32, 16]"), std::string::npos) << f->at("message");
+  const std::string twin = "r38_fairseq_layernorm";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+  EXPECT_FALSE(has_rule(t, "BN005"));
+  EXPECT_EQ(t.at("probes").at("batch_layout").at("axes").at("src_tokens"), 0);
+  EXPECT_LT(nums(twin).at("alone_max_abs_diff").get<double>(), 1e-5);
+}
+
+// PointNet++'s farthest point sampling draws its start point with
+// torch.randint in every mode; traced after eval() the file still draws it
+// (eval outputs with two seeds differ in Python too): MODE004 at sa1, whose
+// cause and fix say the draw is the model's own, not a train-mode trace
+// (eval38 P01 was told to trace after eval(), which it had). The twin starts
+// at point 0: deterministic, no MODE004.
+TEST(Round38, ARandomDrawInAnEvalTraceIsTheModelsOwn) {
+  const std::string name = "r38_pointnet2_random_fps";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  ASSERT_GT(nums(name).at("eval_rel_diff_two_seeds").get<double>(), 1e-3);
+  const json* f = finding(rep, "MODE004");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(mm(rep).at("evalrep.traced_in_eval"), true);
+  const std::string cause = f->at("evidence").at("evalrep.cause").get<std::string>();
+  EXPECT_NE(cause.find("aten::randint recorded by a trace made in eval mode"), std::string::npos) << cause;
+  EXPECT_NE(f->at("fix").at(0).get<std::string>().find("the draw is the model's own code"), std::string::npos) << f->at("fix");
+  for (const auto& fx : f->at("fix")) EXPECT_EQ(fx.get<std::string>().find("trace the model after model.eval()"), std::string::npos);
+  const std::string twin = "r38_pointnet2_fixed_fps";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+  EXPECT_FALSE(has_rule(t, "MODE004"));
+}
+
+// timm's MobileViT at 32 px: the last block's attention runs over one token,
+// so its query and key weights get no gradient (softmax over one key is 1)
+// and float32 leaves rounding residues where the gradient is 0. In fp16
+// they are noise to drop, not gradients to keep with a loss scale (eval37
+// T02: PREC003 asking for a scale of 6.4e13): at least the 2 x 2 x 48 x 48
+// query and key weights of the two one-token blocks are counted as rounding
+// noise, and no PREC003. At 64 px (4 tokens) only the key biases' residues.
+TEST(Round38, GradientsThatAreMathematicallyZeroAreNotUnderflow) {
+  const std::string name = "r38_mobilevit_one_token";
+  RUN_ROUND3(rep, name, {"--precision", "fp16"});
+  expect_findings(rep, name, Set{});
+  EXPECT_FALSE(has_rule(rep, "PREC003"));
+  EXPECT_FALSE(has_rule(rep, "PREC012"));
+  ASSERT_EQ(nums(name).at("last_block_tokens"), 1);
+  if (TORCH_VERSION_MAJOR >= 2) EXPECT_GE(num(mm(rep).at("prec.grad_rounding_noise_count")), 2 * 2 * 48 * 48);
+  EXPECT_LT(num(mm(rep).at("prec.grad_underflow_fraction")), 0.01);
+  const std::string twin = "r38_mobilevit_four_tokens";
+  RUN_ROUND3(t, twin, {"--precision", "fp16"});
+  expect_findings(t, twin, Set{});
+  EXPECT_LT(num(mm(t).at("prec.grad_rounding_noise_count")), 2 * 48 * 48);
+}
+
+// makemore part 3's MLP of raw parameters (C, W1, b1, W2, b2 and a Tanh),
+// W1 unscaled: 0.60 of the tanh's inputs beyond |x| = 3 (Python, the same
+// batch): ACT004 at tanh with that fraction. Scripted without control flow
+// or submodules that tell: read as scripted from its shape code
+// (`emb.view(emb.shape[0], -1)`: aten::size read as an integer; eval38 C01
+// said traced). The lecture's fix: no finding.
+TEST(Round38, StraightLineScriptedCodeIsReadAsScripted) {
+  const std::string name = "r38_makemore_tanh";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  EXPECT_EQ(rep.at("model").at("kind"), "scripted") << rep.at("model").at("kind_reason");
+  const json* f = finding(rep, "ACT004");
+  ASSERT_NE(f, nullptr);
+  EXPECT_TRUE(nde2e::near_rel("sat.fraction", num(f->at("evidence").at("sat.fraction")), nums(name).at("flat_fraction").get<double>(), 1e-4));
+  const std::string twin = "r38_makemore_tanh_fixed";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+  EXPECT_EQ(t.at("model").at("kind"), "scripted");
+}
 }  // namespace
 
 #undef RUN_ROUND3

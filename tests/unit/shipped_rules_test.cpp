@@ -82,8 +82,8 @@ const Expected kExpected[] = {
      "arch.final_stack_pre_norm_blocks >= 4 and arch.final_norm == \"absent\" and arch.head_zero_init == false and "
      "arch.final_stack_to_output == false"},
     {"ARCH003", "no-normalization", nd::Severity::kWarning, "model", "all", false, "arch.stack",
-     "arch.blocks_all >= 8 and arch.norm_layers == 0 and arch.norm_modules == 0 and arch.branch_stream_ratio_max > 0.01 and "
-     "arch.stream_decays == false and arch.weight_normalized_modules == 0"},
+     "arch.blocks_all >= 8 and arch.norm_layers == 0 and arch.norm_modules == 0 and arch.fused_modules == 0 and "
+     "arch.branch_stream_ratio_max > 0.01 and arch.stream_decays == false and arch.weight_normalized_modules == 0"},
     {"ARCH004", "residual-stream-growth", nd::Severity::kWarning, "model", "all", true, "arch.stream_growth_layer",
      "arch.branches_normalized == false and arch.pre_norm_blocks >= 2 and arch.stream_growth > 100 and "
      "arch.block_norms_under_eps == false and run.trained == false"},
@@ -94,8 +94,8 @@ const Expected kExpected[] = {
      "arch.branches_normalized == false and arch.pre_norm_blocks >= 4 and arch.stream_late_ratio >= 1.3 and "
      "arch.stream_growth > 10 and arch.stream_growth <= 100 and arch.block_norms_under_eps == false"},
     {"ARCH007", "no-normalization", nd::Severity::kInfo, "model", "all", true, "arch.stack",
-     "arch.blocks_all >= 8 and arch.norm_layers == 0 and arch.norm_modules == 0 and arch.branch_stream_ratio_max > 0.01 and "
-     "arch.stream_decays == true"},
+     "arch.blocks_all >= 8 and arch.norm_layers == 0 and arch.norm_modules == 0 and arch.fused_modules == 0 and "
+     "arch.branch_stream_ratio_max > 0.01 and arch.stream_decays == true"},
     {"ARCH008", "missing-final-norm", nd::Severity::kInfo, "model", "all", false, "arch.final_norm_site",
      "arch.final_norm_mild == true and arch.final_norm == \"absent\" and arch.head_zero_init == false"},
     {"ATTN001", "attention-logit-growth", nd::Severity::kWarning, "layer", "all", false, "",

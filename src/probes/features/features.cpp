@@ -506,6 +506,29 @@ void probe_features(Session& s) {
                 const at::Tensor rows = wt.to(at::kDouble).pow(2).sum(fan_axis);
                 gain = std::sqrt(rows.mean().item<double>());
               }
+          // A head written in forward as a product with a parameter held
+          // elsewhere (T5's and the mlx port's logits = h @ shared.weight.T,
+          // tied to the embedding; eval37 C04 got "put a normalization
+          // before the head"): the 2-D parameter with a classes-sized axis,
+          // an embedding's first.
+          if (gain < 0 && product.kind == "linear") {
+            const torch::jit::Module* best = nullptr;
+            std::string best_name;
+            bool best_embedding = false;
+            for (const auto& mi : s.model.modules)
+              for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) {
+                if (p.value.dim() != 2 || !p.value.is_floating_point()) continue;
+                if (p.value.size(0) != classes && p.value.size(1) != classes) continue;
+                const bool emb = mi.kind.find("Embedding") != std::string::npos;
+                if (best && (best_embedding || !emb)) continue;
+                best = &mi.module;
+                best_name = (mi.path.empty() ? std::string() : mi.path + ".") + p.name;
+                best_embedding = emb;
+                const at::Tensor wt = p.value.detach().to(at::kDouble);
+                gain = std::sqrt(wt.pow(2).sum(wt.size(0) == classes ? 1 : 0).mean().item<double>());
+              }
+            if (best) mm["logits.head_weight"] = best_name;
+          }
           if (gain >= 0) mm["logits.head_weight_gain"] = metric_number(gain);
           // Above 4: the head alone makes logits 4x the RMS of its input
           // (a normalized input has RMS about 1).
@@ -560,7 +583,12 @@ void probe_features(Session& s) {
     m["norm.groups_per_pass"] = groups;
     // A LayerNorm over a normalized_shape of one value (nn.LayerNorm(1) on
     // a scalar feature or one tabular column): no pooling to move it before.
-    m["norm.over_one_feature"] = n.op == "layer_norm" && vpg == 1;
+    // Not a pooled feature map: [N, C, 1, 1] normalized over its last axis
+    // (nn.LayerNorm(1) after global pooling, eval37 C03) has a pooling to
+    // move it before.
+    bool pooled_map = shape.size() >= 4;
+    for (size_t d = 2; d < shape.size() && pooled_map; ++d) pooled_map = shape[d] == 1;
+    m["norm.over_one_feature"] = n.op == "layer_norm" && vpg == 1 && !pooled_map;
     if (vpg == 1) degenerate.push_back({lm->exec_order, n.module});
   }
   // Nothing before a one-value-per-group norm gets a gradient through it:

@@ -4,16 +4,19 @@
 #include <algorithm>
 #include <cctype>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <tuple>
+#include <unordered_map>
 
 #include <torch/csrc/jit/passes/inliner.h>
 
 #include "core/error.h"
 #include "formats/input_spec.h"
 #include "instrument/instrument.h"
+#include "instrument/recognize.h"
 #include "instrument/stats.h"
 #include "metrics/metrics.h"
 #include "model/batch_file.h"
@@ -230,19 +233,61 @@ std::vector<std::string> find_time_major_readers(const Session& s) {
       const auto& c = scopes.chain(n);
       return std::find(c.begin(), c.end(), path) != c.end();
     };
-    // The first tensor a module's code reads from outside it (its forward's
-    // first tensor argument: `query` of nn.MultiheadAttention, `src` of
-    // nn.TransformerEncoder[Layer]), or nullptr.
+    // The data a module's code reads from outside it (its forward's first
+    // tensor argument: `query` of nn.MultiheadAttention, `src` of
+    // nn.TransformerEncoder[Layer]), or nullptr. Of the tensors read from
+    // outside, the one fewest ops away from an op that also reads one of the
+    // module's parameters (the query's in_proj linear): not simply the first
+    // read, which is the key_padding_mask (`torch.is_floating_point(
+    // key_padding_mask)` opens nn.MultiheadAttention.forward), whose [B, T]
+    // would be read as time-major (eval38 C04: fairseq's encoder transposes
+    // the embedded tokens, not the mask, to [T, B, C]).
+    std::unordered_map<const torch::jit::Value*, bool> param_memo;
+    auto reads_parameter = [&](const torch::jit::Node* n, const torch::jit::Value* data) {
+      for (torch::jit::Value* in : const_cast<torch::jit::Node*>(n)->inputs())
+        if (in != data && in->type()->kind() == c10::TypeKind::TensorType && in->node()->kind() != c10::prim::Constant &&
+            recognize::param_only(in, param_memo))
+          return true;
+      return false;
+    };
+    auto hops_to_parameter = [&](const torch::jit::Value* start, const std::string& path) -> size_t {
+      std::vector<std::pair<const torch::jit::Value*, size_t>> work = {{start, 0}};
+      std::set<const torch::jit::Value*> seen = {start};
+      for (size_t w = 0; w < work.size() && w < 4096; ++w) {
+        const auto [v, hops] = work[w];
+        if (hops > 64) break;
+        for (const auto& u : v->uses()) {
+          if (!in_scope(u.user, path)) continue;
+          if (reads_parameter(u.user, v)) return hops + 1;
+          for (const torch::jit::Value* o : u.user->outputs())
+            if (seen.insert(o).second) work.push_back({o, hops + 1});
+        }
+      }
+      return std::numeric_limits<size_t>::max();
+    };
     auto first_input = [&](const std::string& path) -> const torch::jit::Value* {
+      std::vector<const torch::jit::Value*> read;
       for (const torch::jit::Node* n : order) {
         if (!in_scope(n, path)) continue;
         for (const torch::jit::Value* in : n->inputs()) {
           if (in->type()->kind() != c10::TypeKind::TensorType) continue;
           const torch::jit::Node* d = in->node();
-          if (d->kind() == c10::prim::Param || !in_scope(d, path)) return in;
+          if ((d->kind() == c10::prim::Param || !in_scope(d, path)) &&
+              std::find(read.begin(), read.end(), in) == read.end())
+            read.push_back(in);
         }
       }
-      return nullptr;
+      if (read.empty()) return nullptr;
+      const torch::jit::Value* best = read.front();
+      size_t best_hops = std::numeric_limits<size_t>::max();
+      for (const torch::jit::Value* v : read) {
+        const size_t h = hops_to_parameter(v, path);
+        if (h < best_hops) {
+          best_hops = h;
+          best = v;
+        }
+      }
+      return best;
     };
     // Back from a time-major reader's input to an argument, axes kept in order.
     auto mark = [&](const torch::jit::Value* start, const std::string& reader) {

@@ -476,7 +476,19 @@ void probe_normalization(Session& s) {
         const at::Tensor share = b.example_var + (b.example_mean - b.mean).pow(2);
         const at::Tensor var_noise = share.std(0).masked_select(live) / root_b / var;
         m["bn.mean_noise"] = metric_number(mean_noise.mean().item<double>());
-        m["bn.var_noise"] = metric_number(var_noise.mean().item<double>());
+        // Two rows of one value each (a 1x1 map, a Linear's features at a
+        // sample of 2) have equal shares by symmetry, (m1 - m2)^2 / 4 each:
+        // their spread reads 0 whatever the data (eval38 D02 printed "by 0
+        // of itself"). There the Gaussian value stands in: the variance of
+        // n normal values has a relative standard deviation sqrt(2 / (n - 1)).
+        if (b.examples == 2 && b.spatial == 1) {
+          m["bn.var_noise"] = rows_per_pass >= 2 ? metric_number(std::sqrt(2.0 / static_cast<double>(rows_per_pass - 1)))
+                                                 : metric_number(std::numeric_limits<double>::infinity());
+          m["bn.var_noise_from"] = "gaussian";
+        } else {
+          m["bn.var_noise"] = metric_number(var_noise.mean().item<double>());
+          m["bn.var_noise_from"] = "rows";
+        }
       }
     }
     const auto type = lm->info.contains("running_stats");
@@ -856,8 +868,16 @@ void probe_normalization(Session& s) {
         l.metrics["bn.dropout_upstream_p"] = d->second.second;
         const double vr = val(l.metrics, "bn.var_ratio", 1);
         auto init = l.metrics.find("bn.at_initial_values");
+        // Stale in the eval pass, whether or not the train pass confirms
+        // it: the running statistics fit the train-mode input, dropout
+        // included, by construction; it is eval mode, without the dropout,
+        // that they do not fit (eval38 A02: SpeechT5's postnet, BatchNorms
+        // behind Dropout(0.5), read as stale statistics by BN004).
+        const bool eval_stale = val(l.metrics, "bn.var_ratio_off", 1) > 4 ||
+                                (val(l.metrics, "bn.eval_error", 0) > kStaleEvalError &&
+                                 val(l.metrics, "bn.eval_error_over_floor", 0) > kStaleOverFloor);
         shift = !(init != l.metrics.end() && init->second == true) && val(l.metrics, "bn.mean_z", 0) <= 1 && vr < 0.8 &&
-                vr > 0 && is_stale(l.metrics);
+                vr > 0 && (is_stale(l.metrics) || eval_stale);
         // The dropout must account for the mismatch: its measured variance
         // gain at this layer (bn.dropout_var_gain) reaches the ratio of
         // running_var to the eval variance, within the sampling noise of
@@ -1236,7 +1256,27 @@ void probe_normalization(Session& s) {
       found = true;
       cause = im.unswitched_random_ops().front().second + " in " + forward_of(source) + ", so eval() cannot switch it off";
     }
+    // A trace made in eval mode (every batch_norm/dropout flag it baked is
+    // False; the root saved in eval when it baked none) recorded no
+    // train-mode branch: the random op is the model's own, drawn in every
+    // mode (PointNet++'s farthest point sampling from a random start point,
+    // SpeechT5's prenet dropout kept on by design, eval38 P01/A02), and
+    // tracing after eval() would change nothing.
+    bool traced_in_eval = false;
+    if (traced_random) {
+      const auto baked = im.baked_values();
+      traced_in_eval = baked.empty() ? !s.model.saved_training
+                                     : std::none_of(baked.begin(), baked.end(), [](bool b) { return b; });
+      const std::string& what = im.unswitched_random_ops().front().second;
+      // A Gaussian draw keeps its own cause (a sample by design, MODE009).
+      if (traced_in_eval && what.find("Gaussian sample") == std::string::npos) {
+        cause = what.substr(0, what.find(' ')) + " recorded by a trace made in eval mode (every batch_norm/dropout flag it " +
+                "baked is False) in " + forward_of(source) +
+                ": the model's own code draws it in every mode (a random sampling step, a dropout kept on by design)";
+      }
+    }
     mm["evalrep.traced_random"] = traced_random;
+    mm["evalrep.traced_in_eval"] = traced_in_eval;
     // Every random op no mode switches is a Gaussian draw the trace
     // recorded: a sample by design (a VAE's posterior sample), stated at
     // info (MODE009) rather than as eval nondeterminism to fix.
