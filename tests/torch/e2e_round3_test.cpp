@@ -4445,6 +4445,74 @@ TEST(Round38, StraightLineScriptedCodeIsReadAsScripted) {
   expect_findings(t, twin, Set{});
   EXPECT_EQ(t.at("model").at("kind"), "scripted");
 }
+
+// SpeechT5's postnet (Tacotron 2's): Conv1d -> BatchNorm1d -> tanh ->
+// Dropout(0.5) five times, running statistics from train-mode passes. From
+// layers.1 on each BatchNorm reads a dropout's output: running_var over the
+// eval batch variance 2.03, 2.91, 3.62, ... (geometric means over channels,
+// Python): variance shift, which the train pass cannot confirm (it has the
+// dropout): BN013 at the first BatchNorm past the stale gate, layers.2, with
+// the ratio; no BN004 (eval38 A02 read it as stale statistics). Dropout
+// after the last layer only: nothing.
+TEST(Round38, DropoutVarianceShiftIsNotStaleStatistics) {
+  const std::string name = "r38_postnet_dropout_each_layer";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  EXPECT_FALSE(has_rule(rep, "BN004"));
+  const json* f = finding(rep, "BN013");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("evidence").at("bn.dropout_upstream"), "layers.1.dropout");
+  EXPECT_TRUE(nde2e::near_rel("bn.running_to_batch_var", num(f->at("evidence").at("bn.running_to_batch_var")),
+                              nums(name).at("running_var_over_eval_var").at("layers.2.batch_norm").get<double>(), 1e-3));
+  const std::string twin = "r38_postnet_dropout_at_end";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+  EXPECT_FALSE(has_rule(t, "BN013"));
+}
+
+// A T5 port whose LM head is tied to the embedding (logits = h @
+// shared.weight.T in forward) without the d_model ** -0.5 rescale, the
+// embedding at nn.Embedding's N(0, 1): the head's gain is the embedding's
+// row norm, sqrt(64) = 8 (Python), and ACT008's first fix is the head's
+// gain, not "a normalization before the head" (eval37 C04). The rescaled
+// twin: no ACT008.
+TEST(Round38, ATiedHeadWrittenInForwardHasItsGainMeasured) {
+  const std::string name = "r38_t5_tied_no_rescale";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  const json* f = finding(rep, "ACT008");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(mm(rep).at("logits.head_weight"), "shared.weight");
+  EXPECT_TRUE(nde2e::near_rel("logits.head_weight_gain", num(mm(rep).at("logits.head_weight_gain")),
+                              nums(name).at("head_weight_gain").get<double>(), 1e-4));
+  EXPECT_TRUE(nde2e::near_rel("logits.logz_abs_mean", num(f->at("evidence").at("logits.logz_abs_mean")),
+                              nums(name).at("logz_abs_mean").get<double>(), 1e-3));
+  EXPECT_NE(f->at("fix").at(0).get<std::string>().find("the head's own weights make the logits large"), std::string::npos);
+  const std::string twin = "r38_t5_tied_rescaled";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+}
+
+// nn.LayerNorm(1) over the last axis of a globally pooled [B, C, 1, 1] map:
+// NORM002, with "move the normalization before the pooling" first (eval37
+// C03 was told to standardize a scalar column), and no GRAD017 repeating the
+// gradient path it closes. LayerNorm over the C channels: nothing.
+TEST(Round38, NormOverOneValueOfAPooledMap) {
+  const std::string name = "r38_gap_layernorm_one";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  const json* f = finding(rep, "NORM002");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->at("fix").at(0).get<std::string>().find("move the normalization before the global pooling"), std::string::npos);
+  EXPECT_FALSE(has_rule(rep, "GRAD017"));
+  const json* m = layer_metrics(rep, "norm");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->at("norm.over_one_feature"), false);
+  EXPECT_EQ(m->at("grad.cut_at_degenerate_norm"), true);
+  const std::string twin = "r38_gap_layernorm_channels";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+}
 }  // namespace
 
 #undef RUN_ROUND3

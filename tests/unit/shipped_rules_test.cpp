@@ -211,7 +211,7 @@ const Expected kExpected[] = {
     {"GRAD016", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "",
      "grad.params_no_signal > 0 and grad.unused_in_training == true and grad.unused_under == \"\""},
     {"GRAD017", "no-gradient-path", nd::Severity::kWarning, "layer", "all", true, "",
-     "grad.cut_blocked_modules >= 2"},
+     "grad.cut_blocked_modules >= 2 and grad.cut_at_degenerate_norm == false"},
     {"GRAD018", "no-gradient-path", nd::Severity::kWarning, "layer", "all", true, "", "moe.idle_chance < 1e-06"},
     {"GRAD019", "no-gradient-path", nd::Severity::kInfo, "layer", "all", false, "", "grad.params_unread > 0 and grad.module_ran == true"},
     {"GRAD020", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "",

@@ -1449,6 +1449,33 @@ void probe_forward_backward(Session& s) {
           params += own->second.get<int64_t>();
           c.metrics["grad.blocked_by"] = c.path;
         }
+        // The cut is a norm over one value per group (nn.LayerNorm(1) on a
+        // pooled map, GroupNorm with a channel per group on 1x1 maps): its
+        // output is its bias, so no gradient passes it; NORM002 reports that
+        // cause, with the path it closes (one cause, one finding; eval37 C03).
+        bool degenerate_norm = false;
+        for (const auto& no : s.inst->norm_ops()) {
+          if (no.module != c.path) continue;
+          int64_t vpg = -1;
+          if (no.op == "layer_norm") {
+            const nlohmann::json ns = no.args.value("normalized_shape", nlohmann::json());
+            if (ns.is_array() && !ns.empty()) {
+              vpg = 1;
+              for (const auto& d : ns) vpg *= d.is_number_integer() ? d.get<int64_t>() : -1;
+            }
+          } else if (rp && rp->collector && no.input_tap >= 0 &&
+                     static_cast<size_t>(no.input_tap) < rp->collector->records().size()) {
+            const auto& shape = rp->collector->records()[static_cast<size_t>(no.input_tap)].shape;
+            int64_t spatial = 1;
+            for (size_t d = 2; d < shape.size(); ++d) spatial *= shape[d];
+            if (no.op == "instance_norm" && shape.size() >= 2) vpg = spatial;
+            const nlohmann::json g = no.args.value("num_groups", nlohmann::json());
+            if (no.op == "group_norm" && shape.size() >= 2 && g.is_number_integer() && g.get<int64_t>() > 0)
+              vpg = shape[1] / g.get<int64_t>() * spatial;
+          }
+          degenerate_norm = degenerate_norm || vpg == 1;
+        }
+        at->metrics["grad.cut_at_degenerate_norm"] = degenerate_norm;
         at->metrics["grad.cut_blocked_modules"] = modules;
         at->metrics["grad.cut_blocked_params"] = params;
         at->metrics["grad.cut_first_layer"] = ran.front()->path;
