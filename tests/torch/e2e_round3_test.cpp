@@ -4513,6 +4513,48 @@ TEST(Round38, NormOverOneValueOfAPooledMap) {
   RUN_ROUND3(t, twin);
   expect_findings(t, twin, Set{});
 }
+
+// Restormer's LayerNorm, written out over a flattened map: [B, C, H, W]
+// permuted and reshaped to [B, H*W, C], mean and variance over C (each
+// pixel's channels: mean 0 and variance 1 per pixel in Python). The reshape
+// merges H and W; no statistic spans positions: no AXIS009 (eval39 read
+// each of these norms as a group norm over bands of positions).
+TEST(Round38, ALayerNormOverAFlattenedMapIsNoGroupNorm) {
+  const std::string name = "r38_restormer_layernorm";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  EXPECT_FALSE(has_rule(rep, "AXIS009"));
+  EXPECT_LT(nums(name).at("per_pixel_mean_absmax").get<double>(), 1e-5);
+  const json* m = layer_metrics(rep, "encoder_level1.0.norm1.body");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->at("norm.reduced_axes"), "channel");
+  EXPECT_EQ(m->at("norm.groups_split_positions"), false);
+}
+
+// CleanRL's PPO agent: the actor head at orthogonal gain 0.01, RMS 4.4e-4
+// (Python), a tenth of a tenth of 1/sqrt(512). At CleanRL's Adam lr 2.5e-4
+// its first step is 0.47 of its norm, by design: listed, not judged, no
+// LR001 (eval39). At lr 0.25 every layer moves by more than its size:
+// LR001 at the first convolution.
+TEST(Round38, APolicyHeadInitializedSmallIsNotJudgedByTheUpdateRatio) {
+  const std::string name = "r38_ppo_agent";
+  const std::string target = round3(name + ".target.pt");
+  RUN_ROUND3(rep, name, {"--target", target, "--lr", "2.5e-4", "--optimizer", "adam"});
+  expect_findings(rep, name, Set{});
+  EXPECT_FALSE(has_rule(rep, "LR001"));
+  bool seen = false;
+  for (const auto& row : rep.at("probes").at("update").at("params")) {
+    if (row.at("param") != "actor.weight") continue;
+    seen = true;
+    EXPECT_EQ(row.at("judged"), false);
+    EXPECT_NE(row.at("note").get<std::string>().find("initialized small"), std::string::npos);
+    EXPECT_TRUE(nde2e::near_rel("actor rms", num(row.at("weight_norm")) / std::sqrt(3072.0),
+                                nums(name).at("actor_rms").get<double>(), 1e-4));
+  }
+  EXPECT_TRUE(seen);
+  RUN_ROUND3(high, name, {"--target", target, "--lr", "0.25", "--optimizer", "adam"});
+  EXPECT_EQ(serious(high), (Set{{"LR001", "network.0"}}));
+}
 }  // namespace
 
 #undef RUN_ROUND3

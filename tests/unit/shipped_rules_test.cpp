@@ -134,7 +134,7 @@ const Expected kExpected[] = {
     {"AXIS014", "norm-over-time-axis", nd::Severity::kWarning, "layer", "all", false, "",
      "norm.partial_space == true and norm.over_batch == false"},
     {"BN001", "bn-stale-running-stats", nd::Severity::kWarning, "model", "all", false, "bn.first_layer_at_init",
-     "bn.layers_at_init > 0"},
+     "bn.layers_at_init > 0 and bn.at_init_before_training == false"},
     {"BN002", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",
      "bn.at_initial_values == false and bn.running_stats_finite == true and bn.mean_z > 1 and bn.train_confirms == true and bn.sample_examples >= 2 and "
      "bn.mean_z_over_noise > 3"},

@@ -736,6 +736,17 @@ void probe_normalization(Session& s) {
       mm["bn.layers_running_var_negative_names"] = short_list(names, 8);
     }
     mm["bn.layers_at_init"] = at_init;
+    // A file saved in training mode that the user says will be trained
+    // (--target, --lr, --optimizer-state: run.training_intent) is a model
+    // before its training: its BatchNorms use batch statistics there and
+    // training estimates the running ones, so initial values are expected,
+    // not stale (eval39 C03: a fresh residual MLP checked before training
+    // failed CI on BN001 alone).
+    {
+      auto intent = mm.find("run.training_intent");
+      mm["bn.at_init_before_training"] =
+          s.model.saved_training && intent != mm.end() && intent->second.is_boolean() && intent->second.get<bool>();
+    }
     if (at_init > 0) {
       if (at_init > 8) at_init_names += ", ... (" + std::to_string(at_init - 8) + " more)";
       mm["bn.first_layer_at_init"] = first_at_init;
@@ -1506,6 +1517,36 @@ void probe_normalization(Session& s) {
     const bool eval_deterministic = er != mm.end() && er->second.is_number() && er->second.get<double>() <= eps;
     const bool order_dependent = !std::isnan(dr) && eval_deterministic && eps > 0 && dr > 100 * eps && dr > 1e-4;
     mm["batchdep.order_dependent"] = order_dependent;
+    // Order-dependent: does an example's output follow its index in the
+    // batch rather than the other examples? A batch of copies of example 0
+    // whose rows differ from one another does (a [T, B, ...] positional
+    // table sliced by x.size(0) on a batch-first input gives each example
+    // the encoding of its index, eval39 C02): the fix is the axes, not a
+    // normalization.
+    bool index_dependent = false;
+    if (order_dependent && batch >= 2) {
+      std::optional<PassResult> own;
+      const PassResult* same = copies ? &*copies : nullptr;
+      if (!same) {
+        PassSpec cp = spec("eval-batch-copies0", select_examples(s, layout, at::zeros({batch}, at::kLong)), batch);
+        cp.slice_guide = first_alone.collector.get();
+        graph_rows(cp, at::zeros({batch}, at::kLong), 0);
+        try {
+          own = s.run_pass(cp);
+          same = &*own;
+        } catch (const PassError&) {
+        }
+      }
+      if (same) {
+        const at::Tensor zeros = at::zeros({batch}, at::kLong);
+        const double di = Session::relative_difference(
+            rows_of(strip(same->output), layout, one(batch - 1), alone0, nullptr, layout.graph_positions(zeros)),
+            rows_of(strip(same->output), layout, one(0), alone0, nullptr, layout.graph_positions(zeros)), /*ids=*/true);
+        index_dependent = std::isfinite(di) && di > std::max(1e-4, 100 * eps);
+        mm["batchdep.index_rel_diff"] = metric_number(di);
+      }
+    }
+    mm["batchdep.index_dependent"] = index_dependent;
     // With copies (random eval), the same shapes and draws: the floor is the
     // precision's resolution.
     double floor = copies ? eps : std::isnan(dr) ? dr : order_dependent ? eps : std::max(dr, eps);
@@ -1693,6 +1734,17 @@ void probe_normalization(Session& s) {
                                "model's own forward, in an op not identified";
         mm["batchdep.first_layer"] = "";
       }
+      if (index_dependent && mm["batchdep.cause"].is_string())
+        mm["batchdep.cause"] = mm["batchdep.cause"].get<std::string>() +
+                               "; the same example at another index of the batch gives another output (a batch of copies "
+                               "of example 0 differs row to row by " + [&] {
+                                 char b[32];
+                                 std::snprintf(b, sizeof b, "%.3g", mm["batchdep.index_rel_diff"].get<double>());
+                                 return std::string(b);
+                               }() +
+                               "): the output follows the example's index, not the other examples (an op reads the batch "
+                               "axis as positions, such as a [T, B, ...] positional table sliced by x.size(0) on a "
+                               "batch-first input)";
     }
     });
   } else if (batch == 1) {

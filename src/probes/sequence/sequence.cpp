@@ -1316,13 +1316,20 @@ void probe_sequence(Session& s) {
         const int64_t g_axis = q == p ? red.front() - 1 : red.front();
         if (g_axis >= 1 && g_axis < static_cast<int64_t>(roles.size())) {
           groups_along = roles[static_cast<size_t>(g_axis)];
-          bool channel_reduced = false;
-          for (int64_t d : red)
-            if (d != g_axis && d < static_cast<int64_t>(roles.size()) &&
-                (roles[static_cast<size_t>(d)] == "channel" || roles[static_cast<size_t>(d)] == "hidden"))
-              channel_reduced = true;
-          const bool positions = groups_along == "spatial" || groups_along == "time" || groups_along == "tokens";
-          groups_split_positions = positions && channel_reduced;
+          bool channel_reduced = false, position_reduced = false;
+          auto is_position = [](const std::string& r) { return r == "spatial" || r == "time" || r == "tokens"; };
+          for (int64_t d : red) {
+            if (d >= static_cast<int64_t>(roles.size())) continue;
+            const std::string& rd = roles[static_cast<size_t>(d)];
+            if (d != g_axis && (rd == "channel" || rd == "hidden")) channel_reduced = true;
+            if (is_position(rd)) position_reduced = true;
+          }
+          const bool positions = is_position(groups_along);
+          // A group spans positions too: statistics over the channels alone,
+          // per position, are a channels-last LayerNorm written out over a
+          // flattened map (Restormer's to_3d: [B, C, H, W] -> [B, H*W, C],
+          // mean over C; eval39 read its merged H, W as split into groups).
+          groups_split_positions = positions && channel_reduced && position_reduced;
           if (positions) view_groups = 0;  // axis 1 is no channel axis: no num_groups / num_channels
         }
       }

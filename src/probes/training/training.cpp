@@ -325,11 +325,27 @@ void probe_update_ratio(Session& s) {
       // An RMS below 1e-4 is no weight matrix's initialization (Kaiming and
       // Xavier give 1/sqrt(fan_in), BERT-style 0.02).
       const double rms = w / std::sqrt(static_cast<double>(std::max<int64_t>(1, p.value.numel())));
-      if (p.value.dim() < 2 || rms < kNearZeroInitRms) {
+      // Initialized small on purpose, relative to its fan-in: an RMS below a
+      // tenth of LeCun's 1/sqrt(fan_in) (CleanRL's PPO policy head,
+      // orthogonal with gain 0.01; DeepCTR's init_std 1e-4 on every dense
+      // and embedding weight, eval39: a fixed 1e-4 cut split identical
+      // layers by their sampling noise). A step moves such a weight by a
+      // large fraction of itself whatever the learning rate; the first steps
+      // set its scale.
+      const int64_t fan_in = p.value.dim() >= 2 && p.value.size(0) > 0 ? p.value.numel() / p.value.size(0) : 1;
+      const double small_init = 0.1 / std::sqrt(static_cast<double>(std::max<int64_t>(1, fan_in)));
+      if (p.value.dim() < 2 || rms < kNearZeroInitRms || rms < small_init) {
         // Biases and norm gains: listed, not judged (their norms can be
         // tiny by design, e.g. biases initialized at std 1e-6).
         row["judged"] = false;
-        if (p.value.dim() >= 2) row["note"] = "initialized near zero (RMS below 1e-4): the first steps set its scale";
+        if (p.value.dim() >= 2) {
+          char b[200];
+          std::snprintf(b, sizeof b,
+                        "initialized small (RMS %.3g, below a tenth of 1/sqrt(fan_in) = %.3g, or 1e-4): the first "
+                        "steps set its scale",
+                        rms, 10 * small_init);
+          row["note"] = std::string(b);
+        }
         rows.push_back(row);
         continue;
       }
