@@ -3734,7 +3734,8 @@ TEST(Round31, NonFiniteGradientNamesTheReaderThatMadeIt) {
 // exactly zero (Python, one thread), and in eval mode it is not (Python:
 // 0.015). That is BatchNorm cancelling a shift (GRAD007, info), not a
 // missing gradient path (eval31 C01's GRAD004). The never-trained BatchNorms
-// are BN001's.
+// of a file saved in training mode and checked with --target are expected
+// before its training (bn.at_init_before_training): no BN001.
 TEST(Round31, ShiftCancelledThroughAConvIsBatchNorms) {
   const std::string name = "r31_hgnet_lab_bias";
   RUN_ROUND3(rep, name, {"--target", round3(name + ".target.pt")});
@@ -4554,6 +4555,48 @@ TEST(Round38, APolicyHeadInitializedSmallIsNotJudgedByTheUpdateRatio) {
   EXPECT_TRUE(seen);
   RUN_ROUND3(high, name, {"--target", target, "--lr", "0.25", "--optimizer", "adam"});
   EXPECT_EQ(serious(high), (Set{{"LR001", "network.0"}}));
+}
+
+// The PyTorch tutorial's PositionalEncoding (a [T, 1, d] table, x +
+// pe[:x.size(0)]) in a batch-first model: example i gets position i's
+// encoding. Example 7 alone differs from its row of the batch by 0.221, and
+// a batch of copies of example 0 differs row to row by 0.222 (Python): BN005
+// at pos_encoder, read as an output that follows the example's index, with
+// the axes fix first and no BatchNorm fix (eval39 C02). Indexed by x.size(1):
+// nothing.
+TEST(Round38, AnOutputThatFollowsTheExamplesIndexIsNotABatchNorm) {
+  const std::string name = "r38_posenc_batch_first";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  const json* f = finding(rep, "BN005");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(mm(rep).at("batchdep.index_dependent"), true);
+  EXPECT_TRUE(nde2e::near_rel("batchdep.index_rel_diff", num(mm(rep).at("batchdep.index_rel_diff")),
+                              nums(name).at("copies_row_rel_diff").get<double>(), 1e-3));
+  EXPECT_TRUE(nde2e::near_rel("batchdep.max_rel_diff", num(mm(rep).at("batchdep.max_rel_diff")),
+                              nums(name).at("last_alone_rel_diff").get<double>(), 1e-3));
+  EXPECT_NE(f->at("fix").at(0).get<std::string>().find("check the axes of the op named"), std::string::npos) << f->at("fix");
+  for (const auto& fx : f->at("fix")) EXPECT_EQ(fx.get<std::string>().find("BatchNorm"), std::string::npos) << fx;
+  const std::string twin = "r38_posenc_batch_first_fixed";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+  EXPECT_EQ(mm(t).at("batchdep.index_dependent"), false);
+}
+
+// A fresh residual Linear-BN-ReLU MLP saved in training mode: as a file to
+// serve, its BatchNorms at their initial statistics are BN001 (and MODE001);
+// checked with --target, a model before its training: no BN001, no MODE001
+// (MODE008 info says train mode is assumed; eval39 C03's twin failed CI).
+TEST(Round38, InitialStatisticsOfAModelAboutToBeTrainedAreExpected) {
+  const std::string name = "r38_fresh_bn_mlp";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  EXPECT_EQ(mm(rep).at("bn.at_init_before_training"), false);
+  RUN_ROUND3(t, name, {"--target", round3(name + ".target.pt")});
+  EXPECT_EQ(serious(t), Set{});
+  EXPECT_EQ(mm(t).at("bn.at_init_before_training"), true);
+  EXPECT_EQ(num(mm(t).at("bn.layers_at_init")), 6.0);
+  EXPECT_TRUE(has_rule(t, "MODE008"));
 }
 }  // namespace
 

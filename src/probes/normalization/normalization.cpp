@@ -1053,7 +1053,10 @@ void probe_normalization(Session& s) {
                                    " is all zero where the train-mode output is not, first at " + first;
         else if (drift > 0)
           mm["drift.stale_note"] = "; this is also what makes the train and eval outputs" + whose + " differ by " +
-                                   std::string(buf) + " of their norm" + norms_note + ", first at " + stale_layer;
+                                   std::string(buf) + " of their norm" + norms_note + ", first at " + first +
+                                   (!stale_layer.empty() && stale_layer != first
+                                        ? " (the first BatchNorm past the stale-statistics gates: " + stale_layer + ")"
+                                        : std::string());
       }
     }
     // What batch statistics alone move the output by, with running
@@ -1314,6 +1317,17 @@ void probe_normalization(Session& s) {
   // the buffers, so the repeat above cannot see it: the eval forward is run
   // once more first, on the same batch, and the second call is compared.
   mm["evalstate.rel_diff"] = 0.0;
+  // A traced or exported file records the update its modules made in the
+  // tracing mode (nn.utils.spectral_norm's power iteration runs when
+  // training): tracing after eval() removes it (eval39: an SN-GAN
+  // discriminator traced in train mode was told to replace PyTorch's own
+  // spectral_norm).
+  {
+    const auto baked = im.baked_values();
+    const bool traced = s.model.kind == "traced" || s.model.kind == "exported";
+    mm["evalstate.traced_in_train"] = traced && (baked.empty() ? s.model.saved_training
+                                                               : std::any_of(baked.begin(), baked.end(), [](bool b) { return b; }));
+  }
   if (!s.eval_buffer_writes.empty()) {
     PassSpec st;
     st.name = "eval-after-one-call";
