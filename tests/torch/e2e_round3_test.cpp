@@ -4598,6 +4598,22 @@ TEST(Round38, InitialStatisticsOfAModelAboutToBeTrainedAreExpected) {
   EXPECT_EQ(num(mm(t).at("bn.layers_at_init")), 6.0);
   EXPECT_TRUE(has_rule(t, "MODE008"));
 }
+
+// diffusers' LTX-Video transformer: 128 video tokens cross-attend to a
+// caption of 12 padded tokens through encoder_attention_mask. That mask is
+// the caption's, not the tokens' padding: every probe runs (eval37 D03 cut
+// it to the tokens' shorter lengths and the axes, padding and sequence
+// probes failed with an internal error), and no real positions come from it.
+TEST(Round38, AMaskOfAnotherSequenceIsNotThePadding) {
+  const std::string name = "r38_ltx_caption_mask";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  for (const auto& [probe, v] : rep.at("probes").items())
+    if (v.is_object() && v.contains("status")) {
+      EXPECT_NE(v.at("status"), "error") << probe << ": " << v.dump();
+    }
+  EXPECT_FALSE(mm(rep).contains("prec.real_positions_from"));
+}
 }  // namespace
 
 #undef RUN_ROUND3

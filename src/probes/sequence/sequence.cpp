@@ -402,6 +402,12 @@ Layout infer_layout(const Session& s) {
     }
     if (il.time_axis >= 0 && (il.role == "tokens" || il.role == "features")) L.sequence = L.T >= 2;
   }
+  // A mask whose positions are not this sequence's (a caption mask of 12
+  // beside 128 video tokens, eval37 D03) masks another sequence: no padding
+  // of this one is read from it (its real positions were cut to the new
+  // length and crashed four probes).
+  if (L.mask >= 0 && static_cast<size_t>(L.mask) < L.inputs.size() && L.inputs[static_cast<size_t>(L.mask)].time_axis < 0)
+    L.mask = -1;
   // Mask polarity: with right padding every example's first position is real.
   if (L.mask >= 0) {
     at::Tensor m = s.args[static_cast<size_t>(L.mask)].value.toTensor().to(at::kDouble) != 0;
@@ -538,7 +544,11 @@ std::vector<c10::IValue> resize_time(const Session& s, const Layout& L, int64_t 
       out.emplace_back(t.clamp_max(newT));
       continue;
     }
-    if (il.time_axis < 0) {
+    // An input whose axis is not this sequence's length (a caption mask of
+    // 12 positions beside 128 video tokens: diffusers' LTX-Video
+    // transformer, eval37 D03, whose mask was cut to 96 and crashed four
+    // probes) belongs to another sequence: left as it is.
+    if (il.time_axis < 0 || il.time_axis >= t.dim() || t.size(il.time_axis) != L.T) {
       out.emplace_back(t);
       continue;
     }
