@@ -2363,14 +2363,23 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
               if (is_tensor(e)) siblings.push_back(e);
             r = first;
           }
+          // The primary's rank among the returned tensors of its kind in
+          // graph order (the order the inlined calls produce them in), not in
+          // the tuple's order: Glow's ActNorm returns (scale * (x + loc),
+          // logdet) and computes logdet, also an aten::mul, first (eval40
+          // C01's layer table showed the logdet scalar).
           size_t same_kind = 1, primary_rank = 0;
           if (r && !siblings.empty()) {
-            same_kind = 0;
+            std::vector<Value*> kin;
             for (Value* e : siblings)
-              if (e->node()->kind() == r->node()->kind()) {
-                if (e == r) primary_rank = same_kind;
-                ++same_kind;
-              }
+              if (e->node()->kind() == r->node()->kind() && std::find(kin.begin(), kin.end(), e) == kin.end())
+                kin.push_back(e);
+            std::sort(kin.begin(), kin.end(), [](Value* a, Value* b) {
+              return a->node() != b->node() && a->node()->isBefore(b->node());
+            });
+            same_kind = kin.size();
+            for (size_t j = 0; j < kin.size(); ++j)
+              if (kin[j] == r) primary_rank = j;
           }
           if (r) {
             Node* d = r->node();

@@ -4614,6 +4614,19 @@ TEST(Round38, AMaskOfAnotherSequenceIsNotThePadding) {
     }
   EXPECT_FALSE(mm(rep).contains("prec.real_positions_from"));
 }
+
+// Glow's ActNorm returns (scale * (input + loc), logdet) and computes the
+// logdet, also an aten::mul, first. Its layer row is its output's: RMS 1.499
+// in Python, not the logdet's 223.7 (eval40: the layer table showed the
+// log-determinant as the activation).
+TEST(Round38, ThePrimaryOutputIsTheReturnedOneNotTheOneComputedFirst) {
+  const std::string name = "r38_glow_actnorm";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  const json* m = layer_metrics(rep, "flows.0.actnorm");
+  ASSERT_NE(m, nullptr);
+  EXPECT_TRUE(nde2e::near_rel("act.rms", num(m->at("act.rms")), nums(name).at("actnorm0_out_rms").get<double>(), 1e-4));
+}
 }  // namespace
 
 #undef RUN_ROUND3
