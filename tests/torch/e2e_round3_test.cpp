@@ -4627,6 +4627,24 @@ TEST(Round38, ThePrimaryOutputIsTheReturnedOneNotTheOneComputedFirst) {
   ASSERT_NE(m, nullptr);
   EXPECT_TRUE(nde2e::near_rel("act.rms", num(m->at("act.rms")), nums(name).at("actnorm0_out_rms").get<double>(), 1e-4));
 }
+
+// torchvision's DeepLabV3 head traced in eval mode and checked on one image:
+// the train-mode pass puts one value per channel through ASPPPooling's
+// BatchNorm, which then outputs its bias; its gain and the conv before it
+// get no gradient. BN010 (info) says so; no GRAD004 warning (eval40 got two
+// on a DeepLabV3+).
+TEST(Round38, ABatchNormOverOneValueExplainsTheZeroGradientsBeforeIt) {
+  const std::string name = "r38_deeplab_one_image";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  EXPECT_FALSE(has_rule(rep, "GRAD004"));
+  EXPECT_NE(info_finding(rep, "BN010", "classifier.0.convs.3.2"), nullptr);
+  for (const std::string layer : {"classifier.0.convs.3.1", "classifier.0.convs.3.2"}) {
+    const json* m = layer_metrics(rep, layer);
+    ASSERT_NE(m, nullptr) << layer;
+    EXPECT_EQ(m->at("grad.zero_from_single_value_bn"), true) << layer;
+  }
+}
 }  // namespace
 
 #undef RUN_ROUND3

@@ -183,7 +183,8 @@ const Expected kExpected[] = {
      "grad.blocks_contradict_vanishing == false"},
     {"GRAD004", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "",
      "grad.params_no_signal > 0 and grad.module_ran != false and grad.no_signal_under == \"\" and grad.blocked_by == \"\" and "
-     "grad.output_discarded != true and loss.saturated != true and grad.zero_from_discarded_positions != true"},
+     "grad.output_discarded != true and loss.saturated != true and grad.zero_from_discarded_positions != true and "
+     "grad.zero_from_single_value_bn != true"},
     {"GRAD005", "no-gradient-path", nd::Severity::kInfo, "model", "all", false, "grad.zero_weight_layer",
      "grad.blocked_layers > 0"},
     {"GRAD006", "vanishing-gradients", nd::Severity::kInfo, "model", "all", false, "grad.max_shrink_to",

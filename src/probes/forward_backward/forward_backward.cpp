@@ -957,6 +957,27 @@ void probe_forward_backward(Session& s) {
   }
   int64_t blocked = 0, silenced_params = 0;
   std::string silenced_names;
+  // BatchNorms that normalized one value per channel in the train pass (a
+  // batch of one through global pooling: DeepLabV3+'s ASPP pooling branch at
+  // batch 1): their output is their bias, so no gradient passes them back,
+  // and PyTorch's own BatchNorm refuses that input in training ("Expected
+  // more than 1 value per channel"). A module before one in execution order
+  // whose output gets no gradient is explained (eval40: two GRAD004 on a
+  // DeepLabV3+ checked on one image).
+  std::vector<std::pair<int64_t, std::string>> single_value_bns;
+  if (rp && rp->collector) {
+    for (const auto& no : s.inst->norm_ops()) {
+      if (no.op != "batch_norm" || no.input_tap < 0 ||
+          static_cast<size_t>(no.input_tap) >= rp->collector->records().size())
+        continue;
+      const auto& shape = rp->collector->records()[static_cast<size_t>(no.input_tap)].shape;
+      if (shape.size() < 2 || rp->collector->records()[static_cast<size_t>(no.input_tap)].calls == 0) continue;
+      int64_t values = shape[0];
+      for (size_t d = 2; d < shape.size(); ++d) values *= shape[d];
+      const LayerMetrics* bl = s.doc.find_layer(no.module);
+      if (values <= 1 && bl && bl->exec_order >= 0) single_value_bns.push_back({bl->exec_order, no.module});
+    }
+  }
   for (size_t k = 0; k < s.model.modules.size(); ++k) {
     const auto& mi = s.model.modules[k];
     LayerMetrics& lm = s.doc.layers[idx[mi.path]];
@@ -1038,7 +1059,7 @@ void probe_forward_backward(Session& s) {
       // not (a weight's gradient is the input times the output's gradient:
       // the input is zero on this batch).
       std::string cause;
-      bool saturated_softmax = false, zero_input = false, discarded_positions = false;
+      bool saturated_softmax = false, zero_input = false, discarded_positions = false, single_value_bn = false;
       if (zero_from_values) {
         auto out = m.find("grad.out_norm");
         // A parametrization (weight_norm's parametrizations.weight holding
@@ -1086,7 +1107,19 @@ void probe_forward_backward(Session& s) {
             break;
           }
           saturated_softmax = !sat_at.empty();
-          if (saturated_softmax) {
+          std::string one_value_bn;
+          for (const auto& [order, bn] : single_value_bns)
+            if (lm.exec_order >= 0 && order > lm.exec_order && bn != mi.path) {
+              one_value_bn = bn;
+              break;
+            }
+          single_value_bn = !saturated_softmax && !one_value_bn.empty();
+          if (single_value_bn) {
+            cause = "no gradient reaches its output on this batch: " + one_value_bn +
+                    ", after it, normalizes one value per channel in the train-mode pass (a batch of one through "
+                    "global pooling), so its output is its bias and passes no gradient back; PyTorch's BatchNorm "
+                    "refuses that input in training (BN006, BN010)";
+          } else if (saturated_softmax) {
             char nb[32];
             std::snprintf(nb, sizeof nb, "%.4g", sat_logits);
             cause = "no gradient reaches its output on this batch: the softmax in " + sat_at +
@@ -1097,6 +1130,15 @@ void probe_forward_backward(Session& s) {
                     "off for every example, an attention whose values are the same at every key ignores its queries "
                     "and keys)";
           }
+        } else if (pg.zero_weights > 0 && pg.zero_biases == 0 && pg.live_biases > 0 &&
+                   std::any_of(single_value_bns.begin(), single_value_bns.end(),
+                               [&](const std::pair<int64_t, std::string>& b) { return b.second == mi.path; })) {
+          // The BatchNorm itself over one value per channel: its normalized
+          // values are all 0, so its gain gets no gradient and its bias does.
+          single_value_bn = true;
+          cause = "it normalizes one value per channel in the train-mode pass (a batch of one through global pooling): "
+                  "every normalized value is 0, so its weight gets no gradient and its bias does; PyTorch's BatchNorm "
+                  "refuses that input in training (BN006, BN010)";
         } else if (pg.zero_weights > 0 && pg.zero_biases == 0 && pg.live_biases > 0) {
           zero_input = true;
           cause = "its bias gets a gradient and its weight does not: its input is zero on this batch (a weight's "
@@ -1129,6 +1171,7 @@ void probe_forward_backward(Session& s) {
                 "losses)";
       m["grad.params_behind_detach"] = pg.behind_detach;
       m["grad.zero_from_saturated_softmax"] = saturated_softmax;
+      m["grad.zero_from_single_value_bn"] = single_value_bn;
       m["grad.zero_from_zero_input"] = zero_input;
       m["grad.zero_from_discarded_positions"] = discarded_positions;
       m["grad.zero_cause"] = cause;
