@@ -2998,6 +2998,30 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     }
   }
 
+  // Mask constants beyond the fp16 range: the scalar a masked_fill, where,
+  // full or mask arithmetic writes at masked positions (QANet's
+  // mask_logits: target * mask + (1 - mask) * -1e30; HF's
+  // torch.finfo(float32).min). An output whose largest magnitude is one of
+  // them holds the mask, not an overflowing activation (eval40 qanet_eval).
+  {
+    static const std::set<std::string> writers = {"aten::masked_fill", "aten::masked_fill_", "aten::where",
+                                                  "aten::full", "aten::full_like", "aten::new_full", "aten::fill_",
+                                                  "aten::mul", "aten::add", "aten::sub", "aten::rsub"};
+    std::vector<Node*> all;
+    collect_nodes(graph_->block(), all);
+    for (Node* n : all) {
+      if (!writers.count(n->kind().toQualString())) continue;
+      for (Value* in : n->inputs()) {
+        auto c = torch::jit::toIValue(in);
+        if (!c || !(c->isDouble() || c->isInt())) continue;
+        const double v = c->isDouble() ? c->toDouble() : static_cast<double>(c->toInt());
+        if (std::isfinite(v) && std::fabs(v) > 65504.0 &&
+            std::find(mask_constants_.begin(), mask_constants_.end(), v) == mask_constants_.end())
+          mask_constants_.push_back(v);
+      }
+    }
+  }
+
   // SDPA dropout that eval() cannot switch off: dropout_p a constant above 0
   // (scripted code passing a number, or a trace that recorded one) or a
   // module attribute read directly, not through `if self.training`.

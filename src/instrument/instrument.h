@@ -543,6 +543,10 @@ class InstrumentedModel {
   /// Constant-sized tensor factories of a traced graph, in graph order
   /// (empty for scripted and exported models).
   const std::vector<ConstantFactory>& constant_factories() const { return constant_factories_; }
+  /// Scalar constants beyond the fp16 range that masked_fill, where, full or
+  /// mask arithmetic (mul/add/sub) in the graph write (-1e30, -1e9,
+  /// torch.finfo(float32).min): the values masked positions hold.
+  const std::vector<double>& mask_constants() const { return mask_constants_; }
   /// Modules that own at least one tap, by path.
   const std::map<std::string, std::vector<int64_t>>& taps_by_module() const { return by_module_; }
   /// Graph size (nodes, after inlining) for the report.
@@ -632,6 +636,7 @@ class InstrumentedModel {
   int64_t traced_random_ops_ = 0, gaussian_random_ops_ = 0;
   std::vector<bool> baked_values_;
   std::vector<ModeOpSite> mode_ops_;
+  std::vector<double> mask_constants_;
   std::vector<std::pair<std::string, std::string>> unswitched_random_;
   std::vector<ConstantFactory> constant_factories_;
 };

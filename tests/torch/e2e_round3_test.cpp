@@ -4645,6 +4645,20 @@ TEST(Round38, ABatchNormOverOneValueExplainsTheZeroGradientsBeforeIt) {
     EXPECT_EQ(m->at("grad.zero_from_single_value_bn"), true) << layer;
   }
 }
+
+// QANet's mask_logits writes -1e30 at the 21 padded positions of the
+// pointer logits: the output's values beyond fp16 are that constant, not
+// activations: no ACT003 (eval40 qanet_eval).
+TEST(Round38, AMaskConstantInTheOutputIsNoFp16Overflow) {
+  const std::string name = "r38_qanet_mask_logits";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  EXPECT_FALSE(has_rule(rep, "ACT003"));
+  const json* m = layer_metrics(rep, "");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->at("act.absmax_is_mask_constant"), true);
+  EXPECT_EQ(num(m->at("act.beyond_fp16_count")), nums(name).at("padded_positions").get<double>());
+}
 }  // namespace
 
 #undef RUN_ROUND3

@@ -747,6 +747,18 @@ void probe_forward_backward(Session& s) {
       m["act.beyond_fp16_count"] = a.fwd.beyond_fp16;
       m["act.zero_fraction"] = a.fwd.numel ? static_cast<double>(a.fwd.zeros) / static_cast<double>(a.fwd.numel) : 0.0;
       m["act.fp16_headroom"] = a.fwd.absmax() > 0 ? metric_number(kFp16Max / a.fwd.absmax()) : MetricValue("inf");
+      // The largest magnitude is a mask constant of the graph (float32's
+      // rounding of it): the masked positions, not an activation (ACT003
+      // steps aside; in fp16 the constant becomes -inf or the format's
+      // minimum, which the precision probe judges).
+      {
+        bool mask_constant = false;
+        const double am = a.fwd.absmax();
+        if (am > kFp16Max && std::isfinite(am))
+          for (double c : s.inst->mask_constants())
+            if (std::fabs(am - std::fabs(static_cast<double>(static_cast<float>(c)))) <= 1e-6 * am) mask_constant = true;
+        m["act.absmax_is_mask_constant"] = mask_constant;
+      }
       // How far from the fp16 maximum, either side: ACT003 says "1.6x below"
       // or "54x above", never a headroom below 1 read as "below".
       if (a.fwd.absmax() > 0 && std::isfinite(a.fwd.absmax())) {
