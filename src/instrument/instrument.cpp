@@ -2612,6 +2612,34 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
                                                                                : TapKind::kTanhInput;
       const auto& chain = scopes.chain(n);
       TapSite& site = new_tap(kind, chain.empty() ? std::string() : chain.back());
+      if (kind == TapKind::kSigmoidInput) {
+        // A sigmoid returned as (part of) the model's output: a readout of
+        // probabilities (YOLOv8's Detect: torch.cat((dbox, cls.sigmoid()), 1)
+        // at export), which training replaces by logits into
+        // BCE-with-logits; a prior bias of -11.5 there is its design
+        // (eval40 yolov8n got ACT004). Followed through views, casts,
+        // concatenation and containers to the graph's return.
+        static const std::set<std::string> readout = {
+            "aten::view", "aten::reshape", "aten::to", "aten::contiguous", "aten::squeeze", "aten::unsqueeze",
+            "aten::transpose", "aten::permute", "aten::flatten", "aten::float", "aten::type_as", "aten::detach",
+            "aten::cat", "aten::stack", "prim::TupleConstruct", "prim::ListConstruct", "prim::DictConstruct",
+            "normdoctor::tap"};
+        std::vector<const Value*> todo{n->output()};
+        std::set<const Value*> seen;
+        while (!todo.empty() && !site.to_output) {
+          const Value* v = todo.back();
+          todo.pop_back();
+          if (!seen.insert(v).second) continue;
+          for (const auto& u : v->uses()) {
+            if (u.user == graph_->return_node()) {
+              site.to_output = true;
+              break;
+            }
+            if (readout.count(u.user->kind().toQualString()))
+              for (const Value* o : u.user->outputs()) todo.push_back(o);
+          }
+        }
+      }
       if (kind == TapKind::kSoftmaxInput) {
         auto d = const_arg(n, 1);
         site.dim = (d && d->isInt()) ? d->toInt() : -1;

@@ -72,7 +72,9 @@ struct TapSite {
   int64_t heads = 0;
   /// kSoftmaxInput: its probabilities are what the model's forward returns
   /// (through views, casts and tuples only): a classifier's output layer,
-  /// where confident rows are the goal of training.
+  /// where confident rows are the goal of training. kSigmoidInput: its
+  /// output is returned (through those and concatenation): a probability
+  /// readout whose training takes the logits.
   bool to_output = false;
   /// Attention sites: masks found between the score product and the softmax
   /// (additive terms or masked_fill), measured by normdoctor::mask_tap.

@@ -4659,6 +4659,28 @@ TEST(Round38, AMaskConstantInTheOutputIsNoFp16Overflow) {
   EXPECT_EQ(m->at("act.absmax_is_mask_constant"), true);
   EXPECT_EQ(num(m->at("act.beyond_fp16_count")), nums(name).at("padded_positions").get<double>());
 }
+
+// A YOLOv8-style Detect head traced for export: the DFL conv frozen with the
+// bin indices 0..15, class logits at the prior bias (mean -9.2 in Python,
+// the bias -9.23) and returned through sigmoid, four images through
+// BatchNorms calibrated on 100 batches. The frozen integer kernel is a
+// fixed operator (no GRAD020), the sigmoid a readout (no ACT004), and a
+// variance ratio from 4 units is not judged (no BN003) (eval40 yolov8n's
+// three false alarms).
+TEST(Round38, AnExportedDetectionHeadIsNotThreeFaults) {
+  const std::string name = "r38_yolov8_detect";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  EXPECT_FALSE(has_rule(rep, "GRAD020"));
+  EXPECT_FALSE(has_rule(rep, "ACT004"));
+  EXPECT_FALSE(has_rule(rep, "BN003"));
+  const json* root = layer_metrics(rep, "");
+  ASSERT_NE(root, nullptr);
+  EXPECT_EQ(num(root->at("sat.readout_values")), 4.0 * 8 * 64);
+  const json* bn = layer_metrics(rep, "backbone.1.bn");
+  ASSERT_NE(bn, nullptr);
+  EXPECT_EQ(num(bn->at("bn.var_ratio_units")), 4.0);
+}
 }  // namespace
 
 #undef RUN_ROUND3

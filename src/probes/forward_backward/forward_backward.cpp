@@ -52,14 +52,19 @@ struct ParamGrad {
 /// than learned or randomly initialized weights: more than 10% of its
 /// elements exactly zero, or fewer than half of them distinct in magnitude.
 /// EDSR's MeanShift (a frozen diagonal 1x1 conv: 6 of 9 zeros), a blur or
-/// one-hot kernel, a mel filterbank. Random init and trained weights have
-/// no exact zeros and nearly all magnitudes distinct.
+/// one-hot kernel, a mel filterbank, or whole numbers everywhere (YOLOv8's
+/// DFL bins 0..15). Random init and trained weights have no exact zeros,
+/// nearly all magnitudes distinct and fractional values.
 bool structured_weight(const at::Tensor& w) {
   const at::Tensor a = w.detach().abs().flatten().to(at::kDouble);
   const double n = static_cast<double>(a.numel());
   const double zeros = static_cast<double>(a.eq(0).sum().item<int64_t>());
   const double distinct = static_cast<double>(std::get<0>(at::_unique(a, /*sorted=*/false)).numel());
-  return zeros > 0.1 * n || distinct < 0.5 * n;
+  // Whole numbers everywhere: a fixed operator written as a layer (YOLOv8's
+  // DFL conv holds the bin indices 0..15 and takes the expectation of the
+  // distance distribution, eval40), never trained weights.
+  const bool integers = a.numel() > 0 && a.eq(a.round()).all().item<bool>();
+  return zeros > 0.1 * n || distinct < 0.5 * n || integers;
 }
 
 ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const std::set<const void*>& silenced,
@@ -576,6 +581,7 @@ void probe_forward_backward(Session& s) {
     TensorStats fwd, grad;
     int64_t calls = 0, first_fire = -1, first_grad = -1, grad_calls = 0;
     int64_t sat_n = 0, sat_sigmoid = 0, sat_tanh = 0, sat_sig_n = 0, sat_tanh_n = 0;
+    int64_t sat_readouts = 0;  ///< sigmoid inputs whose output is returned (not judged)
     // The most saturated single op (each op over all its calls): an LSTM
     // cell's four gates are four ops, and one saturated gate is not diluted
     // by the others.
@@ -634,6 +640,12 @@ void probe_forward_backward(Session& s) {
       case TapKind::kSigmoidInput:
       case TapKind::kTanhInput: {
         const bool sig = t.kind == TapKind::kSigmoidInput;
+        // A sigmoid readout returned as the output (TapSite::to_output):
+        // training takes its logits, so its saturation is no gradient lost.
+        if (sig && t.to_output) {
+          a.sat_readouts += rec.fwd.numel;
+          break;
+        }
         (sig ? a.sat_sigmoid : a.sat_tanh) += rec.saturated;
         // Infinite inputs are masks, not pre-activations (Llama 4's router:
         // sigmoid of the top-k logits scattered into a -inf tensor, so
@@ -783,6 +795,7 @@ void probe_forward_backward(Session& s) {
       m["sat.fraction_all"] = static_cast<double>(a.sat_sigmoid + a.sat_tanh) / static_cast<double>(sat_n);
       m["sat.numel"] = sat_n;
     }
+    if (a.sat_readouts > 0) m["sat.readout_values"] = a.sat_readouts;
     if (a.has_softmax) {
       m["softmax.rows"] = a.sm.rows;
       if (a.sm.rows > 0) {
