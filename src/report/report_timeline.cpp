@@ -47,8 +47,9 @@ std::string render_timeline_text(const MetricsDoc& doc, std::size_t max_layers) 
   std::vector<std::string> rows;
   for (const auto& l : doc.layers)
     if (tl["layers"].contains(l.path) && tl["layers"][l.path].contains(metric)) rows.push_back(l.path);
+  // The column is as wide as the longest path: module paths are never cut
+  // (README; eval41 read four attention projections cut to one name).
   for (const auto& r : rows) name_w = std::max(name_w, r.size() + 2);
-  name_w = std::min<std::size_t>(name_w, 40);
   out << "  " << std::string(name_w, ' ');
   for (std::size_t k = 0; k < cols.size(); ++k) {
     if (n > 12 && k == 6) out << "  ...";
@@ -69,7 +70,6 @@ std::string render_timeline_text(const MetricsDoc& doc, std::size_t max_layers) 
     }
     const bool star = mover && tl["first_mover"]["layer"] == r;
     std::string name = (star ? "* " : "  ") + (r.empty() ? std::string("<root>") : r);
-    if (name.size() > name_w) name = name.substr(0, name_w);
     out << "  " << name << std::string(name_w - name.size(), ' ');
     const auto& xs = tl["layers"][r][metric];
     for (std::size_t k = 0; k < cols.size(); ++k) {

@@ -51,6 +51,27 @@ TEST(TimelineText, NoMover) {
   EXPECT_EQ(t.find("* "), std::string::npos) << t;
 }
 
+// Module paths are never cut: four attention projections of DistilBERT,
+// cut to 38 characters, read as one name (eval41 hf_distilbert_ckpts).
+TEST(TimelineText, LongPathsAreWhole) {
+  nd::MetricsDoc doc;
+  const std::vector<std::string> paths = {"distilbert.transformer.layer.0.attention.q_lin",
+                                          "distilbert.transformer.layer.0.attention.k_lin"};
+  nlohmann::json layers = nlohmann::json::object();
+  for (const auto& p : paths) {
+    nd::LayerMetrics l;
+    l.path = p;
+    doc.layers.push_back(l);
+    layers[p] = {{"act.rms", {1.0, 1.1, 1.2}}};
+  }
+  doc.probes["timeline"] = {
+      {"checkpoints", {{{"path", "a.pt"}, {"step", 1}}, {{"path", "b.pt"}, {"step", 2}}, {{"path", "c.pt"}, {"step", 3}}}},
+      {"loss", {1.0, 1.0, 1.0}},
+      {"layers", layers}};
+  const std::string t = nd::report_detail::render_timeline_text(doc);
+  for (const auto& p : paths) EXPECT_NE(t.find(p), std::string::npos) << t;
+}
+
 TEST(TimelineText, AbsentWithoutTimeline) { EXPECT_EQ(nd::report_detail::render_timeline_text(nd::MetricsDoc{}), ""); }
 
 }  // namespace nd_test_report_timeline_test
