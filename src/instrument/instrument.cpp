@@ -2603,6 +2603,29 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
 
   // Op taps: the inputs of sigmoid / tanh / softmax.
   if (opt.op_taps) {
+    // Whether an op's output is returned as the model's output, followed
+    // through views, casts, taps and containers (and, for a sigmoid,
+    // concatenation) to the graph's return.
+    auto returned = [&](const Node* op, bool through_cat) {
+      static const std::set<std::string> pass_through = {
+          "aten::view", "aten::reshape", "aten::to", "aten::contiguous", "aten::squeeze", "aten::unsqueeze",
+          "aten::transpose", "aten::permute", "aten::flatten", "aten::float", "aten::type_as", "aten::detach",
+          "prim::TupleConstruct", "prim::ListConstruct", "prim::DictConstruct", "normdoctor::tap"};
+      std::vector<const Value*> todo{op->output()};
+      std::set<const Value*> seen;
+      while (!todo.empty()) {
+        const Value* v = todo.back();
+        todo.pop_back();
+        if (!seen.insert(v).second) continue;
+        for (const auto& u : v->uses()) {
+          if (u.user == graph_->return_node()) return true;
+          const std::string uk = u.user->kind().toQualString();
+          if (pass_through.count(uk) || (through_cat && (uk == "aten::cat" || uk == "aten::stack")))
+            for (const Value* o : u.user->outputs()) todo.push_back(o);
+        }
+      }
+      return false;
+    };
     for (Node* n : op_nodes) {
       const auto k = n->kind();
       TapKind kind = (k == c10::aten::softmax) ? TapKind::kSoftmaxInput
@@ -2612,60 +2635,17 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
                                                                                : TapKind::kTanhInput;
       const auto& chain = scopes.chain(n);
       TapSite& site = new_tap(kind, chain.empty() ? std::string() : chain.back());
-      if (kind == TapKind::kSigmoidInput) {
-        // A sigmoid returned as (part of) the model's output: a readout of
-        // probabilities (YOLOv8's Detect: torch.cat((dbox, cls.sigmoid()), 1)
-        // at export), which training replaces by logits into
-        // BCE-with-logits; a prior bias of -11.5 there is its design
-        // (eval40 yolov8n got ACT004). Followed through views, casts,
-        // concatenation and containers to the graph's return.
-        static const std::set<std::string> readout = {
-            "aten::view", "aten::reshape", "aten::to", "aten::contiguous", "aten::squeeze", "aten::unsqueeze",
-            "aten::transpose", "aten::permute", "aten::flatten", "aten::float", "aten::type_as", "aten::detach",
-            "aten::cat", "aten::stack", "prim::TupleConstruct", "prim::ListConstruct", "prim::DictConstruct",
-            "normdoctor::tap"};
-        std::vector<const Value*> todo{n->output()};
-        std::set<const Value*> seen;
-        while (!todo.empty() && !site.to_output) {
-          const Value* v = todo.back();
-          todo.pop_back();
-          if (!seen.insert(v).second) continue;
-          for (const auto& u : v->uses()) {
-            if (u.user == graph_->return_node()) {
-              site.to_output = true;
-              break;
-            }
-            if (readout.count(u.user->kind().toQualString()))
-              for (const Value* o : u.user->outputs()) todo.push_back(o);
-          }
-        }
-      }
+      // A sigmoid returned as (part of) the model's output: a readout of
+      // probabilities (YOLOv8's Detect: torch.cat((dbox, cls.sigmoid()), 1)
+      // at export), which training replaces by logits into
+      // BCE-with-logits; a prior bias of -11.5 there is its design (eval40
+      // yolov8n got ACT004).
+      if (kind == TapKind::kSigmoidInput) site.to_output = returned(n, /*through_cat=*/true);
       if (kind == TapKind::kSoftmaxInput) {
         auto d = const_arg(n, 1);
         site.dim = (d && d->isInt()) ? d->toInt() : -1;
-        {
-          // Returned as the model's output: followed through views, casts,
-          // taps and containers to the graph's return.
-          static const std::set<std::string> pass_through = {
-              "aten::view", "aten::reshape", "aten::to", "aten::contiguous", "aten::squeeze", "aten::unsqueeze",
-              "aten::transpose", "aten::permute", "aten::flatten", "aten::float", "aten::type_as", "aten::detach",
-              "prim::TupleConstruct", "prim::ListConstruct", "prim::DictConstruct", "normdoctor::tap"};
-          std::vector<const Value*> todo{n->output()};
-          std::set<const Value*> seen;
-          while (!todo.empty() && !site.to_output) {
-            const Value* v = todo.back();
-            todo.pop_back();
-            if (!seen.insert(v).second) continue;
-            for (const auto& u : v->uses()) {
-              if (u.user == graph_->return_node()) {
-                site.to_output = true;
-                break;
-              }
-              if (pass_through.count(u.user->kind().toQualString()))
-                for (const Value* o : u.user->outputs()) todo.push_back(o);
-            }
-          }
-        }
+        // Returned as the model's output (a classifier's output layer).
+        site.to_output = returned(n, /*through_cat=*/false);
         if (const Node* mm = attention_scores_product(n->input(0), 0)) {
           site.attention = true;
           // A softmax module of its own (vit-pytorch's self.attend =

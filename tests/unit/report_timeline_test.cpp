@@ -1,5 +1,8 @@
 // The text report's timeline table (src/report/report_timeline.cpp) on a
 // hand-made probes.timeline (docs/report.md "Checkpoints and the timeline").
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "metrics/metrics.h"

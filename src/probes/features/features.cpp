@@ -113,6 +113,17 @@ UnitCount dead_along(const at::Tensor& x, int64_t axis) {
           x.size(axis) - n_varies};
 }
 
+/// Each hidden channel's absolute maximum over the batch and positions of a
+/// residual stream (the last axis of [B, T, H], axis 1 of [N, C, H, W]),
+/// merged into `o` by the elementwise maximum over calls. Holds no lock:
+/// the caller holds FeatureStats::mu.
+void merge_channel_absmax(FeatureStats::Outlier& o, const at::Tensor& x) {
+  const int64_t axis = x.dim() == 3 ? 2 : 1;
+  const at::Tensor a = x.abs().movedim(axis, 0).reshape({x.size(axis), -1}).amax(1).to(at::kDouble).cpu();
+  o.channel_absmax = o.channel_absmax.defined() && o.channel_absmax.sizes() == a.sizes() ? at::maximum(o.channel_absmax, a) : a;
+  o.hidden_axis = axis == 2 ? "last" : "1";
+}
+
 double median_of(const at::Tensor& v) {
   at::Tensor s = std::get<0>(v.flatten().sort());
   const int64_t n = s.numel();
@@ -155,26 +166,14 @@ std::function<void(const TapSite&, const at::Tensor&)> feature_hook(const Sessio
         std::lock_guard<std::mutex> lock(f->mu);
         f->residual_sums.insert_or_assign(x.storage().data(), FeatureStats::StorageRef{"", x.storage().getWeakStorageImpl()});
       }
-      const int64_t axis = x.dim() == 3 ? 2 : 1;
-      at::Tensor a = x.abs().movedim(axis, 0).reshape({x.size(axis), -1}).amax(1).to(at::kDouble).cpu();
       std::lock_guard<std::mutex> lock(f->mu);
-      auto& o = f->outlier[site.id];
-      o.channel_absmax = o.channel_absmax.defined() && o.channel_absmax.sizes() == a.sizes()
-                             ? at::maximum(o.channel_absmax, a)
-                             : a;
-      o.hidden_axis = axis == 2 ? "last" : "1";
+      merge_channel_absmax(f->outlier[site.id], x);
     } else if (site.kind == TapKind::kResidualStream && f->residual_in.count(site.id) && x.dim() >= 2) {
       // The stream entering an addition: where a channel already stands out
       // before the block (an embedding's massive dimension), and which leaf
       // module wrote it.
-      const int64_t axis = x.dim() == 3 ? 2 : 1;
-      at::Tensor a = x.abs().movedim(axis, 0).reshape({x.size(axis), -1}).amax(1).to(at::kDouble).cpu();
       std::lock_guard<std::mutex> lock(f->mu);
-      auto& o = f->stream_in[site.id];
-      o.channel_absmax = o.channel_absmax.defined() && o.channel_absmax.sizes() == a.sizes()
-                             ? at::maximum(o.channel_absmax, a)
-                             : a;
-      o.hidden_axis = axis == 2 ? "last" : "1";
+      merge_channel_absmax(f->stream_in[site.id], x);
       std::string writer;
       if (x.has_storage()) {
         auto w = f->writer.find(x.storage().data());
