@@ -3033,6 +3033,16 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   // SDPA dropout that eval() cannot switch off: dropout_p a constant above 0
   // (scripted code passing a number, or a trace that recorded one) or a
   // module attribute read directly, not through `if self.training`.
+  // SDPA's dropout_p through normdoctor::dropout_p(kind, p): 0 in a pass
+  // run without dropout (flag kinds as flag_impl's).
+  auto switch_dropout_p = [&](Node* n, int64_t kind) {
+    Node* k = make_constant_int(*graph_, kind);
+    Node* f = graph_->create(kDropoutP, {k->output(), n->input(4)});
+    f->output()->setType(c10::FloatType::get());
+    k->insertBefore(n);
+    f->insertBefore(n);
+    n->replaceInput(4, f->output());
+  };
   for (Node* n : sdpa_nodes) {
     if (n->inputs().size() < 5) continue;
     Value* p = n->input(4);
@@ -3047,12 +3057,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       // sets it to 0 like aten::dropout's flag (flag kind 2). Left as it was,
       // the train-mode padding comparison saw the attention dropout draw a
       // new mask at the new length (eval38 C04: SEQ004 at self_attn).
-      Node* k = make_constant_int(*graph_, 2);
-      Node* f = graph_->create(kDropoutP, {k->output(), p});
-      f->output()->setType(c10::FloatType::get());
-      k->insertBefore(n);
-      f->insertBefore(n);
-      n->replaceInput(4, f->output());
+      switch_dropout_p(n, 2);
       continue;
     }
     if (!v || !(*v > 0)) continue;
@@ -3071,12 +3076,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       mo.constant = true;
       mo.constant_value = true;
       mode_ops_.push_back(std::move(mo));
-      Node* k = make_constant_int(*graph_, 1);
-      Node* f = graph_->create(kDropoutP, {k->output(), p});
-      f->output()->setType(c10::FloatType::get());
-      k->insertBefore(n);
-      f->insertBefore(n);
-      n->replaceInput(4, f->output());
+      switch_dropout_p(n, 1);
       continue;
     }
     const auto& chain = scopes.chain(n);

@@ -31,6 +31,42 @@ inline bool bounded_output_kind(const std::string& kind) {
   return kinds.count(kind) > 0;
 }
 
+/// Values and groups a normalization op normalizes over, from the op and the
+/// shape of its input ([N, C, ...]): instance_norm holds prod(spatial)
+/// values per group and N * C groups, group_norm C/G * prod(spatial) and
+/// N * G (num_groups from the op, else the layer's info), layer_norm
+/// prod(normalized_shape) and numel / that (values known without the
+/// shape). {-1, -1} when the op or its arguments do not say (a batch_norm,
+/// a written-out norm, an instance or group norm without a 2-D input).
+struct NormGroups {
+  int64_t values_per_group = -1;
+  int64_t groups = -1;
+};
+inline NormGroups norm_groups(const NormOpSite& n, const std::vector<int64_t>& shape, const nlohmann::json& info) {
+  NormGroups out;
+  int64_t spatial = 1;
+  for (size_t d = 2; d < shape.size(); ++d) spatial *= shape[d];
+  if (shape.size() < 2 && n.op != "layer_norm") return out;  // layer_norm's groups per value need no input shape
+  if (n.op == "instance_norm") {
+    out = {spatial, shape[0] * shape[1]};
+  } else if (n.op == "group_norm") {
+    nlohmann::json g = n.args.value("num_groups", nlohmann::json());
+    if (!g.is_number_integer() && info.contains("num_groups")) g = info["num_groups"];
+    if (g.is_number_integer() && g.get<int64_t>() > 0)
+      out = {shape[1] / g.get<int64_t>() * spatial, shape[0] * g.get<int64_t>()};
+  } else if (n.op == "layer_norm") {
+    const nlohmann::json ns = n.args.value("normalized_shape", nlohmann::json());
+    if (ns.is_array() && !ns.empty()) {
+      int64_t vpg = 1;
+      for (const auto& d : ns) vpg *= d.is_number_integer() ? d.get<int64_t>() : 0;
+      int64_t all = 1;
+      for (int64_t d : shape) all *= d;
+      out = {vpg, vpg > 0 && !shape.empty() ? all / vpg : -1};
+    }
+  }
+  return out;
+}
+
 struct FeatureStats;  // src/probes/features/features.cpp
 /// One trainable parameter's saved optimizer state (--optimizer-state),
 /// with its param_groups hyperparameters.

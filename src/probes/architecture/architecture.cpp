@@ -223,10 +223,7 @@ void probe_architecture(Session& s) {
   // normalized and its norms were folded for inference (eval37 V02).
   int64_t fused = 0;
   for (const auto& mi : s.model.modules)
-    fused += (mi.qualified.find(".nn.intrinsic.") != std::string::npos ||
-              mi.qualified.rfind("torch.nn.intrinsic.", 0) == 0 || mi.qualified.rfind("torch.ao.nn.intrinsic.", 0) == 0)
-                 ? 1
-                 : 0;
+    fused += mi.qualified.find(".nn.intrinsic.") != std::string::npos ? 1 : 0;  // torch[.ao].nn.intrinsic.*
   mm["arch.fused_modules"] = fused;
   std::string placement = "none";
   if (main_blocks > 0) {

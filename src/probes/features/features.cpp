@@ -42,12 +42,12 @@ struct FeatureStats {
   struct Outlier {
     at::Tensor channel_absmax;  ///< [H] max over calls (float64, CPU)
     std::string hidden_axis;
+    std::string writer;         ///< stream_in: the leaf module whose output the stream is ("" = none)
   };
   std::mutex mu;
   std::map<std::string, Dead> dead;          ///< module path -> dead units
   std::map<int64_t, Outlier> outlier;        ///< residual out tap id -> channels
   std::map<int64_t, Outlier> stream_in;      ///< residual in tap id -> channels of the stream entering the addition
-  std::map<int64_t, std::string> stream_in_writer;  ///< residual in tap id -> the leaf module whose output it is ("" = none)
   /// A storage a leaf module's output used, held weakly: its data pointer
   /// may be reused once it is freed (a later tensor at the same address is
   /// not that module's output), so a match counts only while it is alive.
@@ -173,13 +173,13 @@ std::function<void(const TapSite&, const at::Tensor&)> feature_hook(const Sessio
       // before the block (an embedding's massive dimension), and which leaf
       // module wrote it.
       std::lock_guard<std::mutex> lock(f->mu);
-      merge_channel_absmax(f->stream_in[site.id], x);
-      std::string writer;
+      auto& o = f->stream_in[site.id];
+      merge_channel_absmax(o, x);
+      o.writer.clear();
       if (x.has_storage()) {
         auto w = f->writer.find(x.storage().data());
-        if (w != f->writer.end() && w->second.holds(x)) writer = w->second.module;
+        if (w != f->writer.end() && w->second.holds(x)) o.writer = w->second.module;
       }
-      f->stream_in_writer[site.id] = writer;
     } else if (site.kind == TapKind::kModuleOutput && f->leaves.count(site.module) && x.has_storage()) {
       std::lock_guard<std::mutex> lock(f->mu);
       f->writer.insert_or_assign(x.storage().data(), FeatureStats::StorageRef{site.module, x.storage().getWeakStorageImpl()});
@@ -382,8 +382,7 @@ void probe_features(Session& s) {
       const double in_top = in->channel_absmax[at].item<double>();
       if (in_med > 0 && in_top > 100 * in_med) {
         before_block = true;
-        auto w = f.stream_in_writer.find(first->in_tap);
-        if (w != f.stream_in_writer.end()) in_writer = w->second;
+        in_writer = in->writer;
         std::ostringstream t;
         t.precision(3);
         t << "; the channel is already " << in_top << " (" << in_top / in_med
@@ -511,7 +510,7 @@ void probe_features(Session& s) {
           // before the head"): the 2-D parameter with a classes-sized axis,
           // an embedding's first.
           if (gain < 0 && product.kind == "linear") {
-            const torch::jit::Module* best = nullptr;
+            bool found = false;
             std::string best_name;
             bool best_embedding = false;
             for (const auto& mi : s.model.modules)
@@ -519,14 +518,14 @@ void probe_features(Session& s) {
                 if (p.value.dim() != 2 || !p.value.is_floating_point()) continue;
                 if (p.value.size(0) != classes && p.value.size(1) != classes) continue;
                 const bool emb = mi.kind.find("Embedding") != std::string::npos;
-                if (best && (best_embedding || !emb)) continue;
-                best = &mi.module;
+                if (found && (best_embedding || !emb)) continue;
+                found = true;
                 best_name = (mi.path.empty() ? std::string() : mi.path + ".") + p.name;
                 best_embedding = emb;
                 const at::Tensor wt = p.value.detach().to(at::kDouble);
                 gain = std::sqrt(wt.pow(2).sum(wt.size(0) == classes ? 1 : 0).mean().item<double>());
               }
-            if (best) mm["logits.head_weight"] = best_name;
+            if (found) mm["logits.head_weight"] = best_name;
           }
           if (gain >= 0) mm["logits.head_weight_gain"] = metric_number(gain);
           // Above 4: the head alone makes logits 4x the RMS of its input
@@ -550,31 +549,8 @@ void probe_features(Session& s) {
     if (shape.size() < 2) continue;
     LayerMetrics* lm = s.doc.find_layer(n.module);
     if (!lm) continue;
-    int64_t spatial = 1;
-    for (size_t d = 2; d < shape.size(); ++d) spatial *= shape[d];
-    int64_t vpg = -1, groups = -1;
-    if (n.op == "instance_norm") {
-      vpg = spatial;
-      groups = shape[0] * shape[1];
-    } else if (n.op == "group_norm") {
-      nlohmann::json g = n.args.value("num_groups", nlohmann::json());
-      if (!g.is_number_integer() && lm->info.contains("num_groups")) g = lm->info["num_groups"];
-      if (g.is_number_integer() && g.get<int64_t>() > 0) {
-        vpg = shape[1] / g.get<int64_t>() * spatial;
-        groups = shape[0] * g.get<int64_t>();
-      }
-    } else if (n.op == "layer_norm") {
-      nlohmann::json ns = n.args.value("normalized_shape", nlohmann::json());
-      if (ns.is_array() && !ns.empty()) {
-        vpg = 1;
-        for (const auto& d : ns) vpg *= d.is_number_integer() ? d.get<int64_t>() : 0;
-        groups = vpg > 0 ? [&] {
-          int64_t all = 1;
-          for (int64_t d : shape) all *= d;
-          return all / vpg;
-        }() : -1;
-      }
-    }
+    const NormGroups ng = norm_groups(n, shape, lm->info);
+    const int64_t vpg = ng.values_per_group, groups = ng.groups;
     if (vpg < 0) continue;
     done.insert(n.module);
     auto& m = lm->metrics;

@@ -1524,24 +1524,11 @@ void probe_forward_backward(Session& s) {
         bool degenerate_norm = false;
         for (const auto& no : s.inst->norm_ops()) {
           if (no.module != c.path) continue;
-          int64_t vpg = -1;
-          if (no.op == "layer_norm") {
-            const nlohmann::json ns = no.args.value("normalized_shape", nlohmann::json());
-            if (ns.is_array() && !ns.empty()) {
-              vpg = 1;
-              for (const auto& d : ns) vpg *= d.is_number_integer() ? d.get<int64_t>() : -1;
-            }
-          } else if (rp && rp->collector && no.input_tap >= 0 &&
-                     static_cast<size_t>(no.input_tap) < rp->collector->records().size()) {
-            const auto& shape = rp->collector->records()[static_cast<size_t>(no.input_tap)].shape;
-            int64_t spatial = 1;
-            for (size_t d = 2; d < shape.size(); ++d) spatial *= shape[d];
-            if (no.op == "instance_norm" && shape.size() >= 2) vpg = spatial;
-            const nlohmann::json g = no.args.value("num_groups", nlohmann::json());
-            if (no.op == "group_norm" && shape.size() >= 2 && g.is_number_integer() && g.get<int64_t>() > 0)
-              vpg = shape[1] / g.get<int64_t>() * spatial;
-          }
-          degenerate_norm = degenerate_norm || vpg == 1;
+          const bool tapped = rp && rp->collector && no.input_tap >= 0 &&
+                              static_cast<size_t>(no.input_tap) < rp->collector->records().size();
+          const std::vector<int64_t> shape =
+              tapped ? rp->collector->records()[static_cast<size_t>(no.input_tap)].shape : std::vector<int64_t>{};
+          degenerate_norm = degenerate_norm || norm_groups(no, shape, c.info).values_per_group == 1;
         }
         at->metrics["grad.cut_at_degenerate_norm"] = degenerate_norm;
         at->metrics["grad.cut_blocked_modules"] = modules;
