@@ -802,7 +802,38 @@ bool compare_outputs(const at::Tensor& ref0, const at::Tensor& cur0, const at::T
   const at::ScalarType st = (a.scalar_type() == at::kDouble) ? at::kDouble : at::kFloat;
   a = a.to(st);
   b = b.to(st).to(a.device());
-  const at::Tensor w = real_position_weights(a, real);
+  at::Tensor w = real_position_weights(a, real);
+  // A strided or pooled time axis ([B, C, T / 2] after QuartzNet's stride-2
+  // prologue, eval40 C03): no axis has the sample's T positions, but the
+  // one axis besides the batch whose size the padding changed is time at
+  // another rate. Its frame t' covers the input around t' * T / T', real
+  // when that position is; without this, every frame of a shorter example
+  // (its padded ones included) counted as real.
+  if (w.defined() && real.defined() && real.dim() == 2 && ref0.sizes() != cur0.sizes() && a.dim() >= 2 &&
+      a.size(0) == real.size(0)) {
+    bool time_axis = false;
+    int64_t moved = -1, differing = 0;
+    for (int64_t d = 1; d < ref0.dim(); ++d) {
+      time_axis = time_axis || ref0.size(d) == real.size(1);
+      if (ref0.size(d) != cur0.size(d)) {
+        ++differing;
+        moved = d;
+      }
+    }
+    if (!time_axis && differing == 1 && cur0.size(moved) > ref0.size(moved) && a.size(moved) > 0) {
+      const int64_t T = real.size(1), Tp = a.size(moved);
+      const at::Tensor idx =
+          ((at::arange(Tp, at::TensorOptions().dtype(at::kDouble)) + 0.5) * (static_cast<double>(T) / static_cast<double>(Tp)))
+              .floor()
+              .clamp_max(static_cast<double>(T - 1))
+              .to(at::kLong)
+              .to(real.device());
+      std::vector<int64_t> shape(static_cast<size_t>(a.dim()), 1);
+      shape[0] = real.size(0);
+      shape[static_cast<size_t>(moved)] = Tp;
+      w = real.index_select(1, idx).to(a.scalar_type()).to(a.device()).reshape(shape);
+    }
+  }
   // An output with no batch axis and no axis of the sample's length whose
   // size changed with it (a relative-position table [1, 2T - 1, D],
   // SeamlessM4T's embed_positions) is a function of the length, not of any
@@ -1176,6 +1207,21 @@ bool ScopeResolver::repeated_entries(const std::string& path) const {
     kinds.insert(model_.modules[it->second].kind);
   }
   return entries >= 2 && kinds.size() == 1;
+}
+
+bool ScopeResolver::mixed_entries(const std::string& path) const {
+  const std::string prefix = path.empty() ? std::string() : path + ".";
+  std::set<std::string> kinds;
+  int64_t entries = 0;
+  for (auto it = index_.lower_bound(prefix); it != index_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    const std::string rest = it->first.substr(prefix.size());
+    if (rest.empty() || rest.find('.') != std::string::npos ||
+        !std::all_of(rest.begin(), rest.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    ++entries;
+    kinds.insert(model_.modules[it->second].kind);
+  }
+  return entries >= 2 && kinds.size() >= 2;
 }
 
 namespace {
@@ -2098,8 +2144,11 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       todo.pop_front();
       for (const auto& u : v->uses()) {
         const std::string uk = u.user->kind().toQualString();
+        // (unsqueeze: a pooled bag re-inserted as one more field before
+        // torch.cat, DeepFM's genre.mean(1).unsqueeze(1), eval42 C04b.)
         if ((uk == "aten::to" || uk == "aten::contiguous" || uk == "aten::view" || uk == "aten::reshape" ||
-             uk == "aten::flatten" || uk == "aten::squeeze" || uk == "aten::dropout") && u.offset == 0) {
+             uk == "aten::flatten" || uk == "aten::squeeze" || uk == "aten::unsqueeze" || uk == "aten::dropout") &&
+            u.offset == 0) {
           todo.push_back(u.user->output());
           // A dropout module reads it too (its output is the first to
           // change when the pooling takes padding in).
@@ -3000,6 +3049,47 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       }
       text << ")";
       if (!all_constant || f.ints.empty()) continue;
+      // A range that only scales into an exponent (exp(arange(half) *
+      // -log(10000) / half), 10000 ** (arange(0, d, 2) / d)) indexes the
+      // frequencies of a sinusoidal embedding: its size is half the
+      // embedding width, never a length (diffusers' get_timestep_embedding
+      // in CogView3Plus, arange(0, 8) beside an 8-token prompt, eval42).
+      if (kq == "aten::arange") {
+        std::vector<const Value*> todo{n->output()};
+        for (size_t i = 0; i < todo.size() && i < 32 && !f.frequency_index; ++i)
+          for (const auto& u : todo[i]->uses()) {
+            const std::string uk = u.user->kind().toQualString();
+            if (uk == "aten::exp" || (uk == "aten::pow" && u.offset == 1)) {
+              f.frequency_index = true;
+              break;
+            }
+            // normdoctor's own rounding and taps pass the tensor on.
+            if (uk.rfind("normdoctor::", 0) == 0 && u.user->outputs().size() == 1) {
+              todo.push_back(u.user->output());
+              continue;
+            }
+            if ((uk == "aten::mul" || uk == "aten::div" || uk == "aten::add" || uk == "aten::sub" || uk == "aten::to" ||
+                 uk == "aten::float" || uk == "aten::neg" || uk == "aten::pow") &&
+                u.user->outputs().size() == 1) {
+              // Only scaled by scalars (a constant, a number): a product
+              // with another tensor (positions * inv_freq) ends the walk.
+              bool scalar_other = true;
+              for (const Value* in : u.user->inputs()) {
+                if (in == todo[i]) continue;
+                const auto tt = in->type()->cast<c10::TensorType>();
+                if (!tt || (tt->dim() && *tt->dim() == 0)) continue;
+                // A traced constant tensor of one element (-log(10000) is
+                // recorded as a 0-d tensor constant without its sizes).
+                if (in->node()->kind() == c10::prim::Constant) {
+                  const auto c = torch::jit::toIValue(in);
+                  if (c && c->isTensor() && c->toTensor().numel() == 1) continue;
+                }
+                scalar_other = false;
+              }
+              if (scalar_other) todo.push_back(u.user->output());
+            }
+          }
+      }
       f.module = innermost_module(n);
       f.text = text.str();
       constant_factories_.push_back(std::move(f));

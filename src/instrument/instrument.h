@@ -541,6 +541,10 @@ class InstrumentedModel {
     std::string op;               ///< "aten::arange", ...
     std::vector<int64_t> ints;    ///< every constant int argument, lists flattened
     std::string text;             ///< "aten::arange(16, -16, -1)"
+    /// An arange only scaled by scalars into exp or the exponent of pow: the
+    /// frequency index of a sinusoidal embedding (half its width), not a
+    /// range of positions.
+    bool frequency_index = false;
   };
   /// Constant-sized tensor factories of a traced graph, in graph order
   /// (empty for scripted and exported models).
@@ -668,6 +672,10 @@ class ScopeResolver {
   /// units. False for Hugging Face T5's per-block `layer` list (T5LayerSelfAttention,
   /// then T5LayerFF), and when `path` has fewer than two numbered entries.
   bool repeated_entries(const std::string& path) const;
+  /// Whether `path` holds two or more numbered entries of different
+  /// classes (Hugging Face T5's block.N.layer: T5LayerSelfAttention, then
+  /// T5LayerFF): a list of different sublayers, not a stack of one unit.
+  bool mixed_entries(const std::string& path) const;
 
  private:
   /// Nodes of `graph` (all blocks) with a call stack whose chain holds

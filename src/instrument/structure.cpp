@@ -297,14 +297,31 @@ std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std:
       {
         Node* an = strip(a)->node();
         const std::string mk = kind_of(an);
-        if ((mk == "aten::mul" || mk == "aten::div") && an->inputs().size() >= 2 && is_tensor(an->input(0)) &&
-            !carries_tensor(an->input(1)->type())) {
+        // Or by a learned per-channel gain on the shortcut (timm MetaFormer's
+        // res_scale: x = self.res_scale1(x) + branch, Scale's x *
+        // self.scale.view(...) in PoolFormerV2's later stages; eval42 found
+        // those stages' blocks missing): a parameter seen through views.
+        auto gain_parameter = [](Value* v) {
+          for (int i = 0; i < 6; ++i) {
+            const std::string vk = kind_of(v->node());
+            if (vk != "aten::view" && vk != "aten::reshape" && vk != "aten::unsqueeze" && vk != "aten::to") break;
+            v = v->node()->input(0);
+          }
+          return v->node()->kind() == c10::prim::GetAttr;
+        };
+        const bool in_place = mk == "aten::mul_";
+        if ((mk == "aten::mul" || mk == "aten::div" || in_place) && an->inputs().size() >= 2 && is_tensor(an->input(0)) &&
+            (!carries_tensor(an->input(1)->type()) || (mk != "aten::div" && gain_parameter(an->input(1))))) {
           src = an->input(0);
-          scale = an->input(1);
+          scale = carries_tensor(an->input(1)->type()) ? nullptr : an->input(1);
           divides = mk == "aten::div";
         }
       }
-      const size_t lo = pos_of(src->node());
+      // From the stream before any cast: HF Mamba's `residual =
+      // residual.to(torch.float32)` (residual_in_fp32) runs after the branch's
+      // norm has read the stream, so the cast's position would hide the
+      // whole branch (eval42: FalconMamba had no residual blocks).
+      const size_t lo = std::min(pos_of(src->node()), pos_of(strip(src)->node()));
       // Ancestors of b defined after a (the branch), through tensor inputs only
       // (a shape read with aten::size is not a data dependence).
       std::unordered_set<const Node*> seen;
@@ -349,8 +366,10 @@ std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std:
       // repeated unit is the numbered module around that list
       // (encoder.block.2, in the stack encoder.block), when there is one
       // whose own container repeats one class. Swin's stages (layers.0,
-      // layers.1: one class) keep their blocks (layers.0.blocks.1).
-      if (!block.empty() && !scopes.repeated_entries(parent_module(block))) {
+      // layers.1: one class) keep their blocks (layers.0.blocks.1), and so
+      // does a stage of one block (timm ConvNeXt's stages.0.blocks.0 at
+      // depth 1 is no list of different sublayers: eval42 read stages.0).
+      if (!block.empty() && scopes.mixed_entries(parent_module(block))) {
         for (auto it = chain.rbegin(); it != chain.rend(); ++it)
           if (it->size() < block.size() && block.compare(0, it->size() + 1, *it + ".") == 0 &&
               last_component_numeric(*it, false) && scopes.repeated_entries(parent_module(*it))) {
@@ -470,6 +489,16 @@ std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std:
                  return is_trivial(k) || k == "aten::transpose" || k == "aten::permute";
                })) {
             auto hit = by_input.find(v);
+            // The norm is this block's: under the block, or run by the
+            // module that adds (a parent's x = norms[i](x + layers[i](x))).
+            // A norm outside both reads the block's output as the next
+            // stage's input (timm ConvNeXt's stages.1.downsample.0 after
+            // the last block of stage 0: eval33, eval42 called it post-norm).
+            auto under = [](const std::string& m, const std::string& owner) {
+              return owner.empty() || m == owner || m.compare(0, owner.size() + 1, owner + ".") == 0;
+            };
+            if (hit != by_input.end() && !under(hit->second->module, r.block) && !under(hit->second->module, r.module))
+              continue;
             if (hit != by_input.end()) {
               r.placement = "post-norm";
               r.norm_module = hit->second->module;
@@ -809,11 +838,19 @@ OutputProduct classify_contraction(Node* n) {
   return r;
 }
 
+// The out-of-place name of an in-place arithmetic op (`logits /= self.T`
+// in MoCo's builder.py is aten::div_): the same scaling for these walks.
+std::string out_of_place(const std::string& k) {
+  static const std::unordered_set<std::string> kInPlace = {"aten::mul_", "aten::div_", "aten::add_", "aten::sub_",
+                                                           "aten::true_divide_"};
+  return kInPlace.count(k) ? k.substr(0, k.size() - 1) : k;
+}
+
 OutputProduct product_behind(Value* v, int depth) {
   if (depth > 48) return {};
   v = strip(v);
   Node* n = v->node();
-  const std::string k = kind_of(n);
+  const std::string k = out_of_place(kind_of(n));
   static const std::unordered_set<std::string> kRearrange = {
       "aten::view", "aten::reshape", "aten::flatten", "aten::index", "aten::slice", "aten::select",
       "aten::transpose", "aten::t", "aten::permute", "aten::squeeze", "aten::unsqueeze", "aten::narrow",
@@ -881,7 +918,7 @@ std::optional<int64_t> output_class_axis(torch::jit::Graph& graph) {
   Value* v = primary_output(graph);
   for (int depth = 0; v && depth < 32; ++depth) {
     Node* n = v->node();
-    const std::string k = kind_of(n);
+    const std::string k = out_of_place(kind_of(n));
     // Casts, dropout and normdoctor's own taps and rounding (their tensor is
     // their last input): the tensor they pass on.
     if (is_trivial(k) || k.rfind("normdoctor::", 0) == 0) {

@@ -485,7 +485,7 @@ PassSpec train_pass_spec() {
 }
 
 std::string Session::pass_key(const PassSpec& p) const {
-  if (p.tap_hook || p.tap_edit || p.reference || p.real_positions.defined()) return "";
+  if (p.tap_hook || p.tap_edit || p.reference || p.real_positions.defined() || !p.warmup_args.empty()) return "";
   if (p.instrumented && p.instrumented != inst.get()) return "";
   if (!p.args.empty() && p.edit.empty()) return "";
   if (!inst) return "";
@@ -683,10 +683,20 @@ PassResult Session::run_pass(PassSpec spec) {
     saved.push_back({b.value, b.value.clone()});
     saved_names.push_back(b.name);
   }
+  const size_t first_param = saved.size();
   for (const auto& [name, p] : written_params) {
     saved.push_back({p, p.detach().clone()});
     saved_names.push_back(name);
   }
+  std::vector<c10::IValue> saved_attributes;
+  for (const auto& wa : written_attributes) saved_attributes.push_back(wa.module.attr(wa.name));
+  // Puts the saved state back (after the pass, or when it raised).
+  auto restore_state = [&] {
+    torch::NoGradGuard ng;
+    for (auto& [live, copy] : saved) live.detach().copy_(copy);
+    for (size_t i = 0; i < written_attributes.size() && i < saved_attributes.size(); ++i)
+      written_attributes[i].module.setattr(written_attributes[i].name, saved_attributes[i]);
+  };
 
   last_pass_started = spec.name;
   const auto t0 = std::chrono::steady_clock::now();
@@ -776,7 +786,7 @@ PassResult Session::run_pass(PassSpec spec) {
       torch::NoGradGuard ng;
       for (int w = 0; w < spec.warmup_calls; ++w) {
         Collector scratch(im.taps().size());
-        (void)const_cast<InstrumentedModel&>(im).run(a, cfg, scratch);
+        (void)const_cast<InstrumentedModel&>(im).run(spec.warmup_args.empty() ? a : spec.warmup_args, cfg, scratch);
       }
       if (spec.warmup_calls > 0) at::manual_seed(opt.seed + spec.seed_offset);  // the measured call draws as the first did
       r.output = const_cast<InstrumentedModel&>(im).run(a, cfg, *r.collector);
@@ -785,13 +795,13 @@ PassResult Session::run_pass(PassSpec spec) {
     }
   } catch (const FatalRunError& e) {
     model.module.train(saved_mode);
-    for (auto& [live, copy] : saved) live.detach().copy_(copy);
+    restore_state();
     const std::string what = e.what();
     if (what.rfind(model.path, 0) == 0) throw;
     throw FatalRunError(e.kind(), e.exit_code(), model.path + ": " + what);  // every message names the file
   } catch (const Error& e) {
     model.module.train(saved_mode);
-    for (auto& [live, copy] : saved) live.detach().copy_(copy);
+    restore_state();
     failed_collector = std::move(r.collector);
     std::string what = e.what();
     if (e.exit_code() != ExitCode::kLoad || e.kind() == error_kind::kTimeout) throw;  // usage errors, the deadline
@@ -810,7 +820,7 @@ PassResult Session::run_pass(PassSpec spec) {
       const Error oom = out_of_memory_error("the " + spec.name + " pass of the " + spec.probe + " probe", msg, args);
       throw PassError(oom.kind(), oom.exit_code(), oom.what(), spec.name);
     }
-    for (auto& [live, copy] : saved) live.detach().copy_(copy);
+    restore_state();
     // Where the forward raised: the op after the last value a tap measured.
     // A norm's or softmax's input tap is in front of its op, so that op (in
     // that module) raised; after a module's output, the next op in execution
@@ -910,12 +920,29 @@ PassResult Session::run_pass(PassSpec spec) {
       }
       if (changed && std::find(eval_buffer_writes.begin(), eval_buffer_writes.end(), saved_names[i]) == eval_buffer_writes.end())
         eval_buffer_writes.push_back(saved_names[i]);
+      // A parameter: how far the forward moved it from the file's value.
+      if (changed && i >= first_param && now.sizes() == copy.sizes() && now.is_floating_point() && copy.numel() > 0) {
+        torch::NoGradGuard ng;
+        const double base = copy.to(at::kDouble).norm().item<double>();
+        const double moved = (now.to(at::kDouble) - copy.to(at::kDouble)).norm().item<double>();
+        ParamWrite& pw = eval_param_writes[saved_names[i]];
+        pw.rel_change = std::max(pw.rel_change, base > 0 ? moved / base : std::numeric_limits<double>::infinity());
+        pw.saved_constant = copy.numel() == 1 || copy.eq(copy.flatten()[0]).all().item<bool>();
+      }
+    }
+    for (size_t i = 0; i < written_attributes.size(); ++i) {
+      const c10::IValue now = written_attributes[i].module.attr(written_attributes[i].name);
+      const c10::IValue& was = saved_attributes[i];
+      const bool same = now.isBool() && was.isBool()     ? now.toBool() == was.toBool()
+                        : now.isInt() && was.isInt()       ? now.toInt() == was.toInt()
+                        : now.isDouble() && was.isDouble() ? now.toDouble() == was.toDouble()
+                                                           : true;
+      const std::string& n = written_attributes[i].path;
+      if (!same && std::find(eval_attribute_writes.begin(), eval_attribute_writes.end(), n) == eval_attribute_writes.end())
+        eval_attribute_writes.push_back(n);
     }
   }
-  {
-    torch::NoGradGuard ng;
-    for (auto& [live, copy] : saved) live.detach().copy_(copy);
-  }
+  restore_state();
   r.collector->finish();  // statistics kept on a device: one read-back per pass
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   doc.passes.push_back(pass_entry(spec, r.seconds));
@@ -1171,6 +1198,11 @@ std::unique_ptr<Session> prepare_check(const CheckOptions& opt, const ProgressFn
       for (const auto& n : written)
         if (by_name.count(n)) s.written_params.push_back({n, by_name[n]});
     }
+    // And the plain attributes it assigns (a one-shot `initialized` flag).
+    for (const auto& [path, name] : attributes_set_in_forward(s))
+      for (const auto& mi : s.model.modules)
+        if (mi.path == path && mi.module.hasattr(name))
+          s.written_attributes.push_back({mi.module, name, path.empty() ? name : path + "." + name});
   }
   s.doc.model["graph_nodes"] = s.inst->graph_nodes();
   s.doc.model["taps"] = s.inst->taps().size();

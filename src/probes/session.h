@@ -218,6 +218,10 @@ struct PassSpec {
   /// buffers in between (their outputs discarded); the measured call then
   /// sees the state they left. Buffers are restored after the pass as always.
   int warmup_calls = 0;
+  /// The batch the warmup calls are given, when not the measured one (an
+  /// eval forward that initializes itself from the first batch it sees is
+  /// called first on another batch: evalstate.history_rel_diff).
+  std::vector<c10::IValue> warmup_args;
 };
 
 /// The tensor of `out` the loss reads (--output-index, else a "loss" or
@@ -264,6 +268,25 @@ class Session {
   /// Parameters the forward writes in place (parameters_written_in_forward),
   /// with their names: saved and restored around every pass like buffers.
   std::vector<std::pair<std::string, at::Tensor>> written_params;
+  /// Plain attributes the forward assigns (attributes_set_in_forward): the
+  /// module that holds each, the attribute's name and its "path.name"; saved
+  /// and restored around every pass like buffers.
+  struct WrittenAttribute {
+    torch::jit::Module module;
+    std::string name, path;
+  };
+  std::vector<WrittenAttribute> written_attributes;
+  /// Attributes ("path.name") some eval-mode pass changed.
+  std::vector<std::string> eval_attribute_writes;
+  /// Per parameter some eval-mode pass changed: the largest relative change
+  /// ||after - saved|| / ||saved|| (inf when the saved value is all zero),
+  /// and whether the saved value was one constant (zeros, ones: an
+  /// initialization, not a trained value).
+  struct ParamWrite {
+    double rel_change = 0;
+    bool saved_constant = false;
+  };
+  std::map<std::string, ParamWrite> eval_param_writes;
   /// The train pass (train_pass_spec()) from the cache, or nullptr when it
   /// did not run or raised.
   std::shared_ptr<const PassResult> train() const { return peek(train_pass_spec()); }

@@ -461,7 +461,14 @@ void render_architecture(std::ostringstream& out, const MetricsDoc& doc, const P
                    (get("arch.blocks_all") != "-" && get("arch.blocks_all") != get("arch.blocks")
                         ? ", " + get("arch.blocks_all") + " in all"
                         : std::string()) +
-                   "; final norm: " + get("arch.final_norm") + ")",
+                   "; final norm: " + get("arch.final_norm") +
+                   // Not a pre-norm question (in-branch or post-norm blocks), yet
+                   // a norm before the head exists (timm ConvNeXt's head.norm):
+                   // named, so "n/a" does not read as "none" (eval42).
+                   (get("arch.final_norm") == "n/a" && get("arch.final_norm_layer") != "-" && !get("arch.final_norm_layer").empty()
+                        ? ", " + get("arch.final_norm_layer") + " before the head"
+                        : std::string()) +
+                   ")",
                kBold)
       << '\n';
   out << "  " << pad_right("block", w) << "  " << pad_right("placement", 10) << "  " << pad_left("stream in", 10) << "  "

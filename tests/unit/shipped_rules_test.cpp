@@ -145,7 +145,7 @@ const Expected kExpected[] = {
      "drift.rel_output_diff > 0.5 and drift.over_floor > 10 and drift.explained_by_stale_stats == false and "
      "drift.over_bn_noise > 3 and drift.over_train_noise > 3 and drift.sample_examples >= 2"},
     {"BN005", "eval-batch-dependence", nd::Severity::kError, "model", "all", false, "batchdep.first_layer",
-     "batchdep.max_rel_diff > 0.001 and batchdep.over_floor > 10"},
+     "batchdep.max_rel_diff > 0.001 and batchdep.over_floor > 10 and batchdep.first_call_init != true"},
     {"BN006", "bn-batch-of-one", nd::Severity::kError, "layer", "all", false, "",
      "bn.values_per_channel <= 1 and bn.training_batch_assumed == false"},
     {"BN007", "bn-small-batch-noise", nd::Severity::kWarning, "layer", "first", true, "",
@@ -250,6 +250,9 @@ const Expected kExpected[] = {
      "mode.saved_training == true and mode.dependent_ops > 0 and run.training_intent == true"},
     {"MODE009", "eval-nondeterminism", nd::Severity::kInfo, "model", "all", false, "evalrep.first_layer",
      "evalrep.rel_diff > 1e-05 and evalrep.baked_only != true and evalrep.gaussian_sampling == true"},
+    {"MODE010", "eval-nondeterminism", nd::Severity::kWarning, "model", "all", false, "evalstate.overwrite_layer",
+     "evalstate.params_overwritten_count > 0 and evalstate.overwritten_were_constant == false and "
+     "evalstate.history_rel_diff > 1e-05 and evalstate.rel_diff <= 1e-05"},
     {"NORM001", "norm-gain-growth", nd::Severity::kWarning, "layer", "all", false, "", "norm.gain_p99 > 10"},
     {"NORM002", "degenerate-norm-group", nd::Severity::kError, "layer", "all", false, "",
      "norm.values_per_group == 1"},
@@ -273,7 +276,7 @@ const Expected kExpected[] = {
     {"PREC008", "norm-eps-precision", nd::Severity::kError, "layer", "all", true, "",
      "prec.divisor_eps_vanishes == true"},
     {"PREC009", "fp16-overflow-risk", nd::Severity::kWarning, "layer", "all", true, "",
-     "prec.internal_overflow == true"},
+     "prec.internal_overflow == true and prec.norm_internal_overflow != true"},
     {"PREC010", "fp16-overflow-risk", nd::Severity::kError, "model", "all", false, "prec.native_failed_in",
      "prec.native_overflow == true"},
     {"PREC011", "loss-scale-underflow", nd::Severity::kInfo, "model", "all", true, "prec.grad_underflow_layer",
@@ -315,6 +318,9 @@ const Expected kExpected[] = {
     {"SEQ010", "padding-contamination", nd::Severity::kInfo, "model", "all", false, "pad.enters_at",
      "layout.padding_input != \"\" and pad.via_norm == false and pad.via_pooling_or_conv == false and pad.rel_diff > 0.001 and "
      "pad.over_floor > 10 and seq.trace_baked_length == false and pad.fixed_length_design == true"},
+    {"SEQ011", "padding-contamination", nd::Severity::kError, "model", "all", false, "pad.eval_entry_layer",
+     "pad.eval_entry_layer != \"\" and pad.rel_diff_eval > 0.001 and pad.eval_over_floor > 10 and pad.hypothetical == false "
+     "and pad.length_changed_in_baked_trace != true"},
     {"TL001", "nonfinite-forward", nd::Severity::kError, "layer", "all", false, "",
      "timeline.first_nonfinite_forward == true"},
     {"TL002", "nonfinite-gradient", nd::Severity::kError, "layer", "all", false, "",

@@ -444,8 +444,10 @@ void probe_features(Session& s) {
       // from a decoder: an audio or image decoder ends in one too, with
       // samples or pixels along its axes, so it is not judged.
       bool linear_head = false;
+      bool from_product = false;
       const OutputProductSite& product = im.output_product();
       if (head == "?" && !product.kind.empty()) {
+        from_product = true;
         // No module wrote the output: one contraction in a forward did,
         // through rearrangements and scalings only (SimCLR's
         // cat([positives, negatives]) / temperature of features @
@@ -531,6 +533,12 @@ void probe_features(Session& s) {
           // Above 4: the head alone makes logits 4x the RMS of its input
           // (a normalized input has RMS about 1).
           mm["logits.head_init_large"] = gain > 4;
+          // Similarity logits: a product of two activations (SimCLR's and
+          // MoCo's q . k / T, CLIP's image . text): their size is the
+          // features' norms times the inverse temperature, so the features
+          // must be L2-normalized (facebookresearch/moco builder.py; an
+          // unnormalized MoCo reaches mean |log Z| 96, eval42 C02).
+          mm["logits.similarity"] = from_product && product.kind == "similarity";
         }
       }
       probe["logits_head"] = head;

@@ -80,6 +80,15 @@ std::set<const void*> parameters_behind_detach(const Session& s);
 /// changed one counts as state the forward leaves behind (MODE007).
 std::vector<std::string> parameters_written_in_forward(const Session& s);
 
+/// Plain attributes (bool, int, float) that the forward assigns with
+/// prim::SetAttr, as (module path, attribute name) in graph order: a
+/// one-shot flag such as Glow's ActNorm `self.initialized = True` after its
+/// data-dependent initialization (rosinality/glow-pytorch #6). Every pass
+/// saves and restores them with the buffers (Session::run_pass), so each
+/// pass starts from the state the file was saved in. Empty for exported
+/// programs or when the graph cannot be read.
+std::vector<std::pair<std::string, std::string>> attributes_set_in_forward(const Session& s);
+
 /// Deliberately small gains on residual branches: trainable parameters whose
 /// every element is at most 1e-3 in magnitude and not all zero, used as a
 /// factor whose product reaches a residual addition (LayerScale's gamma, CaiT's

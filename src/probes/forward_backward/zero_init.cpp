@@ -303,21 +303,59 @@ std::vector<std::string> parameters_written_in_forward(const Session& s) {
   if (params.empty()) return out;
   try {
     const AttrReads ar = tensor_attribute_reads(s);
-    for (const auto& [path, v] : ar.reads) {
+    for (const auto& [path, v0] : ar.reads) {
       if (!params.count(path) || std::find(out.begin(), out.end(), path) != out.end()) continue;
-      for (const auto& u : v->uses()) {
-        const std::string k = kind_of(u.user);
-        // An in-place aten op on the parameter itself (its first argument):
-        // HF RWKV's rescale_every divides the output weights by 2 in place
-        // (div_), and a trace keeps the op.
-        if (u.offset == 0 && k.rfind("aten::", 0) == 0 && k.size() > 7 && k.back() == '_' && k != "aten::requires_grad_") {
-          out.push_back(path);
-          break;
+      // The parameter and the tensors that alias its storage: `.data` and
+      // `.detach()` (Glow's ActNorm.initialize writes self.loc.data.copy_(...)
+      // on its first call, eval40 C01), views and slices of either.
+      std::vector<const Value*> aliases{v0};
+      bool written = false;
+      for (size_t i = 0; i < aliases.size() && !written && aliases.size() < 64; ++i)
+        for (const auto& u : aliases[i]->uses()) {
+          const std::string k = kind_of(u.user);
+          // An in-place aten op on it (its first argument): HF RWKV's
+          // rescale_every divides the output weights by 2 in place (div_),
+          // and a trace keeps the op.
+          if (u.offset == 0 && k.rfind("aten::", 0) == 0 && k.size() > 7 && k.back() == '_' && k != "aten::requires_grad_") {
+            written = true;
+            break;
+          }
+          static const std::set<std::string> kAlias = {"prim::data", "aten::detach", "aten::view", "aten::view_as",
+                                                        "aten::reshape", "aten::select", "aten::slice", "aten::squeeze",
+                                                        "aten::unsqueeze", "aten::flatten", "aten::expand_as", "aten::t",
+                                                        "aten::permute", "aten::transpose"};
+          if (u.offset == 0 && kAlias.count(k) && u.user->outputs().size() == 1) aliases.push_back(u.user->output());
         }
-      }
+      if (written) out.push_back(path);
     }
   } catch (const std::exception&) {
     // No graph to read: nothing known to be written.
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> attributes_set_in_forward(const Session& s) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (s.model.kind != "traced" && s.model.kind != "scripted") return out;
+  try {
+    std::shared_ptr<torch::jit::Graph> g = s.model.module.get_method("forward").graph()->copy();
+    torch::jit::Inline(*g);
+    ScopeResolver scopes(s.model);
+    std::vector<Node*> nodes;
+    walk(g->block(), nodes);
+    for (Node* n : nodes) {
+      if (n->kind() != c10::prim::SetAttr || n->inputs().size() < 2) continue;
+      const c10::TypePtr t = n->input(1)->type();
+      if (t->cast<c10::TensorType>()) continue;  // a tensor attribute is a buffer or parameter, kept as such
+      if (t->kind() != c10::TypeKind::BoolType && t->kind() != c10::TypeKind::IntType && t->kind() != c10::TypeKind::FloatType)
+        continue;
+      auto owner = scopes.module_path_of(n->input(0));
+      if (!owner) continue;
+      const std::pair<std::string, std::string> key{*owner, n->s(c10::attr::name)};
+      if (std::find(out.begin(), out.end(), key) == out.end()) out.push_back(key);
+    }
+  } catch (const std::exception&) {
+    // No graph to read: nothing known to be set.
   }
   return out;
 }

@@ -1353,9 +1353,65 @@ void probe_normalization(Session& s) {
       mm["evalstate.note"] = std::string("the second eval call failed: ") + e.what();
     }
   }
+  // Parameters the eval forward overwrote, or a plain attribute it set (a
+  // one-shot `initialized` flag): a data-dependent initialization on the
+  // first call (Glow's ActNorm). Called twice on the same batch it gives the
+  // same output, so the repeat above sees nothing; what it does depends on
+  // which batch comes first. When the file holds trained values, the first
+  // call discards them (rosinality/glow-pytorch #6: the flag a Python
+  // attribute, not saved, so a loaded checkpoint re-initializes; eval40
+  // C01). Measured: the eval forward called first on the last example
+  // alone, then on the batch, against the batch as the first call.
+  if (!s.eval_param_writes.empty()) {
+    std::vector<std::string> names;
+    double rel = 0;
+    bool constant = true;
+    std::string layer;
+    for (const auto& mi : s.model.modules)
+      for (const auto& p : mi.module.named_parameters(/*recurse=*/false)) {
+        const std::string n = mi.path.empty() ? p.name : mi.path + "." + p.name;
+        auto it = s.eval_param_writes.find(n);
+        if (it == s.eval_param_writes.end()) continue;
+        if (layer.empty()) layer = mi.path.empty() ? std::string("<root>") : mi.path;
+        names.push_back(n);
+        rel = std::max(rel, it->second.rel_change);
+        constant = constant && it->second.saved_constant;
+      }
+    mm["evalstate.params_overwritten"] = short_list(names, 4);
+    mm["evalstate.params_overwritten_count"] = static_cast<int64_t>(names.size());
+    mm["evalstate.param_rel_change"] = metric_number(rel);
+    mm["evalstate.overwritten_were_constant"] = constant;
+    mm["evalstate.overwrite_layer"] = layer;
+    // The other state it set: plain attributes, and buffers (the fixed
+    // ActNorm's `initialized` buffer still 0 after an old checkpoint was
+    // loaded with strict=False: eval40 C01b).
+    std::vector<std::string> state = s.eval_attribute_writes;
+    for (const auto& n : s.eval_buffer_writes)
+      if (!s.eval_param_writes.count(n)) state.push_back(n);
+    mm["evalstate.flags_set"] = state.empty() ? std::string("none") : short_list(state, 4);
+    if (batch >= 2) {
+      PassSpec h;
+      h.name = "eval-after-another-batch";
+      h.probe = "normalization";
+      h.keep_baked = true;
+      h.warmup_calls = 1;
+      h.warmup_args = select_examples(s, layout, at::tensor({batch - 1}, at::kLong));
+      try {
+        const PassResult r = s.run_pass(h);
+        mm["evalstate.history_rel_diff"] = metric_number(Session::relative_difference(r.output, eval.output, /*ids=*/true));
+      } catch (const PassError& e) {
+        mm["evalstate.note"] = std::string("the eval call after another batch failed: ") + e.what();
+      }
+    }
+    if (constant)
+      s.doc.assumptions.push_back("the eval forward initializes " + short_list(names, 4) +
+                                  " from the batch it is given (their saved values are constants: taken as a model before "
+                                  "training); every pass here starts from the saved values, as the file's first call does");
+  }
 
   // ---- batch dependence in eval mode --------------------------------------
   if (batch >= 2) {
+    mm["batchdep.first_call_init"] = false;
     // As a user runs it (traced flags as saved), dropout off so random masks
     // do not read as batch dependence. Module outputs are measured on
     // example 0 only, to find where example 0 alone and in the batch part.
@@ -1737,7 +1793,22 @@ void probe_normalization(Session& s) {
         const std::string owner = mm.count("batchdep.first_layer") ? mm["batchdep.first_layer"].get<std::string>() : first;
         for (const auto& n : s.eval_buffer_writes)
           if (owner.empty() || n.rfind(owner + ".", 0) == 0) writes += (writes.empty() ? "" : ", ") + n;
-        if (!writes.empty()) {
+        // Parameters it overwrote, once (a second call on the same batch
+        // gives the same output): a data-dependent initialization from the
+        // batch it is first given (Glow's ActNorm). Alone, an example is
+        // normalized with its own statistics; that is the initialization,
+        // stated by MODE010 (a trained checkpoint) or an assumption (a model
+        // before training), not a batch dependence of the model's layers.
+        bool init_params = false;
+        for (const auto& [n, pw] : s.eval_param_writes)
+          if (owner.empty() || n.rfind(owner + ".", 0) == 0) init_params = true;
+        auto repeat = mm.find("evalstate.rel_diff");
+        const bool one_shot = init_params && repeat != mm.end() && repeat->second.is_number() && repeat->second.get<double>() <= 1e-5;
+        if (one_shot) {
+          cause += "; in eval mode its forward initializes its parameters (" + writes +
+                   ") from the batch it is first given, so alone an example is normalized with its own statistics";
+          mm["batchdep.first_call_init"] = true;
+        } else if (!writes.empty()) {
           cause += "; in eval mode its forward also writes to its buffers (" + writes +
                    "), so its outputs depend on the calls before";
           mm["batchdep.writes_buffers"] = true;

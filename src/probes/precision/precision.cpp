@@ -1006,6 +1006,10 @@ void probe_precision(Session& s) {
     LayerMetrics* lm = s.doc.find_layer(producer_layer);
     if (!inversion && lm && it != cmp.end() && it->second.compared > 0 && it->second.new_nonfinite == 0) {
       lm->metrics["prec.internal_overflow"] = true;
+      // Whether that op is the module's normalizing statistic: then PREC006
+      // names the one cause and PREC009 steps aside (eval42's StyleGAN2
+      // demodulation sum got both findings).
+      if (!lm->metrics.count("prec.norm_internal_overflow")) lm->metrics["prec.norm_internal_overflow"] = false;
       lm->metrics["prec.internal_overflow_op"] = pop;
       lm->metrics["prec.internal_overflow_count"] = mm["prec.producer_count"];
     }

@@ -43,6 +43,10 @@ void apply_noise_floors(Session& s) {
   // when the eval pass's larger change names another).
   if (auto d = mm.find("pad.rel_diff_train"); d != mm.end() && d->second.is_number())
     mm["pad.train_over_floor"] = over(d->second.get<double>());
+  // And the eval-mode change alone (SEQ010: the route inference takes when
+  // the train pass's larger change names a BatchNorm).
+  if (auto d = mm.find("pad.rel_diff_eval"); d != mm.end() && d->second.is_number())
+    mm["pad.eval_over_floor"] = over(d->second.get<double>());
   // A traced file with the sample's length baked in (seq.trace_baked_length,
   // probe_sequence): the largest change the padding or length comparison
   // measured above its floor where no normalization, pooling or
@@ -76,7 +80,7 @@ void apply_noise_floors(Session& s) {
 
 const std::vector<std::string>& noise_floors_writes() {
   static const std::vector<std::string> names = {
-      "pad.noise_floor", "pad.noise_floor_from", "pad.over_floor", "pad.train_over_floor", "seqlen.noise_floor",
+      "pad.noise_floor", "pad.noise_floor_from", "pad.over_floor", "pad.train_over_floor", "pad.eval_over_floor", "seqlen.noise_floor",
       "seqlen.noise_floor_from", "seqlen.over_floor", "seq.baked_length_effect", "seq.baked_length_how"};
   return names;
 }

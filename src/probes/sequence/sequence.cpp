@@ -89,7 +89,7 @@ std::set<int64_t> model_padding_idx(const Session& s, std::string* first_module 
   std::set<int64_t> padding_idx;
   std::string idx_module;
   for (const auto& mi : s.model.modules) {
-    if (mi.kind != "Embedding" || !mi.module._ivalue() || !mi.module.hasattr("padding_idx")) continue;
+    if ((mi.kind != "Embedding" && mi.kind != "EmbeddingBag") || !mi.module._ivalue() || !mi.module.hasattr("padding_idx")) continue;
     const c10::IValue v = mi.module.attr("padding_idx");
     if (v.isInt() && v.toInt() >= 0) {
       padding_idx.insert(v.toInt());
@@ -500,10 +500,19 @@ Layout infer_layout(const Session& s) {
           // equal to padding_idx may be a real token of a random sample).
           const auto padded_rows = [](const at::Tensor& p) { return p.any(1); };
           if (std::max(right.sum(1).max().item<int64_t>(), left.sum(1).max().item<int64_t>()) < 2) continue;
-          const bool right_ok = padded_rows(right).any().item<bool>() && padded_rows(right).logical_not().any().item<bool>() &&
+          // Some row unpadded (the batch padded to its longest row), or every
+          // row padded by runs of two lengths or more (padded to a fixed
+          // width beyond the longest: a recommender's multi-hot field of 6
+          // slots holding 1-3 genres, eval42 C04).
+          const auto unequal_runs = [](const at::Tensor& p) {
+            return std::get<0>(at::_unique(p.sum(1))).numel() >= 2;
+          };
+          const bool right_ok = padded_rows(right).any().item<bool>() &&
+                                (padded_rows(right).logical_not().any().item<bool>() || unequal_runs(right)) &&
                                 last_real.ge(0).all().item<bool>();
           const bool left_ok = !right_ok && padded_rows(left).any().item<bool>() &&
-                               padded_rows(left).logical_not().any().item<bool>() && first_real.lt(L.T).all().item<bool>();
+                               (padded_rows(left).logical_not().any().item<bool>() || unequal_runs(left)) &&
+                               first_real.lt(L.T).all().item<bool>();
           if (!right_ok && !left_ok) continue;
           if (from_data) {
             // Only in the runs, and runs of at least two lengths.
@@ -1543,7 +1552,9 @@ void probe_sequence(Session& s) {
     for (const auto& f : im.constant_factories()) {
       if (T < 4) break;
       bool hit = false;
-      if (f.op == "aten::arange") {
+      if (f.op == "aten::arange" && f.frequency_index) {
+        continue;
+      } else if (f.op == "aten::arange") {
         // (end), (start, end) or (start, end, step) among the ints.
         const auto& v = f.ints;
         const bool step1 = v.size() < 3 || v[2] == 1 || v[2] == -1;
@@ -1634,6 +1645,24 @@ void probe_sequence(Session& s) {
         if ((pass == 0 && f.module == layer && !layer.empty()) || (pass == 1 && within(f.module) && !layer.empty()) ||
             (pass == 2 && !conv && reads))
           return {conv ? "convolution" : "pooling", f.op + (conv ? " over time" : " over the time axis"), f.module};
+      }
+    // The layer is an nn.EmbeddingBag: it sums, averages or max-pools the
+    // embeddings of every position of each bag ([B, L] ids, one bag per
+    // row), the padding ids among them unless its padding_idx excludes them
+    // (DeepFM's multi-hot genre field, pytorch#3194 and #47858: the mean
+    // divides by the padded length; eval42 C04). F.embedding_bag flattens
+    // the ids before the op, so the graph keeps no axis roles for it.
+    if (!layer.empty())
+      for (const auto& mi : s.model.modules) {
+        if (mi.path != layer || mi.kind != "EmbeddingBag") continue;
+        std::string mode = "mean";
+        if (mi.module._ivalue() && mi.module.hasattr("mode") && mi.module.attr("mode").isString())
+          mode = mi.module.attr("mode").toStringRef();
+        std::string why = "no padding_idx excludes the padding ids";
+        if (mi.module._ivalue() && mi.module.hasattr("padding_idx") && mi.module.attr("padding_idx").isInt() &&
+            mi.module.attr("padding_idx").toInt() >= 0)
+          why = "the padding ids appended are not its padding_idx " + std::to_string(mi.module.attr("padding_idx").toInt());
+        return {"pooling", "the EmbeddingBag's mode='" + mode + "' reduction over each bag's positions (" + why + ")", layer};
       }
     // The layer is a convolution module whose op's axes the graph names only
     // "spatial" (a transpose to [batch, channel, time] hid the time role:
@@ -1902,6 +1931,24 @@ void probe_sequence(Session& s) {
       if (padded_train && !train_worse && via.empty() && dt.root > kChanged) train_via = norm_route(dt, /*eval_mode=*/false);
       s.doc.model_metrics["pad.train_norm_layer"] = train_via;
     }
+    // The converse (eval40 C03, NeMo's QuartzNet exported with
+    // conv_mask=False): the train pass shows the larger change, through a
+    // BatchNorm's batch statistics (SEQ001), while in eval mode, with running
+    // statistics, padding still reaches real positions through a convolution
+    // or a pooling over time that no mask excludes it from. That route is the
+    // one inference takes, and masking it is a different fix: SEQ010's.
+    {
+      Entry ee;
+      if (train_worse && !via.empty() && padded_eval && de.root > kChanged && norm_route(de, /*eval_mode=*/true).empty())
+        ee = entry_at(de.first);
+      s.doc.model_metrics["pad.eval_entry_layer"] = ee.kind.empty() ? std::string() : ee.layer;
+      if (!ee.kind.empty()) {
+        s.doc.model_metrics["pad.eval_entry_kind"] = ee.kind;
+        s.doc.model_metrics["pad.eval_entry_op"] = ee.op;
+        s.doc.model_metrics["pad.eval_first_layer"] = de.first;
+        jp["eval"]["entry"] = {{"kind", ee.kind}, {"op", ee.op}, {"layer", ee.layer}};
+      }
+    }
     // Not through a norm: a pooling over time or a convolution over time.
     const Entry e = (w.root > kChanged && via.empty()) ? entry_at(w.first) : Entry{};
     s.doc.model_metrics["pad.via_pooling_or_conv"] = !e.kind.empty();
@@ -2157,7 +2204,7 @@ const std::vector<std::string>& sequence_writes() {
       "pad.enters_at", "pad.enters_through", "pad.entry_layer", "pad.fixed_length_design", "pad.fixed_length_note", "pad.entry_op", "pad.error", "pad.first_layer",
       "pad.first_layer_kind", "pad.how", "pad.hypothetical", "pad.mask_note", "pad.mode", "pad.padding_declared", "pad.padding_declared_from",
       "pad.norm_layer", "pad.norms_over_time", "pad.padded_to", "pad.spread_by_norm", "pad.spread_note", "pad.length_changed_in_baked_trace",
-      "pad.rel_diff", "pad.rel_diff_eval", "pad.rel_diff_train", "pad.train_norm_layer", "pad.via_norm", "pad.via_pooling_or_conv",
+      "pad.rel_diff", "pad.rel_diff_eval", "pad.eval_entry_layer", "pad.eval_entry_kind", "pad.eval_entry_op", "pad.eval_first_layer", "pad.rel_diff_train", "pad.train_norm_layer", "pad.via_norm", "pad.via_pooling_or_conv",
       "seq.fixed_length", "seq.trace_baked_length", "seq.trace_baked_length_at", "seq.trace_baked_length_module", "seq.sample_length", "seqlen.error", "seqlen.failed_layer", "seqlen.attention_sites", "seqlen.causal_attention", "seqlen.causal_intent", "seqlen.causal_intent_from", "seqlen.enters_at", "seqlen.first_layer", "seqlen.first_layer_kind", "seqlen.lengths", "seqlen.lookahead", "seqlen.lookahead_fraction",
       "seqlen.norm_layer", "seqlen.lookahead_note", "seqlen.rel_diff", "seqlen.rel_diff_at", "seqlen.via_input_standardization", "seqlen.via_norm"};
   return names;
