@@ -2689,7 +2689,51 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       // at export), which training replaces by logits into
       // BCE-with-logits; a prior bias of -11.5 there is its design (eval40
       // yolov8n got ACT004).
-      if (kind == TapKind::kSigmoidInput) site.to_output = returned(n, /*through_cat=*/true);
+      if (kind == TapKind::kSigmoidInput) {
+        site.to_output = returned(n, /*through_cat=*/true);
+        // x * sigmoid(a * x): the tensor the sigmoid's input is a scaling of.
+        auto base = [](Value* v) {
+          for (int i = 0; i < 6; ++i) {
+            Node* p = v->node();
+            const std::string pk = p->kind().toQualString();
+            if (pk == "aten::to" || pk == "aten::contiguous") {
+              v = p->input(0);
+              continue;
+            }
+            if (pk == "normdoctor::round" && p->inputs().size() == 4) {  // (id, dtype, inplace, value)
+              v = p->input(3);
+              continue;
+            }
+            if ((pk == "aten::mul" || pk == "aten::div") && p->inputs().size() >= 2) {
+              const auto tt = p->input(1)->type()->cast<c10::TensorType>();
+              const bool scalar = !tt || (tt->dim() && *tt->dim() == 0) || p->input(1)->node()->kind() == c10::prim::Constant;
+              if (scalar) {
+                v = p->input(0);
+                continue;
+              }
+              if (pk == "aten::mul") {
+                const auto t0 = p->input(0)->type()->cast<c10::TensorType>();
+                if (!t0 || (t0->dim() && *t0->dim() == 0) || p->input(0)->node()->kind() == c10::prim::Constant) {
+                  v = p->input(1);
+                  continue;
+                }
+              }
+            }
+            break;
+          }
+          return v;
+        };
+        Value* x = base(n->input(0));
+        std::vector<Value*> outs{n->output()};
+        for (size_t i = 0; i < outs.size() && i < 4; ++i)
+          for (const auto& u : outs[i]->uses()) {
+            const std::string uk = u.user->kind().toQualString();
+            if (uk == "normdoctor::round" && u.user->outputs().size() == 1) outs.push_back(u.user->output());
+            if ((uk == "aten::mul" || uk == "aten::mul_") && u.user->inputs().size() >= 2 && u.offset < 2 &&
+                base(u.user->input(1 - u.offset)) == x)
+              site.self_gated = true;
+          }
+      }
       if (kind == TapKind::kSoftmaxInput) {
         auto d = const_arg(n, 1);
         site.dim = (d && d->isInt()) ? d->toInt() : -1;

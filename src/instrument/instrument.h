@@ -76,6 +76,11 @@ struct TapSite {
   /// output is returned (through those and concatenation): a probability
   /// readout whose training takes the logits.
   bool to_output = false;
+  /// kSigmoidInput: the sigmoid gates its own input, x * sigmoid(a * x)
+  /// (QuickGELU's x * sigmoid(1.702 x) in CLIP and X-CLIP, a written-out
+  /// Swish): an activation whose gradient stays about 1 for large positive
+  /// x, not a gate whose saturation stops the gradient (ACT004 skips it).
+  bool self_gated = false;
   /// Attention sites: masks found between the score product and the softmax
   /// (additive terms or masked_fill), measured by normdoctor::mask_tap.
   int64_t masks = 0;

@@ -670,7 +670,14 @@ PassResult Session::run_pass(PassSpec spec) {
       r.collector->hook = fh;
   }
   std::vector<c10::IValue> a = spec.args.empty() ? arg_values() : spec.args;
-  const bool saved_mode = model.module.is_training();
+  // Every module's training flag back as the file saved it (a root saved
+  // in eval may hold submodules saved training, and the reverse).
+  auto restore_modes = [this] {
+    for (const auto& mi : model.modules)
+      if (mi.module._ivalue())
+        if (auto slot = mi.module._ivalue()->type()->findAttributeSlot("training"))
+          mi.module._ivalue()->setSlot(*slot, c10::IValue(mi.training));
+  };
 
   // Train-mode passes update BatchNorm running statistics in place, and a
   // forward may write to its buffers in eval mode too (rsl_rl's
@@ -716,6 +723,17 @@ PassResult Session::run_pass(PassSpec spec) {
   cfg.batch_norm_stats = spec.batch_norm_stats;
   try {
     model.module.train(spec.train_mode);
+    // A file saved while training with some modules kept in eval (a frozen
+    // teacher in distillation, a backbone whose BatchNorms were frozen with
+    // .eval() after model.train()): its training runs them in eval, so the
+    // train passes do too (eval43 C03: a twin whose teacher was in eval got
+    // a train/eval drift of its teacher in train mode). Each module's own
+    // flag, not recursively.
+    if (spec.train_mode && model.saved_training)
+      for (const auto& mi : model.modules)
+        if (!mi.training && mi.module._ivalue())
+          if (auto slot = mi.module._ivalue()->type()->findAttributeSlot("training"))
+            mi.module._ivalue()->setSlot(*slot, c10::IValue(false));
     if (spec.backward) {
       if (!target_loaded) {
         target = load_target();
@@ -794,13 +812,13 @@ PassResult Session::run_pass(PassSpec spec) {
       (void)pick_loss_output(r.output, opt, which);  // FatalRunError when forward returns no tensor
     }
   } catch (const FatalRunError& e) {
-    model.module.train(saved_mode);
+    restore_modes();
     restore_state();
     const std::string what = e.what();
     if (what.rfind(model.path, 0) == 0) throw;
     throw FatalRunError(e.kind(), e.exit_code(), model.path + ": " + what);  // every message names the file
   } catch (const Error& e) {
-    model.module.train(saved_mode);
+    restore_modes();
     restore_state();
     failed_collector = std::move(r.collector);
     std::string what = e.what();
@@ -808,12 +826,12 @@ PassResult Session::run_pass(PassSpec spec) {
     if (what.rfind(model.path, 0) != 0) what = model.path + ": " + what;  // every message names the file
     throw PassError(e.kind(), e.exit_code(), what, spec.name);
   } catch (const std::bad_alloc&) {
-    model.module.train(saved_mode);
+    restore_modes();
     saved.clear();  // nothing to restore into: free the copies first
     const Error oom = out_of_memory_error("the " + spec.name + " pass of the " + spec.probe + " probe", "std::bad_alloc", args);
     throw PassError(oom.kind(), oom.exit_code(), oom.what(), spec.name);
   } catch (const std::exception& e) {
-    model.module.train(saved_mode);
+    restore_modes();
     const std::string msg = trim_torch_error(e.what());
     if (is_out_of_memory(e)) {
       saved.clear();
@@ -897,7 +915,7 @@ PassResult Session::run_pass(PassSpec spec) {
                     spec.name);
   }
   ++passes_ok;
-  model.module.train(saved_mode);
+  restore_modes();
   if (!spec.train_mode) {
     // Buffers an eval-mode forward wrote to: its outputs depend on the calls
     // before it (run.eval_buffer_writes).
@@ -1197,6 +1215,27 @@ std::unique_ptr<Session> prepare_check(const CheckOptions& opt, const ProgressFn
       for (const auto& p : s.model.module.named_parameters(/*recurse=*/true)) by_name[p.name] = p.value;
       for (const auto& n : written)
         if (by_name.count(n)) s.written_params.push_back({n, by_name[n]});
+    }
+    // Modules saved in eval inside a root saved training: the train passes
+    // keep them in eval (Session::run_pass), as the training that saved
+    // them ran them; said, with the outermost of them.
+    if (s.model.saved_training) {
+      std::vector<std::string> kept;
+      for (const auto& mi : s.model.modules) {
+        if (mi.training || mi.path.empty()) continue;
+        // Only where it changes something: a batch_norm or dropout runs in it.
+        bool has_mode_op = false;
+        for (const auto& mo : s.inst->mode_ops())
+          has_mode_op = has_mode_op || mo.module == mi.path || mo.module.rfind(mi.path + ".", 0) == 0;
+        if (!has_mode_op) continue;
+        bool under = false;
+        for (const auto& k : kept) under = under || mi.path.rfind(k + ".", 0) == 0;
+        if (!under) kept.push_back(mi.path);
+      }
+      if (!kept.empty())
+        s.doc.assumptions.push_back("the train passes run " + short_list(kept, 4) +
+                                    " in eval mode, as the file saved them inside a model saved in training mode (a frozen "
+                                    "part kept in eval while the rest trains)");
     }
     // And the plain attributes it assigns (a one-shot `initialized` flag).
     for (const auto& [path, name] : attributes_set_in_forward(s))

@@ -474,7 +474,11 @@ void render_run(std::ostringstream& o, const ReportRun& run, int index, int coun
         return it == doc->model_metrics.end() ? std::string("-") : value_text(it->second);
       };
       o << "<section class=\"block\"><h2>Residual blocks</h2><p class=\"muted\">" << esc(mm("arch.placement")) << ", "
-        << esc(mm("arch.blocks")) << " blocks; final norm: " << esc(mm("arch.final_norm")) << "</p>";
+        << esc(mm("arch.blocks")) << " blocks; final norm: " << esc(mm("arch.final_norm"))
+        << (mm("arch.final_norm") == "n/a" && mm("arch.final_norm_layer") != "-" && !mm("arch.final_norm_layer").empty()
+                ? ", " + esc(mm("arch.final_norm_layer")) + " before the head"
+                : std::string())
+        << "</p>";
       table_head(o, {"block", "placement", "stream RMS in", "stream RMS out", "norms"});
       for (const auto& b : blocks) {
         if (!b.is_object()) continue;

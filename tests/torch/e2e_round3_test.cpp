@@ -4844,6 +4844,91 @@ TEST(Round42, ResidualBlocksBehindACastOrALearnedShortcutGain) {
   EXPECT_EQ(blocks(p), (Rows{{"stages.0.1.0", "pre-norm"}, {"stages.1.1.0", "pre-norm"}, {"stages.1.1.1", "pre-norm"},
                              {"stages.2.1.0", "pre-norm"}, {"stages.2.1.1", "pre-norm"}}));
 }
+
+// PyTorch's knowledge-distillation tutorial in a distiller that returns its
+// loss, saved in train mode: with distiller.train() the frozen teacher's
+// BatchNorms train too (MODE011 names the teacher and its 3 BatchNorms);
+// with teacher.eval() after train() the file keeps the teacher in eval, and
+// the train passes run it so (an assumption says it): no drift, no finding
+// (eval43 C03: the twin got BN004 from a teacher the tool put in train mode).
+TEST(Round43, AFrozenTeacherInTrainModeIsNamedAndOneKeptInEvalRunsSo) {
+  const std::string name = "r43_distiller_teacher_train";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  const json* f = finding(rep, "MODE011");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("layer"), "teacher");
+  EXPECT_EQ(num(f->at("evidence").at("mode.frozen_bn_in_training")), 3.0);
+  EXPECT_EQ(f->at("evidence").at("mode.frozen_bn_in_training_names"), "teacher.features.1, teacher.features.4, teacher.features.8");
+  const std::string twin = "r43_distiller_teacher_eval";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+  EXPECT_EQ(num(mm(t).at("mode.frozen_bn_in_training")), 0.0);
+  EXPECT_EQ(num(mm(t).at("drift.rel_output_diff")), 0.0);
+  bool said = false;
+  for (const auto& a : t.at("probes").at("assumptions"))
+    said = said || a.get<std::string>().find("the train passes run teacher in eval mode") != std::string::npos;
+  EXPECT_TRUE(said) << t.at("probes").at("assumptions");
+}
+
+// A NaFlex batch: patches padded to 48 beside patch_valid, a Bool [B, N].
+// A boolean is a mask whatever its name: refilling the padded patches
+// leaves the real outputs exactly as they were (eval43 timm_naflexvit: read
+// as token ids, the refill rewrote the mask, a false SEQ004; here SEQ010).
+TEST(Round43, ABooleanInputIsAMask) {
+  const std::string name = "r43_naflex_patch_valid";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  EXPECT_FALSE(has_rule(rep, "SEQ010"));
+  EXPECT_FALSE(has_rule(rep, "SEQ004"));
+  EXPECT_EQ(rep.at("probes").at("layout").at("padding"), "mask patch_valid");
+  EXPECT_EQ(num(mm(rep).at("pad.rel_diff")), 0.0);
+}
+
+// QuickGELU, x * sigmoid(1.702 x), on pre-activations of std about 5: half
+// of its sigmoid's inputs are beyond 6, and for the positive ones the
+// activation passes the gradient on: no ACT004 (eval43 hf_xclip).
+TEST(Round43, QuickGeluIsAnActivationNotAGate) {
+  const std::string name = "r43_quick_gelu_mlp";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  EXPECT_FALSE(has_rule(rep, "ACT004"));
+}
+
+// A small S3D with BatchNorm3d(momentum=0.001) calibrated on 6 batches,
+// checked on 2 clips: BN002/BN003 have no noise floor below 8 examples, and
+// the staleness no finding reports no longer explains the drift away:
+// BN009 names the first BatchNorm (eval43 tv_s3d: exit 0, no finding). The
+// cumulative calibration fits: clean.
+TEST(Round43, StaleStatisticsBelowTheExamplesGateAreStillReported) {
+  const std::string name = "r43_s3d_momentum_0001";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  EXPECT_EQ(mm(rep).at("drift.explained_by_stale_stats"), true);
+  EXPECT_EQ(num(mm(rep).at("bn.layers_past_single_gate")), 0.0);
+  const std::string twin = "r43_s3d_cumulative";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+}
+
+// pyGAT batched over graphs padded to 14 nodes, masked with -inf: the
+// padded nodes' rows are all -inf and the graph attention's softmax (no
+// attention the recognizer lists) makes 18 rows NaN. ACT001's first fix
+// says so (eval41 C02 got only generic NaN fixes); pyGAT's -9e15 is clean.
+TEST(Round43, FullyMaskedSoftmaxRowsGetTheirOwnFix) {
+  const std::string name = "r43_gat_neg_inf_mask";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  const json* f = finding(rep, "ACT001");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->at("fix").at(0).get<std::string>().find("every entry masked"), std::string::npos) << f->at("fix");
+  const json* m = layer_metrics(rep, "attentions.0");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(num(m->at("softmax.masked_nan_rows")), nums(name).at("padded_rows").get<double>());
+  const std::string twin = "r43_gat_large_negative_mask";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+}
 }  // namespace
 
 #undef RUN_ROUND3

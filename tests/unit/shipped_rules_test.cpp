@@ -253,6 +253,8 @@ const Expected kExpected[] = {
     {"MODE010", "eval-nondeterminism", nd::Severity::kWarning, "model", "all", false, "evalstate.overwrite_layer",
      "evalstate.params_overwritten_count > 0 and evalstate.overwritten_were_constant == false and "
      "evalstate.history_rel_diff > 1e-05 and evalstate.rel_diff <= 1e-05"},
+    {"MODE011", "saved-in-train-mode", nd::Severity::kWarning, "model", "all", false, "mode.frozen_part",
+     "mode.frozen_bn_in_training > 0"},
     {"NORM001", "norm-gain-growth", nd::Severity::kWarning, "layer", "all", false, "", "norm.gain_p99 > 10"},
     {"NORM002", "degenerate-norm-group", nd::Severity::kError, "layer", "all", false, "",
      "norm.values_per_group == 1"},

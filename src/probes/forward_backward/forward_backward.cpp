@@ -646,6 +646,10 @@ void probe_forward_backward(Session& s) {
           a.sat_readouts += rec.fwd.numel;
           break;
         }
+        // x * sigmoid(a * x) (QuickGELU, a written-out Swish): an
+        // activation, not a gate; its saturation for large positive x
+        // passes the gradient on (eval43 hf_xclip got ACT004).
+        if (sig && t.self_gated) break;
         (sig ? a.sat_sigmoid : a.sat_tanh) += rec.saturated;
         // Infinite inputs are masks, not pre-activations (Llama 4's router:
         // sigmoid of the top-k logits scattered into a -inf tensor, so
@@ -805,6 +809,10 @@ void probe_forward_backward(Session& s) {
       }
       m["softmax.entropy_max"] = a.sm.row_len_max > 0 ? std::log(static_cast<double>(a.sm.row_len_max)) : 0.0;
       m["softmax.logit_absmax"] = a.sm.logit_absmax;
+      // Rows every entry of which is masked (-inf) that the softmax turned
+      // into NaN, attention or not (pyGAT's graph attention with padded
+      // nodes masked by -inf, eval41 C02): ACT001's fix for them.
+      m["softmax.masked_nan_rows"] = a.sm.nan_rows;
       // Attention softmaxes among them (scores of a matmul): which fixes fit
       // (1/sqrt(d_head), QK-norm for attention; z-loss for a router).
       m["softmax.attention_sites"] = a.attn_sites;

@@ -858,6 +858,18 @@ void probe_normalization(Session& s) {
     if (val(m, "bn.running_var_negative_count", 0) > 0) return true;  // BN012
     return (val(m, "bn.mean_z", 0) > 1 || val(m, "bn.var_ratio_off", 1) > 4) && confirms(m);
   };
+  // ... and past the noise gates of those rules, so that one of them reports
+  // it (a point estimate from fewer than 8 examples has no noise floor and
+  // is not judged by BN002/BN003: torchvision S3D on 2 clips, eval43).
+  auto reported_single = [&](const MetricMap& m) {
+    if (!is_stale_single(m)) return false;
+    auto it = m.find("bn.at_initial_values");
+    if (it != m.end() && it->second == true) return true;
+    if (val(m, "bn.running_nonfinite_count", 0) > 0 || val(m, "bn.running_var_negative_count", 0) > 0) return true;
+    return val(m, "bn.sample_examples", 0) >= 2 &&
+           ((val(m, "bn.mean_z", 0) > 1 && val(m, "bn.mean_z_over_noise", 0) > 3) ||
+            (val(m, "bn.var_ratio_off", 1) > 4 && val(m, "bn.var_ratio_over_noise", 0) > 3));
+  };
   auto is_stale = [&](const MetricMap& m) {  // ... or BN009's combined gate
     return is_stale_single(m) || (val(m, "bn.eval_error", 0) > kStaleEvalError &&
                                   val(m, "bn.eval_error_over_floor", 0) > kStaleOverFloor && confirms(m));
@@ -878,7 +890,7 @@ void probe_normalization(Session& s) {
   for (auto& l : s.doc.layers)
     if (l.metrics.count("bn.channels") && l.metrics.count("bn.has_running_stats") && l.metrics["bn.has_running_stats"] == true) {
       l.metrics["bn.stale"] = is_stale(l.metrics);
-      past_single_gate += is_stale_single(l.metrics) ? 1 : 0;
+      past_single_gate += reported_single(l.metrics) ? 1 : 0;
       bool shift = false;
       auto d = dropout_before.find(l.path);
       if (d != dropout_before.end()) {
@@ -1008,7 +1020,17 @@ void probe_normalization(Session& s) {
       const bool bn = l && (l->metrics.count("bn.channels") || l->kind.find("BatchNorm") != std::string::npos);
       mm["drift.cause"] = (bn ? "BatchNorm running statistics differ from the batch statistics"
                               : "a mode-dependent op other than dropout in " + first) + norms_note;
-      bool stale = bn && l->metrics.count("bn.stale") && l->metrics.at("bn.stale") == true;
+      // Stale where a finding can say so: past the noise gates of BN002,
+      // BN003 or BN009 (or at initial or broken values). A layer stale only
+      // by its point estimate, with no noise floor to judge it by (fewer than
+      // 8 examples: torchvision S3D on 2 clips, running_var 99% initial after
+      // 6 batches at momentum 0.001, eval output 15.8x smaller; eval43), does
+      // not explain the drift away: BN004 judges it by its own noise gates.
+      auto reportable = [&](const MetricMap& m) {
+        return reported_single(m) || (val(m, "bn.eval_error", 0) > kStaleEvalError &&
+                                      val(m, "bn.eval_error_over_floor", 0) > kStaleOverFloor && confirms(m));
+      };
+      bool stale = bn && reportable(l->metrics);
       std::string stale_layer = first;
       // The drift starts at a BatchNorm whose statistics fit within their
       // noise but grows at later ones that are stale (a ResNet after a short
@@ -1017,8 +1039,7 @@ void probe_normalization(Session& s) {
       if (!stale && bn) {
         std::vector<std::pair<int64_t, std::string>> stale_bns;
         for (const auto& ol : s.doc.layers)
-          if (ol.exec_order >= 0 && ol.metrics.count("bn.stale") && ol.metrics.at("bn.stale") == true)
-            stale_bns.push_back({ol.exec_order, ol.path});
+          if (ol.exec_order >= 0 && reportable(ol.metrics)) stale_bns.push_back({ol.exec_order, ol.path});
         std::sort(stale_bns.begin(), stale_bns.end());
         const double own = val(l->metrics, "bn.eval_error_over_floor", std::numeric_limits<double>::infinity());
         if (!stale_bns.empty() && own < kStaleOverFloor) {
@@ -1900,6 +1921,81 @@ void probe_normalization(Session& s) {
                                 : "apply dropout";
     }
     if (!baked_names.empty()) mm["mode.baked_training_true_modules"] = short_list(baked_names);
+    // The converse inside a file saved while training: BatchNorms whose
+    // parameters are all frozen (requires_grad false) saved in train mode
+    // beside modules that do train. A frozen teacher in distillation or a
+    // frozen backbone that follows the root's train() keeps normalizing with
+    // batch statistics and overwriting its running statistics with every
+    // batch, though nothing trains it (vrvlive/knowlege-distillation #2,
+    // facebookresearch/unbiased-teacher #47; eval43 C03). Its highest
+    // ancestor whose parameters are all frozen names the part (teacher).
+    if (s.model.saved_training && s.model.kind != "traced") {
+      bool trainable = false;
+      for (const auto& p : s.model.module.named_parameters(/*recurse=*/true)) trainable = trainable || p.value.requires_grad();
+      std::vector<std::string> frozen_bn;
+      std::set<std::string> seen_bn;
+      for (const auto& mo : im.mode_ops()) {
+        if (mo.baked || mo.constant || mo.op != "batch_norm" || mo.module.empty() || !seen_bn.insert(mo.module).second) continue;
+        auto it = by_path.find(mo.module);
+        if (it == by_path.end() || !it->second->training) continue;
+        bool has = false, all_frozen = true;
+        for (const auto& p : it->second->module.named_parameters(/*recurse=*/false)) {
+          has = true;
+          all_frozen = all_frozen && !p.value.requires_grad();
+        }
+        if (has && all_frozen) frozen_bn.push_back(mo.module);
+      }
+      mm["mode.frozen_bn_in_training"] = trainable ? static_cast<int64_t>(frozen_bn.size()) : int64_t{0};
+      if (trainable && !frozen_bn.empty()) {
+        std::string owner = frozen_bn.front();
+        for (std::string up = parent_module(owner); !up.empty(); up = parent_module(up)) {
+          auto a = by_path.find(up);
+          if (a == by_path.end()) break;
+          bool any = false, all_frozen = true;
+          for (const auto& p : a->second->module.named_parameters(/*recurse=*/true)) {
+            any = true;
+            all_frozen = all_frozen && !p.value.requires_grad();
+          }
+          if (!any || !all_frozen) break;
+          owner = up;
+        }
+        // A frozen part with the architecture of a trainable one (the same
+        // class and parameter shapes) is a momentum or EMA copy of it: MoCo's
+        // encoder_k, BYOL's target network, a mean teacher. Those run in
+        // train mode by design (MoCo's shuffle-BN normalizes keys with batch
+        // statistics); a distillation teacher is another architecture.
+        auto shapes = [](const torch::jit::Module& m) {
+          std::vector<std::vector<int64_t>> out;
+          for (const auto& p : m.named_parameters(/*recurse=*/true)) out.push_back(p.value.sizes().vec());
+          return out;
+        };
+        std::string copy_of;
+        auto ow = by_path.find(owner);
+        if (ow != by_path.end()) {
+          const auto own_shapes = shapes(ow->second->module);
+          for (const auto& mi : s.model.modules) {
+            if (mi.path == owner || mi.kind != ow->second->kind || mi.path.rfind(owner + ".", 0) == 0 ||
+                owner.rfind(mi.path + ".", 0) == 0)
+              continue;
+            bool trains = false;
+            for (const auto& p : mi.module.named_parameters(/*recurse=*/true)) trains = trains || p.value.requires_grad();
+            if (trains && shapes(mi.module) == own_shapes) {
+              copy_of = mi.path;
+              break;
+            }
+          }
+        }
+        mm["mode.frozen_bn_in_training_names"] = short_list(frozen_bn);
+        mm["mode.frozen_part"] = owner;
+        if (!copy_of.empty()) {
+          mm["mode.frozen_part_copy_of"] = copy_of;
+          mm["mode.frozen_bn_in_training"] = int64_t{0};
+          s.doc.assumptions.push_back(owner + " (frozen, in training mode) has the architecture of the trainable " + copy_of +
+                                      ": taken as its momentum or EMA copy (MoCo's key encoder, BYOL's target), which runs "
+                                      "in training mode by design");
+        }
+      }
+    }
   }
   int64_t baked_true = 0, baked_false = 0;
   for (bool v : im.baked_values()) (v ? baked_true : baked_false)++;

@@ -970,6 +970,11 @@ void probe_precision(Session& s) {
       if ((norm_in_format && stat_overflowed) || (producer_statistic && !inversion)) {
         lm->metrics["prec.norm_internal_overflow"] = true;
         lm->metrics["prec.norm_internal_overflow_op"] = mm["prec.producer_op"];
+        // A written-out norm the recognizer lists (a LayerNorm, RMSNorm or
+        // GroupNorm by hand), which PyTorch's own modules can replace; not a
+        // statistic of another kind (StyleGAN2's weight demodulation, a
+        // cumulative LayerNorm: eval42 C03 was told to use nn.LayerNorm).
+        lm->metrics["prec.norm_replaceable"] = norm_in_format;
         if (nit != norms.end() && nit->second.measured && nit->second.overflow_rows > 0)
           lm->metrics["prec.norm_overflow_note"] = "; the statistic overflows in " + std::to_string(nit->second.overflow_rows) +
                                                    " of " + std::to_string(nit->second.rows) + " rows";

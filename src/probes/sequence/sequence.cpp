@@ -222,6 +222,14 @@ Layout infer_layout(const Session& s) {
       il.from = named_mask && !opt.mask_input.empty() ? "--mask-input " + opt.mask_input + " (integer [B]: lengths)"
                                                       : "integer [B] named " + a.name;
       if (L.lengths < 0 || named_mask) L.lengths = static_cast<int>(i);
+    } else if (t.scalar_type() == at::kBool && t.dim() == 2 && opt.mask_input.empty() && !time_major) {
+      // A boolean [B, T] is a mask whatever its name (timm NaFlexViT's
+      // patch_valid beside the [B, T, F] patches): never token ids, whose
+      // refill rewrote the mask itself (eval43: a false SEQ004).
+      il.role = "mask";
+      il.time_axis = 1;
+      il.from = "Bool [B, T] named " + a.name + ": a mask";
+      if (L.mask < 0) L.mask = static_cast<int>(i);
     } else if (integral && t.dim() == 2) {
       il.time_axis = time_major ? 0 : 1;
       if (has(n, "position")) {
@@ -2010,8 +2018,12 @@ void probe_sequence(Session& s) {
         for (const auto& v : s.args) given = given || v.name == a.name;
         if (!given) unfed += (unfed.empty() ? "" : ", ") + a.name;
       }
+      // (A mask or lengths argument the batch gives: said as such, eval40
+      // C03's JSON read "no padding mask or lengths" beside "lengths length".)
       s.doc.model_metrics["pad.mask_note"] =
-          unfed.empty() ? std::string("it takes no padding mask or lengths")
+          L.mask >= 0      ? "it takes the padding mask " + s.args[static_cast<size_t>(L.mask)].name
+          : L.lengths >= 0 ? "it takes the lengths " + s.args[static_cast<size_t>(L.lengths)].name
+          : unfed.empty() ? std::string("it takes no padding mask or lengths")
                         : "the batch gives no padding mask or lengths (forward's optional " + unfed +
                               (unfed.find(',') == std::string::npos ? " was" : " were") + " left at the default)";
     }
