@@ -1177,7 +1177,11 @@ void Collector::set_ints(int64_t id, std::vector<int64_t> v) {
 }
 
 void Collector::on_grad(int64_t id, const at::Tensor& g) {
-  if (grad_paused) return;
+  // An undefined gradient: autograd calls the hook of a tensor that the
+  // loss does not reach through it (an output of a tuple the loss does not
+  // read, diffusers' SD3 ControlNet returning its block samples: eval44's
+  // train pass raised "Expected a proper Tensor but got None").
+  if (grad_paused || !g.defined()) return;
   Measured m = measure(g.detach(), g, false, last_grad_);
   std::lock_guard<std::mutex> lock(mu_);
   TapRecord& r = records_[static_cast<size_t>(id)];
@@ -1194,7 +1198,7 @@ ScopeResolver::ScopeResolver(const LoadedModel& model) : model_(model) {
   for (size_t i = 0; i < model.modules.size(); ++i) index_[model.modules[i].path] = i;
 }
 
-bool ScopeResolver::repeated_entries(const std::string& path) const {
+std::pair<int64_t, size_t> ScopeResolver::numbered_entries(const std::string& path) const {
   const std::string prefix = path.empty() ? std::string() : path + ".";
   std::set<std::string> kinds;
   int64_t entries = 0;
@@ -1206,22 +1210,17 @@ bool ScopeResolver::repeated_entries(const std::string& path) const {
     ++entries;
     kinds.insert(model_.modules[it->second].kind);
   }
-  return entries >= 2 && kinds.size() == 1;
+  return {entries, kinds.size()};
+}
+
+bool ScopeResolver::repeated_entries(const std::string& path) const {
+  const auto [entries, kinds] = numbered_entries(path);
+  return entries >= 2 && kinds == 1;
 }
 
 bool ScopeResolver::mixed_entries(const std::string& path) const {
-  const std::string prefix = path.empty() ? std::string() : path + ".";
-  std::set<std::string> kinds;
-  int64_t entries = 0;
-  for (auto it = index_.lower_bound(prefix); it != index_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
-    const std::string rest = it->first.substr(prefix.size());
-    if (rest.empty() || rest.find('.') != std::string::npos ||
-        !std::all_of(rest.begin(), rest.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      continue;
-    ++entries;
-    kinds.insert(model_.modules[it->second].kind);
-  }
-  return entries >= 2 && kinds.size() >= 2;
+  const auto [entries, kinds] = numbered_entries(path);
+  return entries >= 2 && kinds >= 2;
 }
 
 namespace {

@@ -691,6 +691,9 @@ class ScopeResolver {
   std::map<const void*, std::vector<std::string>> cache_;
   std::map<const torch::jit::Graph*, std::map<std::string, int64_t>> scope_nodes_;
   std::map<std::string, size_t> index_;  // path -> modules_ index
+  /// The numbered entries of container `path` (.0, .1, ...) and how many
+  /// module classes they have.
+  std::pair<int64_t, size_t> numbered_entries(const std::string& path) const;
 };
 
 /// The batch_norm input tap whose layer raised PyTorch's "Expected more than

@@ -4929,6 +4929,43 @@ TEST(Round43, FullyMaskedSoftmaxRowsGetTheirOwnFix) {
   RUN_ROUND3(t, twin);
   expect_findings(t, twin, Set{});
 }
+
+// HF's LlamaRMSNorm without its fp32 upcast in a decoder whose stream
+// carries a channel of 300, in fp16: every norm after the channel appears
+// squares it past 65504, its mean square becomes Inf and the row comes out
+// zero. Each is PREC006, measured by the statistic computed in the format
+// where the run's Inf does not reach an output (eval44 found none of them;
+// before, only the first norm). The upcast twin has none.
+TEST(Round44, EveryNormSquaringPastTheFormatIsNamed) {
+  const std::vector<std::string> flags = {"--precision", "fp16", "--select", "PREC006"};
+  const std::string name = "r44_llama_rmsnorm_fp16_square";
+  RUN_ROUND3(rep, name, flags);
+  expect_findings(rep, name, manifest_findings(name));
+  for (const std::string layer : {"layers.1.input_layernorm", "norm"}) {
+    const json* m = layer_metrics(rep, layer);
+    ASSERT_NE(m, nullptr) << layer;
+    EXPECT_EQ(num(m->at("prec.norm_overflow_rows")), nums(name).at("rows").get<double>()) << layer;
+  }
+  const std::string twin = "r44_llama_rmsnorm_upcast";
+  RUN_ROUND3(t, twin, flags);
+  expect_findings(t, twin, Set{});
+}
+
+// An SD3-style ControlNet traced in eval, its zero-initialized
+// controlnet_blocks returning the block samples stacked or as a tuple:
+// GRAD005 (zero-initialized by design), not GRAD004 on every module before
+// the zero blocks nor GRAD017's cut path (eval44 sd3cn_fp16: torch.stack
+// hid the zero product's way to the output); the tuple runs its train pass.
+TEST(Round44, ZeroInitializedControlNetOutputsAreByDesign) {
+  for (const std::string name : {"r44_sd3_controlnet_stacked", "r44_sd3_controlnet_tuple"}) {
+    RUN_ROUND3(rep, name);
+    expect_findings(rep, name, Set{});
+    EXPECT_EQ(rep.at("probes").at("forward_backward").value("status", ""), "ok") << name;
+    EXPECT_FALSE(has_rule(rep, "GRAD017")) << name;
+    EXPECT_FALSE(has_rule(rep, "GRAD004")) << name;
+    EXPECT_NE(info_finding(rep, "GRAD005", "controlnet_blocks.0"), nullptr) << name;
+  }
+}
 }  // namespace
 
 #undef RUN_ROUND3

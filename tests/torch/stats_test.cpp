@@ -288,6 +288,16 @@ TEST(Collector, NestedModulesReadTheirSharedOutputOnce) {
   EXPECT_GT(pairs, 0) << "no chained taps of nested modules found";
 }
 
+// Autograd may call a tensor's gradient hook with an undefined gradient
+// (an output the loss does not reach through it: eval44's SD3 ControlNet
+// returning its block samples as a tuple). The collector ignores it
+// instead of raising "Expected a proper Tensor but got None".
+TEST(Collector, AnUndefinedGradientIsIgnored) {
+  nd::Collector c(2);
+  EXPECT_NO_THROW(c.on_grad(1, at::Tensor()));
+  EXPECT_EQ(c.records()[1].grad_calls, 0);
+}
+
 }  // namespace
 
 }  // namespace nd_test_stats_test

@@ -88,7 +88,10 @@ bool keeps_zero(const std::string& k) {
       "aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d", "aten::max_pool1d", "aten::max_pool2d",
       "aten::max_pool3d", "aten::mean", "aten::sum", "prim::TupleConstruct", "prim::ListConstruct",
       "prim::DictConstruct", "aten::__getitem__", "prim::TupleIndex", "aten::chunk", "aten::split",
-      "prim::ListUnpack", "prim::TupleUnpack", "aten::index_select", "aten::float", "aten::half"};
+      "prim::ListUnpack", "prim::TupleUnpack", "aten::index_select", "aten::float", "aten::half",
+      // The zero part stays zero in a stacked or joined output (diffusers'
+      // SD3 ControlNet stacking its zero-initialized block outputs, eval44).
+      "aten::stack", "aten::cat"};
   return ops.count(k) > 0;
 }
 

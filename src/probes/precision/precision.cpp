@@ -981,6 +981,24 @@ void probe_precision(Session& s) {
       }
     }
   }
+  // A written-out norm computed in the format (no upcast, no fused kernel)
+  // whose statistic overflows when it is computed in the format row by row
+  // (norm_internals: its squares or their mean beyond the maximum), also
+  // when the run's emulation rounded only the norm's output: an RMSNorm
+  // squaring a stream channel of 1253 in fp16 gives rsqrt(inf) = 0 and
+  // zero rows natively, and no Inf reaches any output (eval44: HF Llama's
+  // RMSNorm without its fp32 upcast, 27 of 32 rows, missed).
+  for (auto& [path, n] : norms) {
+    if (!n.measured || n.fp32_inside || n.overflow_rows == 0) continue;
+    LayerMetrics* lm = s.doc.find_layer(path);
+    if (!lm || (lm->metrics.count("prec.norm_internal_overflow") && lm->metrics["prec.norm_internal_overflow"] == true)) continue;
+    lm->metrics["prec.norm_internal_overflow"] = true;
+    lm->metrics["prec.norm_internal_overflow_op"] = n.rms || n.l2 ? std::string("the square of its input")
+                                                                  : std::string("the square of its centered input");
+    lm->metrics["prec.norm_overflow_note"] = "; the statistic overflows in " + std::to_string(n.overflow_rows) + " of " +
+                                             std::to_string(n.rows) + " rows, computed in the format";
+    lm->metrics["prec.norm_replaceable"] = true;
+  }
   // A division by a statistic plus eps made the first NaN/Inf, and eps is 0
   // in the format: the eps-precision problem of a norm the recognizer does
   // not list as one (a weight standardization, x / (x.std() + eps)). A
