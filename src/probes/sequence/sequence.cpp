@@ -1944,7 +1944,7 @@ void probe_sequence(Session& s) {
     // BatchNorm's batch statistics (SEQ001), while in eval mode, with running
     // statistics, padding still reaches real positions through a convolution
     // or a pooling over time that no mask excludes it from. That route is the
-    // one inference takes, and masking it is a different fix: SEQ010's.
+    // one inference takes, and masking it is a different fix: SEQ011's.
     {
       Entry ee;
       if (train_worse && !via.empty() && padded_eval && de.root > kChanged && norm_route(de, /*eval_mode=*/true).empty())
