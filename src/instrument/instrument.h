@@ -681,6 +681,8 @@ class ScopeResolver {
   /// classes (Hugging Face T5's block.N.layer: T5LayerSelfAttention, then
   /// T5LayerFF): a list of different sublayers, not a stack of one unit.
   bool mixed_entries(const std::string& path) const;
+  /// How many numbered entries (.0, .1, ...) container `path` holds.
+  int64_t entry_count(const std::string& path) const { return numbered_entries(path).first; }
 
  private:
   /// Nodes of `graph` (all blocks) with a call stack whose chain holds

@@ -369,10 +369,29 @@ std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std:
       // layers.1: one class) keep their blocks (layers.0.blocks.1), and so
       // does a stage of one block (timm ConvNeXt's stages.0.blocks.0 at
       // depth 1 is no list of different sublayers: eval42 read stages.0).
-      if (!block.empty() && scopes.mixed_entries(parent_module(block))) {
+      // A stage of one block goes up to the stage only when every stage
+      // holds one block (NAFNet's decoders.i = Sequential(NAFBlock) in a
+      // small config: the stages are the repeated unit, eval39's ARCH008),
+      // not when the depths differ (ConvNeXt's 1-1-2-1).
+      const bool one_entry = !block.empty() && scopes.entry_count(parent_module(block)) == 1;
+      if (!block.empty() && (scopes.mixed_entries(parent_module(block)) || one_entry)) {
         for (auto it = chain.rbegin(); it != chain.rend(); ++it)
           if (it->size() < block.size() && block.compare(0, it->size() + 1, *it + ".") == 0 &&
               last_component_numeric(*it, false) && scopes.repeated_entries(parent_module(*it))) {
+            if (one_entry && !scopes.mixed_entries(parent_module(block))) {
+              // The container's path below the stage (".blocks" or ""), in
+              // every sibling stage.
+              const std::string rel = parent_module(block).substr(it->size());
+              const std::string stages = parent_module(*it);
+              bool all_single = true;
+              for (const auto& [p, idx] : scopes.paths()) {
+                if (p.size() <= stages.size() + 1 || p.compare(0, stages.size() + 1, stages + ".") != 0) continue;
+                const std::string tail = p.substr(stages.size() + 1);
+                if (tail.empty() || !std::all_of(tail.begin(), tail.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+                if (scopes.entry_count(p + rel) != 1) all_single = false;
+              }
+              if (!all_single) break;
+            }
             block = *it;
             break;
           }

@@ -4966,6 +4966,18 @@ TEST(Round44, ZeroInitializedControlNetOutputsAreByDesign) {
     EXPECT_NE(info_finding(rep, "GRAD005", "controlnet_blocks.0"), nullptr) << name;
   }
 }
+
+// NAFNet with one NAFBlock per stage: the stages are the repeated unit
+// (decoders.0 and decoders.1 in the stack `decoders`), and ARCH008 says
+// that stack has no final norm, by design (eval39 nafnet_train; lost
+// for a build while every one-block stage read as a stack of its own).
+TEST(Round44, OneBlockStagesAreTheBlocksWhenEveryStageHasOne) {
+  const std::string name = "r44_nafnet_one_block_stages";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  EXPECT_EQ(mm(rep).at("arch.final_stack"), "decoders");
+  EXPECT_NE(info_finding(rep, "ARCH008", "ending"), nullptr) << rep.at("findings").dump(1);
+}
 }  // namespace
 
 #undef RUN_ROUND3
