@@ -41,6 +41,19 @@ const std::set<std::string>& metadata_ops() {
   return ops;
 }
 
+/// True when `v` is a scalar operand: not a tensor (a number), a 0-d
+/// tensor, or a traced constant tensor of one element (a traced -log(10000)
+/// or a scale is recorded as a tensor constant without its sizes).
+bool scalar_operand(const Value* v) {
+  const auto tt = v->type()->cast<c10::TensorType>();
+  if (!tt || (tt->dim() && *tt->dim() == 0)) return true;
+  if (v->node()->kind() == c10::prim::Constant) {
+    const auto c = torch::jit::toIValue(v);
+    return c && c->isTensor() && c->toTensor().numel() == 1;
+  }
+  return false;
+}
+
 /// True when `n` takes a square root (aten::sqrt, aten::rsqrt, aten::pow with
 /// exponent +-0.5) of a one-pass variance, E[x^2] - E[x]^2 (+ eps): a
 /// difference whose first term is a mean or sum of a square and whose second
@@ -2293,6 +2306,17 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         }
       }
     }
+    {
+      static const std::set<std::string> scalar_uses = {"aten::Int", "aten::item", "aten::Float", "aten::Bool",
+                                                        "aten::ScalarImplicit", "aten::IntImplicit",
+                                                        "aten::FloatImplicit"};
+      bool only_scalar = !n->output()->uses().empty();
+      for (const auto& u : n->output()->uses()) {
+        const std::string uk = u.user->kind().toQualString();
+        if (!scalar_uses.count(uk) && !metadata_ops().count(uk)) only_scalar = false;
+      }
+      r.to_scalar = only_scalar;
+    }
     reductions_.push_back(std::move(r));
   }
   // Residual placement (pre-norm, post-norm, the final norm) is judged on
@@ -2704,18 +2728,13 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
               continue;
             }
             if ((pk == "aten::mul" || pk == "aten::div") && p->inputs().size() >= 2) {
-              const auto tt = p->input(1)->type()->cast<c10::TensorType>();
-              const bool scalar = !tt || (tt->dim() && *tt->dim() == 0) || p->input(1)->node()->kind() == c10::prim::Constant;
-              if (scalar) {
+              if (scalar_operand(p->input(1))) {
                 v = p->input(0);
                 continue;
               }
-              if (pk == "aten::mul") {
-                const auto t0 = p->input(0)->type()->cast<c10::TensorType>();
-                if (!t0 || (t0->dim() && *t0->dim() == 0) || p->input(0)->node()->kind() == c10::prim::Constant) {
-                  v = p->input(1);
-                  continue;
-                }
+              if (pk == "aten::mul" && scalar_operand(p->input(0))) {
+                v = p->input(1);
+                continue;
               }
             }
             break;
@@ -3117,18 +3136,8 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
               // Only scaled by scalars (a constant, a number): a product
               // with another tensor (positions * inv_freq) ends the walk.
               bool scalar_other = true;
-              for (const Value* in : u.user->inputs()) {
-                if (in == todo[i]) continue;
-                const auto tt = in->type()->cast<c10::TensorType>();
-                if (!tt || (tt->dim() && *tt->dim() == 0)) continue;
-                // A traced constant tensor of one element (-log(10000) is
-                // recorded as a 0-d tensor constant without its sizes).
-                if (in->node()->kind() == c10::prim::Constant) {
-                  const auto c = torch::jit::toIValue(in);
-                  if (c && c->isTensor() && c->toTensor().numel() == 1) continue;
-                }
-                scalar_other = false;
-              }
+              for (const Value* in : u.user->inputs())
+                if (in != todo[i] && !scalar_operand(in)) scalar_other = false;
               if (scalar_other) todo.push_back(u.user->output());
             }
           }
@@ -3467,6 +3476,57 @@ int64_t raised_batch_norm_tap(const std::vector<TapSite>& taps, const Collector&
     }
   }
   return first_tap >= 0 && taps[static_cast<size_t>(first_tap)].kind == TapKind::kBatchNormInput ? first_tap : -1;
+}
+
+/// Axes a normalization reduces over, for an input of rank `rank`; empty
+/// when unknown. `runtime_shape`: what a tap recorded at run time, the
+/// normalized_shape of a layer_norm/rms_norm computed there
+/// (F.layer_norm(x, x.shape[-2:])) or the dims of a written-out norm
+/// built at run time (NormOpSite::dims_tap).
+std::vector<int64_t> norm_reduced_axes(const NormOpSite& n, int64_t rank, const nlohmann::json& info,
+                                       const std::vector<int64_t>& runtime_shape) {
+  std::vector<int64_t> r;
+  if (n.op == "batch_norm") {
+    r.push_back(0);
+    for (int64_t d = 2; d < rank; ++d) r.push_back(d);
+  } else if (n.op == "instance_norm") {
+    for (int64_t d = 2; d < rank; ++d) r.push_back(d);
+  } else if (n.op == "group_norm") {
+    for (int64_t d = 1; d < rank; ++d) r.push_back(d);
+  } else if (n.op == "layer_norm" || n.op == "rms_norm") {
+    // A scripted nn.LayerNorm passes self.normalized_shape (an attribute,
+    // not a graph constant): the module's own value then.
+    nlohmann::json ns = n.args.value("normalized_shape", nlohmann::json());
+    if (!ns.is_array() && info.contains("normalized_shape")) ns = info["normalized_shape"];
+    // Computed at run time (F.layer_norm(x, x.shape[-2:])): what the op received.
+    if (!ns.is_array() && !runtime_shape.empty()) ns = runtime_shape;
+    if (!ns.is_array()) return {};
+    for (int64_t d = rank - static_cast<int64_t>(ns.size()); d < rank; ++d)
+      if (d >= 0) r.push_back(d);
+  } else if (n.op == "rms_norm_pattern" || n.op == "layer_norm_pattern" || n.op == "group_norm_pattern" ||
+             n.op == "l2_norm_pattern" || n.op == "batch_norm_pattern") {
+    nlohmann::json dims = n.args.value("dims", nlohmann::json());
+    // Dims filled at run time (NormOpSite::dims_tap): the list received.
+    if (dims == "dynamic" && !runtime_shape.empty()) dims = runtime_shape;
+    // A statistic over the rows a boolean mask keeps (x[~padding_mask]: the
+    // mask covers every axis but the features, the selection is [N, C]):
+    // its axis 0 stands for all of x's leading axes.
+    if (n.args.value("masked_rows", false) && dims == nlohmann::json::array({0})) {
+      for (int64_t d = 0; d + 1 < rank; ++d) r.push_back(d);
+      return r;
+    }
+    if (dims.is_string() && dims.get<std::string>() == "all") {
+      for (int64_t d = 0; d < rank; ++d) r.push_back(d);
+    } else if (dims.is_array()) {
+      for (const auto& x : dims) {
+        int64_t d = x.get<int64_t>();
+        if (d < 0) d += rank;
+        if (d >= 0 && d < rank) r.push_back(d);
+      }
+      std::sort(r.begin(), r.end());
+    }
+  }
+  return r;
 }
 
 }  // namespace nd

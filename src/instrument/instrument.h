@@ -127,6 +127,15 @@ struct NormOpSite {
   double dropout_upstream_p = 0;
 };
 
+/// Axes a normalization reduces over, for an input of rank `rank`; empty
+/// when unknown. `info`: the module's facts (a scripted nn.LayerNorm's
+/// normalized_shape attribute). `runtime_shape`: what a tap recorded at run
+/// time, the normalized_shape of a layer_norm/rms_norm computed there
+/// (F.layer_norm(x, x.shape[-2:])) or the dims of a written-out norm built
+/// at run time (NormOpSite::dims_tap).
+std::vector<int64_t> norm_reduced_axes(const NormOpSite& n, int64_t rank, const nlohmann::json& info,
+                                       const std::vector<int64_t>& runtime_shape = {});
+
 /// A residual addition out = stream + F(stream) (F holds a linear, matmul
 /// or convolution), with where the normalization sits (src/instrument/structure.h).
 struct ResidualSite {
@@ -213,6 +222,10 @@ struct ReductionSite {
   /// Part of a normalization recognized as such (a norm op or a written-out
   /// pattern over the same input): its axes are judged there (AXIS002).
   bool in_norm = false;
+  /// Its result only becomes a Python number (int(batch.max()) + 1, the
+  /// graph count of PyG's pooling; x.sum().item()): it sizes or steers the
+  /// computation but mixes no example's values into another's.
+  bool to_scalar = false;
 };
 
 class Collector;

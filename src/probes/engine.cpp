@@ -672,11 +672,15 @@ PassResult Session::run_pass(PassSpec spec) {
   std::vector<c10::IValue> a = spec.args.empty() ? arg_values() : spec.args;
   // Every module's training flag back as the file saved it (a root saved
   // in eval may hold submodules saved training, and the reverse).
-  auto restore_modes = [this] {
-    for (const auto& mi : model.modules)
-      if (mi.module._ivalue())
-        if (auto slot = mi.module._ivalue()->type()->findAttributeSlot("training"))
-          mi.module._ivalue()->setSlot(*slot, c10::IValue(mi.training));
+  // One module's own `training` attribute (Module::train sets it
+  // recursively; these set one module's slot only).
+  auto set_own_training = [](const ModuleInfo& mi, bool training) {
+    if (mi.module._ivalue())
+      if (auto slot = mi.module._ivalue()->type()->findAttributeSlot("training"))
+        mi.module._ivalue()->setSlot(*slot, c10::IValue(training));
+  };
+  auto restore_modes = [this, &set_own_training] {
+    for (const auto& mi : model.modules) set_own_training(mi, mi.training);
   };
 
   // Train-mode passes update BatchNorm running statistics in place, and a
@@ -731,9 +735,7 @@ PassResult Session::run_pass(PassSpec spec) {
     // flag, not recursively.
     if (spec.train_mode && model.saved_training)
       for (const auto& mi : model.modules)
-        if (!mi.training && mi.module._ivalue())
-          if (auto slot = mi.module._ivalue()->type()->findAttributeSlot("training"))
-            mi.module._ivalue()->setSlot(*slot, c10::IValue(false));
+        if (!mi.training) set_own_training(mi, false);
     if (spec.backward) {
       if (!target_loaded) {
         target = load_target();
@@ -858,6 +860,36 @@ PassResult Session::run_pass(PassSpec spec) {
           where = "\n  raised at the softmax of " + mod + " (its input was the last value measured)";
           break;
         case TapKind::kModuleOutput: {
+          // A module with another output that never got measured had not
+          // returned: the tapped value is one it computes early and also
+          // hands out (a trace returns a cast input beside the result when
+          // the caller reads the same tensor: DINOv3's embeddings return
+          // pixel_values.to(float32) for rope_embeddings, and the patch
+          // conv after that cast raised in fp16; eval42). Then the op that
+          // raised is inside it, most likely in the child reading that value.
+          bool returned = true;
+          const auto& recs = r.collector->records();
+          for (const auto& o : im.taps())
+            if (o.kind == TapKind::kModuleOutput && o.module == t.module && o.id != t.id &&
+                static_cast<size_t>(o.id) < recs.size() && recs[static_cast<size_t>(o.id)].calls == 0)
+              returned = false;
+          if (!returned && !t.module.empty()) {
+            where = "\n  raised inside " + mod + " before it returned (one of its outputs, computed early, was the last value measured)";
+            // Its first submodule (named_modules() order) whose output was
+            // never measured: the ops run in that order in most forwards.
+            std::set<std::string> measured, tapped;
+            for (const auto& o : im.taps())
+              if (o.kind == TapKind::kModuleOutput && static_cast<size_t>(o.id) < recs.size()) {
+                tapped.insert(o.module);
+                if (recs[static_cast<size_t>(o.id)].calls > 0) measured.insert(o.module);
+              }
+            for (const auto& mi : model.modules)
+              if (mi.path.rfind(t.module + ".", 0) == 0 && tapped.count(mi.path) && !measured.count(mi.path)) {
+                where += ", probably in " + mi.path + " (" + mi.kind + "), its first submodule whose output was not measured";
+                break;
+              }
+            break;
+          }
           where = "\n  raised after " + mod + " returned (the last value measured): in the op that runs next";
           // The module whose op reads that output (the graph's consumers, in
           // graph order: Gemma's q_proj after input_layernorm, eval33), else

@@ -4978,6 +4978,127 @@ TEST(Round44, OneBlockStagesAreTheBlocksWhenEveryStageHasOne) {
   EXPECT_EQ(mm(rep).at("arch.final_stack"), "decoders");
   EXPECT_NE(info_finding(rep, "ARCH008", "ending"), nullptr) << rep.at("findings").dump(1);
 }
+
+// PyG's DeeperGCN whose DeepGCNLayer calls its graph InstanceNorm without
+// the batch vector: F.instance_norm over every node of the mini-batch
+// (pyg-team/pytorch_geometric#9647). AXIS002 at every norm that ran (the node
+// axis of a graph batch holds every graph), BN005 naming instance_norm, not
+// the root's int(batch.max()) (eval45 C2), with the fix that passes `batch`.
+// The twin normalizes each graph over its own nodes: nothing.
+TEST(Round45, AGraphNormWithoutTheBatchVectorNormalizesOverEveryGraph) {
+  const std::string name = "r45_deepgcn_instnorm_whole_batch";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  const json* ax = finding(rep, "AXIS002");
+  ASSERT_NE(ax, nullptr);
+  EXPECT_EQ(ax->at("evidence").at("norm.reduced_axes"), "node (the nodes of all 6 graphs)");
+  EXPECT_NE(ax->at("fix").at(0).get<std::string>().find("norm(x, batch)"), std::string::npos);
+  const json* bn = finding(rep, "BN005");
+  ASSERT_NE(bn, nullptr);
+  EXPECT_EQ(bn->at("evidence").at("batchdep.batch_axis_op"), "instance_norm");
+  EXPECT_NE(bn->at("evidence").at("batchdep.cause").get<std::string>().find("the 64 nodes of all 6 graphs"), std::string::npos);
+  EXPECT_TRUE(nde2e::near_rel("batchdep.max_rel_diff", num(bn->at("evidence").at("batchdep.max_rel_diff")),
+                              nums(name).at("alone_vs_batch_last").get<double>(), 1e-3));
+  EXPECT_NE(bn->at("fix").at(0).get<std::string>().find("norm(x, batch)"), std::string::npos);
+  const std::string twin = "r45_deepgcn_instnorm_per_graph";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+}
+
+// PyG's DenseGCNConv on zero-padded dense batches: adj.sum(-1).pow(-0.5) is
+// inf at the padded nodes and inf * 0 NaN (MrLeeeee/GCN-GAT-and-Graphsage#3).
+// ACT001 at conv1 with its NaN count, and its parameter range over the
+// weight in its child `lin`, not only its own zero bias (eval45 C1).
+TEST(Round45, NonfiniteEvidenceReadsTheWeightsOfTheModulesChildren) {
+  const std::string name = "r45_dense_gcn_unguarded";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  const json* f = finding(rep, "ACT001");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(num(f->at("evidence").at("act.nan_count")), nums(name).at("conv1_nan").get<double>());
+  EXPECT_TRUE(nde2e::near_rel("param.absmax_all", num(f->at("evidence").at("param.absmax_all")),
+                              nums(name).at("conv1_weight_absmax").get<double>(), 1e-4));
+  EXPECT_EQ(f->at("evidence").at("fwd.producer_op"), "aten::pow");
+  const std::string twin = "r45_dense_gcn_clamped";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+}
+
+// nerf-pytorch with sigma = relu(raw[..., 3]) and a density head below zero
+// at every sample (nerf-meta#3): the dead ReLU sits in the root's forward
+// after the MLP. ACT006 there and one GRAD017 at the MLP, whose path closes
+// in the root's own forward; not one GRAD004 per Linear (eval45 C4 got
+// eight). Softplus (nerf-meta PR #4): nothing.
+TEST(Round45, ADeadReluInTheRootsForwardIsOneCut) {
+  const std::vector<std::string> flags = {"--target", round3("r45_nerf_target.pt")};
+  const std::string name = "r45_nerf_relu_density";
+  RUN_ROUND3(rep, name, flags);
+  expect_findings(rep, name, manifest_findings(name));
+  const json* cut = finding(rep, "GRAD017");
+  ASSERT_NE(cut, nullptr);
+  EXPECT_EQ(cut->at("evidence").at("grad.cut_before"), "the model's own forward after its last module");
+  EXPECT_EQ(num(cut->at("evidence").at("grad.cut_blocked_modules")), 8.0);
+  EXPECT_FALSE(has_rule(rep, "GRAD004"));
+  const json* dead = finding(rep, "ACT006");
+  ASSERT_NE(dead, nullptr);
+  EXPECT_EQ(num(dead->at("evidence").at("dead.examples")), 32.0);
+  const std::string twin = "r45_nerf_softplus_density";
+  RUN_ROUND3(t, twin, flags);
+  expect_findings(t, twin, Set{});
+}
+
+// A DINOv3-style trace whose embeddings return the fp32-cast input beside
+// their result: native fp16 raises in the patch conv inside the embeddings,
+// which had not returned. The fallback note says so and names the conv
+// (eval42 named rope_embeddings, "after embeddings returned").
+TEST(Round45, ANativeFailureInsideAModuleIsNotAfterIt) {
+  const std::string name = "r45_dinov3_fp16_cast";
+  RUN_ROUND3(rep, name, std::vector<std::string>{"--precision", "fp16"});
+  expect_findings(rep, name, Set{});
+  std::string note;
+  for (const auto& a : rep.at("probes").at("assumptions"))
+    if (a.get<std::string>().find("could not run natively") != std::string::npos) note = a.get<std::string>();
+  EXPECT_NE(note.find("raised inside embeddings before it returned"), std::string::npos) << note;
+  EXPECT_NE(note.find("probably in embeddings.patch_embeddings (Conv2d)"), std::string::npos) << note;
+  EXPECT_EQ(note.find("rope_embeddings"), std::string::npos) << note;
+  EXPECT_FALSE(mm(rep).contains("prec.native_failed_after")) << mm(rep).value("prec.native_failed_after", "");
+}
+
+// D-FINE / RT-DETR query selection: torch.topk over enc_score_head's scores
+// picks the queries gathered from the memory; the indices carry no
+// gradient. GRAD004 says so (eval45: it blamed detach()), with the fix of
+// an auxiliary loss. Queries weighted by their scores' sigmoid: nothing.
+TEST(Round45, ScoresRankedByTopkGetNoGradientThroughTheIndices) {
+  const std::vector<std::string> flags = {"--target", round3("r45_query_target.pt")};
+  const std::string name = "r45_query_select_topk";
+  RUN_ROUND3(rep, name, flags);
+  expect_findings(rep, name, manifest_findings(name));
+  const json* f = finding(rep, "GRAD004");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(num(f->at("evidence").at("grad.params_behind_index")), 2.0);
+  EXPECT_NE(f->at("message").get<std::string>().find("integer indices"), std::string::npos) << f->at("message");
+  EXPECT_EQ(f->at("message").get<std::string>().find("detach()"), std::string::npos) << f->at("message");
+  const std::string twin = "r45_query_select_weighted";
+  RUN_ROUND3(t, twin, flags);
+  expect_findings(t, twin, Set{});
+}
+
+// A dual-stream diffusion transformer (QwenImage / Chroma inputs): 64 image
+// tokens and a right-padded 12-token prompt with encoder_hidden_states_mask.
+// The mask names the prompt as the padded sequence (eval45: the image
+// tokens were taken, "padding: none"); a plain mean over the padded prompt
+// is SEQ003, the masked mean nothing.
+TEST(Round45, TheMaskNamesWhichStreamIsPadded) {
+  const std::string name = "r45_dual_stream_mean_pool";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  EXPECT_EQ(mm(rep).at("layout.padding_input"), "encoder_hidden_states_mask");
+  const std::string twin = "r45_dual_stream_masked_pool";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+  EXPECT_EQ(mm(t).at("layout.padding_input"), "encoder_hidden_states_mask");
+  EXPECT_TRUE(mm(t).contains("pad.rel_diff")) << mm(t).dump().substr(0, 400);
+}
 }  // namespace
 
 #undef RUN_ROUND3

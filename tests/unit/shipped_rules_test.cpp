@@ -206,11 +206,12 @@ const Expected kExpected[] = {
      "grad.no_loss_path == true and run.training_intent == false"},
     {"GRAD014", "no-gradient-path", nd::Severity::kInfo, "layer", "all", false, "",
      "grad.params_no_signal > 0 and grad.module_ran == false and grad.unused_in_training == false and "
-     "grad.unused_under == \"\""},
+     "grad.unused_under == \"\" and grad.tied_to == \"\""},
     {"GRAD015", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "",
      "grad.subtree_no_signal_modules >= 2 and grad.subtree_output_discarded != true"},
     {"GRAD016", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "",
-     "grad.params_no_signal > 0 and grad.unused_in_training == true and grad.unused_under == \"\""},
+     "grad.params_no_signal > 0 and grad.unused_in_training == true and grad.unused_under == \"\" and "
+     "grad.tied_to == \"\""},
     {"GRAD017", "no-gradient-path", nd::Severity::kWarning, "layer", "all", true, "",
      "grad.cut_blocked_modules >= 2 and grad.cut_at_degenerate_norm == false"},
     {"GRAD018", "no-gradient-path", nd::Severity::kWarning, "layer", "all", true, "", "moe.idle_chance < 1e-06"},

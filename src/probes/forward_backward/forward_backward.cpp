@@ -35,6 +35,7 @@ struct ParamGrad {
   int64_t other_outputs = 0; ///< no (or an all-zero) gradient from the loss, but a gradient from an output the loss does not read
   int64_t unread = 0;        ///< no gradient, and forward's graph never reads the parameter (parameters_never_read)
   int64_t behind_detach = 0; ///< no gradient, and every route to the output passes a detach (parameters_behind_detach)
+  int64_t behind_index = 0;  ///< no gradient, and every route ends in selection indices or comparisons (no detach)
   std::string unread_names;  ///< their names (first six), comma-separated
   // Weights of 2+ dims (matrices, kernels; LARS-style, biases and gains left
   // out): the gradient-to-weight ratio, and rows of the gradient that are
@@ -69,7 +70,7 @@ bool structured_weight(const at::Tensor& w) {
 
 ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const std::set<const void*>& silenced,
                       const std::set<const void*>& cancelled, const std::set<const void*>& never_read,
-                      const std::set<const void*>& behind_detach) {
+                      const std::set<const void*>& behind_detach, const std::set<const void*>& behind_index) {
   ParamGrad pg;
   for (const auto& p : m.named_parameters(/*recurse=*/false)) {
     const at::Tensor w = p.value;
@@ -94,6 +95,7 @@ ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const
         else if (pg.unread == 7) pg.unread_names += ", ...";
       }
       else if (behind_detach.count(w.unsafeGetTensorImpl())) ++pg.behind_detach;
+      else if (behind_index.count(w.unsafeGetTensorImpl())) ++pg.behind_index;
       continue;
     }
     const TensorStats gs = compute_stats(g.detach());
@@ -921,9 +923,10 @@ void probe_forward_backward(Session& s) {
   std::vector<ParamGrad> pgs;
   std::set<const void*> cancelled = biases_cancelled_by_batch_norm(s);
   const std::set<const void*> never_read = parameters_never_read(s);
-  const std::set<const void*> behind_detach = parameters_behind_detach(s);
+  std::set<const void*> behind_index;
+  const std::set<const void*> behind_detach = parameters_behind_detach(s, &behind_index);
   for (const auto& mi : s.model.modules)
-    pgs.push_back(param_grads(mi.module, *rp, zi.silenced_tensors, cancelled, never_read, behind_detach));
+    pgs.push_back(param_grads(mi.module, *rp, zi.silenced_tensors, cancelled, never_read, behind_detach, behind_index));
   // A shift that reaches a train-mode BatchNorm through other linear ops (a
   // learnable scalar bias, then a 1x1 convolution or a concatenation, then
   // BatchNorm: timm's HGNetV2 LearnableAffineBlock, eval31) is removed by
@@ -971,7 +974,7 @@ void probe_forward_backward(Session& s) {
         if (more) {
           pgs.clear();
           for (const auto& mi : s.model.modules)
-            pgs.push_back(param_grads(mi.module, *rp, zi.silenced_tensors, cancelled, never_read, behind_detach));
+            pgs.push_back(param_grads(mi.module, *rp, zi.silenced_tensors, cancelled, never_read, behind_detach, behind_index));
         }
       } catch (const std::exception&) {
         // Evidence only: without the eval-mode backward the zeros stay unexplained.
@@ -1011,6 +1014,53 @@ void probe_forward_backward(Session& s) {
       if (values <= 1 && bl && bl->exec_order >= 0) single_value_bns.push_back({bl->exec_order, no.module});
     }
   }
+  // The same over each module's whole subtree: a container's own
+  // parameters may be a zero bias beside a child's weight (PyG's
+  // DenseGCNConv: bias [C] of its own, the weight in its child lin;
+  // eval45 C1), and ACT001 reads the weights that made the output.
+  std::map<std::string, double> subtree_absmax;
+  std::map<std::string, int64_t> subtree_numel, subtree_nonfinite;
+  for (size_t k = 0; k < s.model.modules.size(); ++k) {
+    const ParamGrad& pg = pgs[k];
+    if (pg.param_numel == 0) continue;
+    for (std::string up = s.model.modules[k].path;; up = parent_module(up)) {
+      subtree_absmax[up] = std::max(subtree_absmax[up], pg.absmax_param);
+      subtree_numel[up] += pg.param_numel;
+      subtree_nonfinite[up] += pg.param_nonfinite;
+      if (up.empty()) break;
+    }
+  }
+  // A module of the same class whose every parameter shares its storage
+  // with an earlier module's (a ModuleList assigned to two attributes:
+  // D-FINE's class_embed is its decoder's class_embed; torch.jit.load keeps
+  // two modules over one storage): the other path is the one that runs, and
+  // this one's never running is not GRAD014's (eval45 hf_dfine).
+  std::map<std::string, std::string> tied_to;
+  {
+    using Key = std::tuple<const void*, int64_t, int64_t>;
+    std::map<Key, std::string> holder;
+    for (const auto& mi : s.model.modules) {
+      std::vector<Key> keys;
+      for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
+        if (p.value.has_storage())
+          keys.emplace_back(p.value.storage().unsafeGetStorageImpl(), p.value.storage_offset(), p.value.numel());
+      if (keys.empty()) continue;
+      std::string first;
+      bool all = true;
+      for (const auto& key : keys) {
+        auto it = holder.find(key);
+        if (it == holder.end()) {
+          all = false;
+          continue;
+        }
+        if (first.empty()) first = it->second;
+        all = all && it->second == first;
+      }
+      const auto* fm = first.empty() ? nullptr : s.doc.find_layer(first);
+      if (all && fm && fm->kind == mi.kind) tied_to[mi.path] = first;
+      for (const auto& key : keys) holder.emplace(key, mi.path);
+    }
+  }
   for (size_t k = 0; k < s.model.modules.size(); ++k) {
     const auto& mi = s.model.modules[k];
     LayerMetrics& lm = s.doc.layers[idx[mi.path]];
@@ -1023,6 +1073,10 @@ void probe_forward_backward(Session& s) {
       silenced_params += pg.silenced;
       if (++blocked <= 6) silenced_names += (blocked > 1 ? ", " : "") + (mi.path.empty() ? std::string("<root>") : mi.path);
     }
+    if (subtree_numel[mi.path] > 0)
+      m["param.absmax_all"] = metric_number(subtree_nonfinite[mi.path] == subtree_numel[mi.path]
+                                                ? std::nan("")
+                                                : subtree_absmax[mi.path]);
     if (mi.parameters > 0) {
       // The largest finite magnitude; "nan" when no element is finite (a
       // layer whose weights are all NaN has no largest value, not 0: eval16).
@@ -1055,6 +1109,7 @@ void probe_forward_backward(Session& s) {
       // no part in this batch either.
       m["grad.module_ran"] = ran;
       m["grad.module_ran_empty"] = ran_empty.count(mi.path) > 0;
+      m["grad.tied_to"] = tied_to.count(mi.path) ? tied_to.at(mi.path) : std::string();
       // Parameters outside the forward of a model the user trains (--target,
       // --lr, --optimizer-state): DistributedDataParallel stops on them
       // (GRAD016, a warning); an expert that only this batch's routing
@@ -1202,7 +1257,17 @@ void probe_forward_backward(Session& s) {
                 "output, which this forward does not return (a vector quantizer's codebook behind the "
                 "straight-through estimator z + (z_q - z).detach() is trained by the codebook and commitment "
                 "losses)";
+      // ... or in the indices of a selection: the scores torch.topk ranks
+      // (D-FINE's enc_score_head picks the decoder's queries; eval45) get
+      // no gradient through the indices, only from a loss on their own output.
+      if (cause.empty() && pg.without > 0 && pg.behind_index + pg.silenced + pg.other_outputs >= pg.without &&
+          pg.behind_index > 0)
+        cause = "every route from it to the output ends in integer indices (torch.topk, sort or argmax picking "
+                "entries by its values) or a comparison, which carry no gradient: it learns only from a loss on its "
+                "own output, which this forward does not return (a detector's query-selection scores are trained by "
+                "the encoder's auxiliary loss)";
       m["grad.params_behind_detach"] = pg.behind_detach;
+      m["grad.params_behind_index"] = pg.behind_index;
       m["grad.zero_from_saturated_softmax"] = saturated_softmax;
       m["grad.zero_from_single_value_bn"] = single_value_bn;
       m["grad.zero_from_zero_input"] = zero_input;
@@ -1267,6 +1332,8 @@ void probe_forward_backward(Session& s) {
           all = false;
           break;
         }
+        auto tied = l.metrics.find("grad.tied_to");
+        if (tied != l.metrics.end() && tied->second != "") continue;  // another path runs it
         ++modules;
         params += l.metrics.at("grad.params").get<int64_t>();
         without += l.metrics.at("grad.params_without_grad").get<int64_t>();
@@ -1285,6 +1352,7 @@ void probe_forward_backward(Session& s) {
       set_skipped_by_trace(pl.metrics, pl.exec_order < 0 && skipped_by_train_mode_trace(s, p));
       pl.metrics["grad.unused_under"] = "";
       pl.metrics["grad.unused_modules"] = modules;
+      pl.metrics["grad.tied_to"] = "";
       for (auto& l : s.doc.layers)
         if (l.path.rfind(p + ".", 0) == 0) {
           covered.insert(l.path);
@@ -1449,8 +1517,16 @@ void probe_forward_backward(Session& s) {
     std::sort(ran.begin(), ran.end(), [](auto* a, auto* b) { return a->exec_order < b->exec_order; });
     size_t cut = 0;
     while (cut < ran.size() && ran[cut]->metrics.at("grad.out_norm").get<double>() == 0.0) ++cut;
-    if (cut > 0 && cut < ran.size()) {
-      LayerMetrics& c = *ran[cut];
+    // Every leaf that ran got a zero output gradient and the model's output
+    // did not: the path closes in the root's own forward after its last
+    // module (NeRF's raw2outputs, F.relu(raw[..., 3]) off at every sample of
+    // every ray, after the MLP; eval45 C4). The root then stands for C.
+    LayerMetrics* root = s.doc.find_layer("");
+    const bool root_cut = cut > 0 && cut == ran.size() && root && root->exec_order >= 0 &&
+                          root->metrics.count("grad.out_norm") && root->metrics.at("grad.out_norm").is_number() &&
+                          root->metrics.at("grad.out_norm").get<double>() > 0;
+    if (cut > 0 && (cut < ran.size() || root_cut)) {
+      LayerMetrics& c = root_cut ? *root : *ran[cut];
       std::set<std::string> zero_leaves;
       for (size_t i = 0; i < cut; ++i) zero_leaves.insert(ran[i]->path);
       // The modules before the cut with parameters of their own: the zero
@@ -1521,7 +1597,7 @@ void probe_forward_backward(Session& s) {
         // C's own parameters that got zeros for the same reason (the gain
         // of a BatchNorm whose normalized output is 0).
         auto own = c.metrics.find("grad.params_no_signal");
-        if (!sub_network && own != c.metrics.end() && own->second.is_number() && own->second.get<double>() > 0) {
+        if (!sub_network && !root_cut && own != c.metrics.end() && own->second.is_number() && own->second.get<double>() > 0) {
           params += own->second.get<int64_t>();
           c.metrics["grad.blocked_by"] = c.path;
         }
@@ -1543,7 +1619,10 @@ void probe_forward_backward(Session& s) {
         at->metrics["grad.cut_blocked_params"] = params;
         at->metrics["grad.cut_first_layer"] = ran.front()->path;
         at->metrics["grad.cut_after"] = after;
-        at->metrics["grad.cut_before"] = c.path;
+        at->metrics["grad.cut_before"] = root_cut ? std::string("the model's own forward after its last module") : c.path;
+        at->metrics["grad.cut_closes_in"] =
+            root_cut ? std::string("the operations of the model's own forward after ") + after
+                     : c.path + " or in the operations between the two";
         at->metrics["grad.cut_before_out_norm"] = c.metrics.at("grad.out_norm");
         // Other outputs still reach the modules before the cut ("" none).
         at->metrics["grad.cut_other_outputs"] = cut_other_outputs;

@@ -71,7 +71,13 @@ std::set<const void*> parameters_never_read(const Session& s);
 /// the codebook and commitment losses on its own output, and gets no
 /// gradient from a loss on the reconstruction alone. Empty for exported
 /// (.pt2) programs.
-std::set<const void*> parameters_behind_detach(const Session& s);
+/// `behind_index` (optional) receives those whose routes end, with none
+/// through a detach, in ops that carry no gradient: the indices of a
+/// selection (torch.topk, sort, max over a dim), argmax/argsort,
+/// comparisons. A detector's query-selection scores ranked by torch.topk
+/// (D-FINE's and RT-DETR's enc_score_head) learn only from the encoder's
+/// auxiliary loss on their own output.
+std::set<const void*> parameters_behind_detach(const Session& s, std::set<const void*>* behind_index = nullptr);
 
 /// Parameters (named_parameters() paths) that the forward's graph writes in
 /// place (an aten in-place op on the parameter itself: HF RWKV's

@@ -363,18 +363,27 @@ std::vector<std::pair<std::string, std::string>> attributes_set_in_forward(const
   return out;
 }
 
-std::set<const void*> parameters_behind_detach(const Session& s) {
+std::set<const void*> parameters_behind_detach(const Session& s, std::set<const void*>* behind_index) {
   std::set<const void*> out;
+  // Ops whose output carries no gradient to the input: the indices of a
+  // selection (topk, sort, max/min over a dim: output 1), argmax/argsort,
+  // comparisons (their bools). A route through one is cut as by a detach.
+  static const std::set<std::string> two_output_select = {"aten::topk", "aten::sort", "aten::max", "aten::min",
+                                                          "aten::kthvalue", "aten::mode", "aten::median"};
+  static const std::set<std::string> no_grad_ops = {"aten::argmax", "aten::argmin", "aten::argsort", "aten::eq",
+                                                    "aten::ne",     "aten::gt",     "aten::lt",      "aten::ge",
+                                                    "aten::le",     "aten::sign",   "aten::floor_divide"};
   if (s.model.kind != "traced" && s.model.kind != "scripted") return out;
   const std::map<std::string, const void*> by_path = trainable_by_path(s);
   const AttrReads ar = tensor_attribute_reads(s);
   // Per parameter: whether a route without detach reaches the return, and
   // whether one through a detach does.
   std::map<const void*, std::pair<bool, bool>> reach;
+  std::set<const void*> indexed_params;
   for (const auto& [path, v0] : ar.reads) {
     auto param = by_path.find(path);
     if (param == by_path.end()) continue;
-    bool live = false, detached = false;
+    bool live = false, detached = false, indexed = false;
     std::vector<const Value*> todo{v0};
     std::set<const Value*> seen{v0};
     while (!todo.empty() && !live && seen.size() < 200000) {
@@ -392,8 +401,18 @@ std::set<const void*> parameters_behind_detach(const Session& s) {
             todo.push_back(owner->output(u.offset));
           continue;
         }
-        if (kind_of(user) == "aten::detach") {
+        const std::string uk = kind_of(user);
+        if (uk == "aten::detach") {
           detached = true;
+          continue;
+        }
+        if (no_grad_ops.count(uk)) {
+          indexed = true;
+          continue;
+        }
+        if (two_output_select.count(uk) && user->outputs().size() == 2) {
+          indexed = true;  // the indices: cut; the values carry the gradient on
+          if (seen.insert(user->output(0)).second) todo.push_back(user->output(0));
           continue;
         }
         for (const Value* o : user->outputs())
@@ -403,9 +422,13 @@ std::set<const void*> parameters_behind_detach(const Session& s) {
     auto& r = reach[param->second];
     r.first = r.first || live;
     r.second = r.second || detached;
+    if (indexed) indexed_params.insert(param->second);
   }
-  for (const auto& [impl, r] : reach)
-    if (!r.first && r.second) out.insert(impl);
+  for (const auto& [impl, r] : reach) {
+    if (r.first) continue;
+    if (r.second) out.insert(impl);
+    else if (indexed_params.count(impl) && behind_index) behind_index->insert(impl);
+  }
   return out;
 }
 

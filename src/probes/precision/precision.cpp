@@ -702,11 +702,21 @@ void probe_precision(Session& s) {
             native_after = t.module;
           }
         }
+        const auto train = s.train();
+        // A module one of whose outputs was measured and another, measured
+        // in the fp32 pass, was not had not returned: the value is one it
+        // computes early and also hands out (a trace's embeddings returning
+        // the cast input beside their result; DINOv3, eval42).
+        for (const auto& t : taps)
+          if (!native_after.empty() && t.kind == TapKind::kModuleOutput && t.module == native_after &&
+              s.failed_collector->records()[static_cast<size_t>(t.id)].first_fire < 0 &&
+              (!train || !train->collector ||
+               train->collector->records()[static_cast<size_t>(t.id)].first_fire >= 0))
+            native_after.clear();
         // The module whose forward raised: the one holding both the last
         // module that finished and the first, in the fp32 train pass's order,
         // that never did (self_attn for a masked_fill between
         // self_attn.linears.2 and self_attn.linears.3).
-        const auto train = s.train();
         if (train && train->collector) {
           int64_t next_fire = -1;
           std::string next;

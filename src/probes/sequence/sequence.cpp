@@ -54,6 +54,9 @@ struct Layout {
   /// are padded before the first position.
   bool left_padded = false;
   bool sequence = false;
+  /// A graph batch of two or more graphs (PyG's layout with its `batch`
+  /// vector): the node axis holds the nodes of every graph together.
+  bool graph_batch = false;
   /// No mask or lengths argument, but the token ids of this input end (or
   /// start) with runs of the model's padding_idx in some rows and not in
   /// others: the sample is padded, and nothing tells the model where.
@@ -155,6 +158,7 @@ Layout infer_layout(const Session& s) {
   // The batch axis of each argument (--batch-dim, else inferred): a
   // time-major [T, B, F] input has its time axis at 0.
   const BatchLayout bl = batch_layout(s);
+  L.graph_batch = bl.graph_edges >= 0 && bl.graph_ids >= 0 && bl.batch >= 2;
   for (size_t i = 0; i < s.args.size(); ++i) {
     InputLayout il;
     const auto& a = s.args[i];
@@ -378,6 +382,26 @@ Layout infer_layout(const Session& s) {
   L.batch = bl.batch;
   for (size_t i = 0; i < s.args.size() && L.batch == 0; ++i)
     if (s.args[i].value.isTensor() && s.args[i].value.toTensor().dim() >= 1) L.batch = s.args[i].value.toTensor().size(0);
+  // A padding mask says which stream is padded: of two token or feature
+  // streams (a dual-stream diffusion transformer's 64 image tokens and its
+  // 12-token prompt with encoder_hidden_states_mask: diffusers QwenImage,
+  // Chroma; eval45), the one whose positions the mask covers is the
+  // sequence, not the first one.
+  if (L.mask >= 0 && !opt.seq_dim) {
+    const auto& ml = L.inputs[static_cast<size_t>(L.mask)];
+    const at::Tensor m = s.args[static_cast<size_t>(L.mask)].value.toTensor();
+    const int64_t mt = ml.time_axis >= 0 && ml.time_axis < m.dim() ? m.size(ml.time_axis) : -1;
+    int64_t first_t = -1;
+    bool matches = false;
+    for (size_t i = 0; i < L.inputs.size(); ++i) {
+      const auto& il = L.inputs[i];
+      if (il.time_axis < 0 || !(il.role == "tokens" || il.role == "features")) continue;
+      const int64_t ti = s.args[i].value.toTensor().size(il.time_axis);
+      if (first_t < 0) first_t = ti;
+      matches = matches || ti == mt;
+    }
+    if (matches && first_t != mt) L.T = mt;
+  }
   for (int pass = 0; pass < 2 && L.T == 0; ++pass)
     for (size_t i = 0; i < L.inputs.size(); ++i) {
       const auto& il = L.inputs[i];
@@ -758,56 +782,6 @@ Deviation deviations(const InstrumentedModel& im, const Collector& ref, const Co
 }
 
 
-/// Axes a normalization reduces over, for an input of rank `rank`; empty
-/// when unknown. `runtime_shape`: what a tap recorded at run time, the
-/// normalized_shape of a layer_norm/rms_norm computed there
-/// (F.layer_norm(x, x.shape[-2:])) or the dims of a written-out norm
-/// built at run time (NormOpSite::dims_tap).
-std::vector<int64_t> reduced_axes(const NormOpSite& n, int64_t rank, const nlohmann::json& info,
-                                  const std::vector<int64_t>& runtime_shape = {}) {
-  std::vector<int64_t> r;
-  if (n.op == "batch_norm") {
-    r.push_back(0);
-    for (int64_t d = 2; d < rank; ++d) r.push_back(d);
-  } else if (n.op == "instance_norm") {
-    for (int64_t d = 2; d < rank; ++d) r.push_back(d);
-  } else if (n.op == "group_norm") {
-    for (int64_t d = 1; d < rank; ++d) r.push_back(d);
-  } else if (n.op == "layer_norm" || n.op == "rms_norm") {
-    // A scripted nn.LayerNorm passes self.normalized_shape (an attribute,
-    // not a graph constant): the module's own value then.
-    nlohmann::json ns = n.args.value("normalized_shape", nlohmann::json());
-    if (!ns.is_array() && info.contains("normalized_shape")) ns = info["normalized_shape"];
-    // Computed at run time (F.layer_norm(x, x.shape[-2:])): what the op received.
-    if (!ns.is_array() && !runtime_shape.empty()) ns = runtime_shape;
-    if (!ns.is_array()) return {};
-    for (int64_t d = rank - static_cast<int64_t>(ns.size()); d < rank; ++d)
-      if (d >= 0) r.push_back(d);
-  } else if (n.op == "rms_norm_pattern" || n.op == "layer_norm_pattern" || n.op == "group_norm_pattern" ||
-             n.op == "l2_norm_pattern" || n.op == "batch_norm_pattern") {
-    nlohmann::json dims = n.args.value("dims", nlohmann::json());
-    // Dims filled at run time (NormOpSite::dims_tap): the list received.
-    if (dims == "dynamic" && !runtime_shape.empty()) dims = runtime_shape;
-    // A statistic over the rows a boolean mask keeps (x[~padding_mask]: the
-    // mask covers every axis but the features, the selection is [N, C]):
-    // its axis 0 stands for all of x's leading axes.
-    if (n.args.value("masked_rows", false) && dims == nlohmann::json::array({0})) {
-      for (int64_t d = 0; d + 1 < rank; ++d) r.push_back(d);
-      return r;
-    }
-    if (dims.is_string() && dims.get<std::string>() == "all") {
-      for (int64_t d = 0; d < rank; ++d) r.push_back(d);
-    } else if (dims.is_array()) {
-      for (const auto& x : dims) {
-        int64_t d = x.get<int64_t>();
-        if (d < 0) d += rank;
-        if (d >= 0 && d < rank) r.push_back(d);
-      }
-      std::sort(r.begin(), r.end());
-    }
-  }
-  return r;
-}
 
 bool per_example_op(const std::string& op) { return op != "batch_norm" && op != "batch_norm_pattern"; }
 
@@ -1279,7 +1253,7 @@ void probe_sequence(Session& s) {
     bool channels_last = false;
     if (rank >= 4 && graph_roles.empty() && !L.sequence &&
         (n.op == "layer_norm" || n.op == "rms_norm" || n.op == "layer_norm_pattern" || n.op == "rms_norm_pattern")) {
-      channels_last = reduced_axes(n, rank, info, rec.ints.empty() ? run_dims : rec.ints) == std::vector<int64_t>{rank - 1};
+      channels_last = norm_reduced_axes(n, rank, info, rec.ints.empty() ? run_dims : rec.ints) == std::vector<int64_t>{rank - 1};
       if (channels_last) layout_from = "sizes, channels-last (a LayerNorm over the last axis of a " + std::to_string(rank) + "-D tensor)";
     }
     for (int64_t d = 0; d < rank; ++d) {
@@ -1321,7 +1295,7 @@ void probe_sequence(Session& s) {
     std::vector<int64_t> red;
     if (over_view) {
       const auto& vshape = rec.shape;
-      const auto vred = reduced_axes(n, static_cast<int64_t>(vshape.size()), info, run_dims);
+      const auto vred = norm_reduced_axes(n, static_cast<int64_t>(vshape.size()), info, run_dims);
       red = source_axes(shape, vshape, vred, straddle);
       // Groups only where the view is read as [batch, groups, rest] with
       // the rest reduced: a channels-last port that groups the last axis
@@ -1361,20 +1335,25 @@ void probe_sequence(Session& s) {
         }
       }
     } else if (!frozen) {
-      red = reduced_axes(n, rank, info, rec.ints.empty() ? run_dims : rec.ints);
+      red = norm_reduced_axes(n, rank, info, rec.ints.empty() ? run_dims : rec.ints);
     }
     nlohmann::json eps = n.args.value("eps", nlohmann::json());
     if (!eps.is_number() && info.contains("eps")) eps = info["eps"];
     std::vector<std::string> red_roles;
-    bool r_time = false, r_batch = false, r_time_guess = false;
+    bool r_time = false, r_batch = false, r_time_guess = false, r_graphs = false;
     for (size_t i = 0; i < red.size(); ++i) {
       const int64_t d = red[i];
       std::string r = roles[static_cast<size_t>(d)];
       if ((n.op == "group_norm" || n.op == "group_norm_pattern") && d == 1)
         r = straddle ? r + " (groups straddle channels)" : r + " (within a group)";
-      red_roles.push_back(r);
+      // A graph batch's node axis holds every graph's nodes: statistics over
+      // it mix the graphs (PyG's InstanceNorm called without `batch`,
+      // pyg-team/pytorch_geometric#9647; eval45 C2).
+      const bool all_graphs = r == "node" && L.graph_batch;
+      red_roles.push_back(all_graphs ? r + " (the nodes of all " + std::to_string(L.batch) + " graphs)" : r);
       if (r == "time" || r == "batch*time" || r == "tokens") (time_guessed ? r_time_guess : r_time) = true;
-      if ((r == "batch" || r == "batch*time") && L.batch >= 2) r_batch = true;
+      if ((r == "batch" || r == "batch*time" || all_graphs) && L.batch >= 2) r_batch = true;
+      r_graphs = r_graphs || all_graphs;
     }
     nlohmann::json row = {{"layer", n.module},     {"op", n.op},         {"input_shape", shape},
                           {"axes", roles},         {"reduced_axes", red}, {"reduced", red_roles},
@@ -1482,6 +1461,7 @@ void probe_sequence(Session& s) {
       // An L2 normalization over the batch axis is judged by its measured
       // batch dependence (AXIS010), not by its axes alone.
       m["norm.over_batch"] = per_example_op(n.op) && r_batch && n.op != "l2_norm_pattern";
+      if (r_graphs) m["norm.over_all_graphs"] = true;
       m["norm.batchnorm_over_time"] = (n.op == "batch_norm" || n.op == "batch_norm_pattern") && r_time;
       // BatchNorm1d(T) applied to [batch, time, features]: the "channels" are
       // the time steps, each normalized over batch and features with its own
@@ -2211,7 +2191,7 @@ const std::vector<std::string>& sequence_writes() {
       "norm.groups_split_positions", "norm.global_over_channels_and_time",
       "norm.computing_dtype", "norm.eps", "norm.fails_at_other_length", "norm.input_layout",
       "norm.after_convolution", "norm.time_stats_in_causal_model", "norm.groupnorm_time_in_causal_model", "norm.causal_from", "norm.input_shape", "norm.input_standardization", "norm.standardization_params", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.op",
-      "norm.over_batch", "norm.over_time", "norm.partial_space", "norm.partial_space_kept", "norm.partial_space_reduced", "norm.reduced_axes", "norm.reduces_batch", "norm.reduces_time",
+      "norm.over_batch", "norm.over_all_graphs", "norm.over_time", "norm.partial_space", "norm.partial_space_kept", "norm.partial_space_reduced", "norm.reduced_axes", "norm.reduces_batch", "norm.reduces_time",
       "norm.reduces_time_unconfirmed", "norm.spatial_size", "norm.statistic", "norm.time_axis_from", "norm.written_out", "pad.entry_kind",
       "pad.enters_at", "pad.enters_through", "pad.entry_layer", "pad.fixed_length_design", "pad.fixed_length_note", "pad.entry_op", "pad.error", "pad.first_layer",
       "pad.first_layer_kind", "pad.how", "pad.hypothetical", "pad.mask_note", "pad.mode", "pad.padding_declared", "pad.padding_declared_from",
