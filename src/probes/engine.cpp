@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include <torch/torch.h>
+#include <torch/csrc/jit/passes/inliner.h>
 
 #include "core/error.h"
 #include "model/batch_file.h"
@@ -1023,6 +1024,53 @@ void Session::skip_probe(const std::string& name, const std::string& reason) {
 }
 
 namespace {
+/// For a pass of a traced file that raised on a shape mismatch ("does not
+/// match", "must match"): the tensor constants of its graph whose leading
+/// axis is the sample's batch size (two or more), "" when none. A value
+/// computed in Python at trace time (Wav2Vec2's SpecAugment mask drawn with
+/// numpy: a constant [4, 24] bool; eval45) is baked in, so a pass with
+/// another batch size or length cannot run, and the report says why.
+std::string baked_constants_note(const Session& s, const std::string& msg) {
+  if (s.model.kind != "traced") return "";
+  if (msg.find("does not match") == std::string::npos && msg.find("must match") == std::string::npos) return "";
+  int64_t batch = 0;
+  if (s.doc.probes.contains("batch_layout") && s.doc.probes["batch_layout"].contains("batch") &&
+      s.doc.probes["batch_layout"]["batch"].is_number_integer())
+    batch = s.doc.probes["batch_layout"]["batch"].get<int64_t>();
+  if (batch < 2) return "";
+  std::vector<std::string> shapes;
+  try {
+    std::shared_ptr<torch::jit::Graph> g = s.model.module.get_method("forward").graph()->copy();
+    torch::jit::Inline(*g);
+    std::vector<const torch::jit::Node*> todo;
+    std::function<void(const torch::jit::Block*)> walk = [&](const torch::jit::Block* b) {
+      for (const torch::jit::Node* n : b->nodes()) {
+        if (n->kind() == c10::prim::Constant && n->outputs().size() == 1) {
+          const auto v = torch::jit::toIValue(n->output());
+          if (v && v->isTensor()) {
+            const at::Tensor t = v->toTensor();
+            if (t.dim() >= 1 && t.numel() >= 2 && t.size(0) == batch && shapes.size() < 3) {
+              std::string sh = c10::str(t.sizes()) + " " + std::string(c10::toString(t.scalar_type()));
+              if (std::find(shapes.begin(), shapes.end(), sh) == shapes.end()) shapes.push_back(sh);
+            }
+          }
+        }
+        for (const torch::jit::Block* sb : n->blocks()) walk(sb);
+      }
+    };
+    walk(g->block());
+  } catch (const std::exception&) {
+    return "";
+  }
+  if (shapes.empty()) return "";
+  std::string list;
+  for (const auto& x : shapes) list += (list.empty() ? "" : ", ") + x;
+  return "; the traced graph holds constant tensors shaped for the sample's batch of " + std::to_string(batch) + " (" +
+         list + "): values computed in Python at trace time (a mask drawn with numpy, a tensor built from the "
+         "batch size) are baked in, so another batch size or length cannot run; trace with the batch and length "
+         "you will serve, or script the model";
+}
+
 // The metric names in the document: model-scope ones and those of any layer.
 std::set<std::string> metric_names(const MetricsDoc& d) {
   std::set<std::string> out;
@@ -1064,7 +1112,7 @@ bool Session::run_probe(const std::string& name, const std::function<void()>& bo
     throw;
   } catch (const PassError& e) {
     if (!isolable(e)) throw;
-    record(e.pass(), e.kind(), e.exit_code(), e.what());
+    record(e.pass(), e.kind(), e.exit_code(), std::string(e.what()) + baked_constants_note(*this, e.what()));
     return false;
   } catch (const Error& e) {
     if (!isolable(e)) throw;

@@ -5099,6 +5099,45 @@ TEST(Round45, TheMaskNamesWhichStreamIsPadded) {
   EXPECT_EQ(mm(t).at("layout.padding_input"), "encoder_hidden_states_mask");
   EXPECT_TRUE(mm(t).contains("pad.rel_diff")) << mm(t).dump().substr(0, 400);
 }
+
+// A conv-BN-ReLU network after 20 SGD steps at lr 0.2: the running
+// statistics lag the weights and the eval output is 27x the train output
+// (eval loss 112 against 3.2). Relative to eval's norm the drift saturates
+// near 1 and the half-batch noise of a batch of 8 hid it (eval42 RegNetX,
+// eval loss 177); judged on the train output's scale as well, BN004 names
+// it. The statistics re-estimated (update_bn): nothing.
+TEST(Round45, AnEvalModeBlowUpIsJudgedOnTheTrainOutputsScale) {
+  const std::vector<std::string> flags = {"--target", round3("r45_bn_eval_blowup.target.pt")};
+  const std::string name = "r45_bn_eval_blowup";
+  RUN_ROUND3(rep, name, flags);
+  expect_findings(rep, name, manifest_findings(name));
+  const json& n = nums(name);
+  EXPECT_TRUE(nde2e::near_rel("drift.rel_output_diff", num(mm(rep).at("drift.rel_output_diff")), n.at("rel_eval").get<double>(), 1e-3));
+  EXPECT_TRUE(nde2e::near_rel("drift.rel_output_diff_train", num(mm(rep).at("drift.rel_output_diff_train")),
+                              n.at("rel_train").get<double>(), 1e-3));
+  EXPECT_TRUE(nde2e::near_rel("drift.eval_output_norm", num(mm(rep).at("drift.eval_output_norm")), n.at("eval_norm").get<double>(), 1e-4));
+  EXPECT_GT(num(mm(rep).at("drift.over_train_noise")), 3.0);
+  EXPECT_LT(num(mm(rep).at("drift.rel_output_diff")) / num(mm(rep).at("drift.train_noise")), 3.0)
+      << "relative to eval's norm alone the drift would stay under the noise gate";
+  const std::string twin = "r45_bn_statistics_updated";
+  RUN_ROUND3(t, twin, flags);
+  expect_findings(t, twin, Set{});
+}
+
+// A Wav2Vec2-style encoder traced in train mode with SpecAugment's mask
+// built in Python at trace time: the trace holds it as a constant [4, 25]
+// bool. The probes that change the batch fail, and their errors say the
+// trace baked a tensor shaped for the sample (eval45 hf_w2v2conformer_train
+// named only the shape mismatch).
+TEST(Round45, AProbeFailingOnABakedConstantSaysWhy) {
+  const std::string name = "r45_specaugment_baked_mask";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  const json& bd = rep.at("probes").at("batch_dependence");
+  ASSERT_EQ(bd.value("status", ""), "error") << bd.dump();
+  const std::string msg = bd.at("error").at("message").get<std::string>();
+  EXPECT_NE(msg.find("constant tensors shaped for the sample's batch of 4 ([4, 25] Bool)"), std::string::npos) << msg;
+}
 }  // namespace
 
 #undef RUN_ROUND3
