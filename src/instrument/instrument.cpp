@@ -3006,6 +3006,11 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       if (!v && r.stream_scale->node()->kind() == c10::prim::GetAttr) v = attr_double(r.stream_scale);
       site.stream_scale = !v ? std::nan("") : r.scale_divides ? (*v != 0 ? 1.0 / *v : std::nan("")) : *v;
     }
+    if (r.branch_scale) {
+      std::optional<double> v = structure::const_number(r.branch_scale);
+      if (!v && r.branch_scale->node()->kind() == c10::prim::GetAttr) v = attr_double(r.branch_scale);
+      site.branch_scale = !v ? std::nan("") : r.branch_divides ? (*v != 0 ? 1.0 / *v : std::nan("")) : *v;
+    }
     site.norm_module = r.norm_module;
     Node* add = r.add;
     // A kResidualStream tap on operand `i` of the addition; its id.
@@ -3050,7 +3055,11 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
                                                     // as_strided's strides are the traced layout's
                                                     // (HF Longformer's _chunk: [16, 1024, 256, 1] at 16
                                                     // tokens); its sizes may still be traced.
-                                                    "aten::as_strided"};
+                                                    "aten::as_strided",
+                                                    // Split sizes a trace records from .tolist() of a
+                                                    // tensor (a mixture-of-experts dispatch's
+                                                    // expert_size.tolist(): HF JetMoe, eval46).
+                                                    "aten::split_with_sizes", "aten::split"};
     for (Node* n : nodes) {
       const std::string kq = n->kind().toQualString();
       if (!factories.count(kq)) continue;
@@ -3063,7 +3072,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       // Only the size arguments (not dtype, layout or device, which a trace
       // records as ints too).
       static const std::set<std::string> size_args = {"start", "end", "step", "size", "n", "m", "row", "col", "offset",
-                                                      "steps", "fill_value"};
+                                                      "steps", "fill_value", "split_sizes", "split_size"};
       const c10::FunctionSchema* schema = n->maybeSchema();
       if (!schema) continue;
       const bool strides_only = kq == "aten::as_strided";

@@ -149,6 +149,10 @@ struct ResidualSite {
   /// alpha: `residual * self.alpha + x`); 1 when added as it is, NaN when
   /// scaled by a number not known before running.
   double stream_scale = 1.0;
+  /// The number the branch is scaled by before the addition (EDSR's
+  /// res_scale 0.1, ESRGAN's 0.2); 1 when added as it is, NaN when scaled by
+  /// a number not known before running.
+  double branch_scale = 1.0;
   int64_t in_tap = -1;       ///< kResidualStream tap on the stream entering the addition
   int64_t out_tap = -1;      ///< kResidualStream tap on the sum
   int64_t branch_tap = -1;   ///< kResidualStream tap on the branch added to the stream (-1: not tapped)

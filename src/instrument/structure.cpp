@@ -474,6 +474,20 @@ std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std:
       r.stack = r.block.empty() ? std::string() : parent_module(r.block);
       r.stream_scale = scale;
       r.scale_divides = divides;
+      {
+        Node* bn = strip(b)->node();
+        const std::string bk = kind_of(bn);
+        if ((bk == "aten::mul" || bk == "aten::mul_" || bk == "aten::div") && bn->inputs().size() >= 2) {
+          for (size_t j = 0; j < 2 && !r.branch_scale; ++j) {
+            if (bk == "aten::div" && j == 0) continue;  // x / scale only
+            Value* f = bn->input(j);
+            if (!carries_tensor(f->type()) && is_tensor(bn->input(1 - j))) {
+              r.branch_scale = f;
+              r.branch_divides = bk == "aten::div";
+            }
+          }
+        }
+      }
 
       // Pre-norm: a norm in the branch normalizes the stream itself, or the
       // stream concatenated with other tokens (CaiT's class attention:

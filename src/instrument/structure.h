@@ -85,6 +85,12 @@ struct Residual {
   /// when the stream is added as it is.
   torch::jit::Value* stream_scale = nullptr;
   bool scale_divides = false;
+  /// The number the branch is multiplied (or divided, `branch_divides`) by
+  /// just before the addition: EDSR's residual scaling `res =
+  /// self.body(x).mul(self.res_scale)` (0.1), ESRGAN's `x5 * 0.2 + x`,
+  /// Inception-ResNet's `scale`; nullptr when added as it is.
+  torch::jit::Value* branch_scale = nullptr;
+  bool branch_divides = false;
 };
 
 /// Finds residual additions (aten::add / add_ of two tensors) and classifies

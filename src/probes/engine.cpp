@@ -848,6 +848,7 @@ PassResult Session::run_pass(PassSpec spec) {
     // order did (pix2pix's InstanceNorm2d over the innermost 1x1 map raises
     // "Expected more than 1 spatial element": eval24 case 04).
     std::string where;
+    failed_in_module.clear();
     const int64_t lt = r.collector ? r.collector->last_tap() : -1;
     if (!forward_done && lt >= 0 && static_cast<size_t>(lt) < im.taps().size()) {
       const TapSite& t = im.taps()[static_cast<size_t>(lt)];
@@ -856,6 +857,7 @@ PassResult Session::run_pass(PassSpec spec) {
         case TapKind::kNormInput:
         case TapKind::kBatchNormInput:
           where = "\n  raised at the normalization op of " + mod + " (its input was the last value measured)";
+          failed_in_module = t.module;
           break;
         case TapKind::kSoftmaxInput:
           where = "\n  raised at the softmax of " + mod + " (its input was the last value measured)";
@@ -887,6 +889,7 @@ PassResult Session::run_pass(PassSpec spec) {
             for (const auto& mi : model.modules)
               if (mi.path.rfind(t.module + ".", 0) == 0 && tapped.count(mi.path) && !measured.count(mi.path)) {
                 where += ", probably in " + mi.path + " (" + mi.kind + "), its first submodule whose output was not measured";
+                failed_in_module = mi.path;
                 break;
               }
             break;
@@ -909,6 +912,7 @@ PassResult Session::run_pass(PassSpec spec) {
               if (mi.path == reader) kind = mi.kind;
             where += ", probably in " + reader + (kind.empty() ? std::string() : " (" + kind + ")") +
                      ", which reads that output";
+            failed_in_module = reader;
             break;
           }
           for (size_t i = 0; i + 1 < model.modules.size(); ++i) {
@@ -917,6 +921,7 @@ PassResult Session::run_pass(PassSpec spec) {
               const auto& nx = model.modules[j];
               if (nx.path.rfind(t.module + ".", 0) == 0) continue;
               where += ", probably in " + nx.path + " (" + nx.kind + "), the next module in named_modules() order";
+              failed_in_module = nx.path;
               break;
             }
             break;
@@ -1042,7 +1047,6 @@ std::string baked_constants_note(const Session& s, const std::string& msg) {
   try {
     std::shared_ptr<torch::jit::Graph> g = s.model.module.get_method("forward").graph()->copy();
     torch::jit::Inline(*g);
-    std::vector<const torch::jit::Node*> todo;
     std::function<void(const torch::jit::Block*)> walk = [&](const torch::jit::Block* b) {
       for (const torch::jit::Node* n : b->nodes()) {
         if (n->kind() == c10::prim::Constant && n->outputs().size() == 1) {
@@ -1341,7 +1345,7 @@ void run_probes(Session& s) {
   // cannot run at all (exit 3, the first error).
   for (const ProbeEntry& p : probe_pipeline())
     if (p.applies(s)) s.run_probe(p.name, [&] { p.run(s); });
-  if (s.passes_ok == 0 && s.first_error) throw *s.first_error;
+  if (s.passes_ok == 0 && s.first_error && !s.run_failure_diagnosed) throw *s.first_error;
   // Buffers that eval-mode passes wrote to (Session::run_pass records them,
   // whichever probe asked for the pass): the engine's own metrics.
   if (!s.eval_buffer_writes.empty()) {

@@ -262,6 +262,13 @@ class Session {
   MetricsDoc doc;
   std::chrono::steady_clock::time_point started;
   std::unique_ptr<Collector> failed_collector;  ///< the collector of the last pass that raised
+  /// The module the last pass that raised most likely raised in (the
+  /// reader of the last value measured, or the next module), "" unknown.
+  std::string failed_in_module;
+  /// A failure of every pass that a finding explains (an InstanceNorm over
+  /// one spatial element raises in every mode: NORM003): the report is
+  /// written with that finding instead of ending the run (exit 3).
+  bool run_failure_diagnosed = false;
   /// Buffers (named_buffers paths) some eval-mode pass wrote to; every pass
   /// restores them, so each starts from the saved state.
   std::vector<std::string> eval_buffer_writes;

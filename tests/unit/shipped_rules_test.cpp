@@ -83,10 +83,11 @@ const Expected kExpected[] = {
      "arch.final_stack_to_output == false"},
     {"ARCH003", "no-normalization", nd::Severity::kWarning, "model", "all", false, "arch.stack",
      "arch.blocks_all >= 8 and arch.norm_layers == 0 and arch.norm_modules == 0 and arch.fused_modules == 0 and "
-     "arch.branch_stream_ratio_max > 0.01 and arch.stream_decays == false and arch.weight_normalized_modules == 0"},
+     "arch.branch_stream_ratio_max > 0.01 and arch.stream_decays == false and arch.weight_normalized_modules == 0 and "
+     "arch.branches_scaled == false"},
     {"ARCH004", "residual-stream-growth", nd::Severity::kWarning, "model", "all", true, "arch.stream_growth_layer",
      "arch.branches_normalized == false and arch.pre_norm_blocks >= 2 and arch.stream_growth > 100 and "
-     "arch.block_norms_under_eps == false and run.trained == false"},
+     "arch.stream_growth_blocks > 100 and arch.block_norms_under_eps == false and run.trained == false"},
     {"ARCH005", "residual-stream-growth", nd::Severity::kInfo, "model", "all", true, "arch.branch_rms_max_block",
      "arch.pre_norm_blocks >= 3 and arch.branch_rms_ratio >= 10 and arch.stream_growth_max_factor >= 2 and "
      "arch.stream_growth <= 100 and arch.block_norms_under_eps == false"},
@@ -153,7 +154,7 @@ const Expected kExpected[] = {
     {"BN008", "bn-small-batch-noise", nd::Severity::kInfo, "layer", "first", true, "",
      "bn.train_batch_size_given == false and bn.examples_per_pass < 16 and bn.mean_noise > 0.1"},
     {"BN009", "bn-stale-running-stats", nd::Severity::kWarning, "layer", "first", true, "",
-     "bn.at_initial_values == false and bn.layers_past_single_gate == 0 and bn.eval_error > 0.25 and bn.train_confirms == true and bn.eval_error_over_floor > 5 and drift.rel_output_diff > 0.1 and drift.explained_by_stale_stats == true and drift.over_floor > 10 and "
+     "bn.at_initial_values == false and bn.layers_past_single_gate == 0 and bn.estimating_in_training == false and bn.eval_error > 0.25 and bn.train_confirms == true and bn.eval_error_over_floor > 5 and drift.rel_output_diff > 0.1 and drift.explained_by_stale_stats == true and drift.over_floor > 10 and "
      "bn.variance_shift_explains == false"},
     {"BN010", "bn-batch-of-one", nd::Severity::kInfo, "layer", "all", false, "",
      "bn.values_per_channel <= 1 and bn.training_batch_assumed == true"},
@@ -259,6 +260,8 @@ const Expected kExpected[] = {
     {"NORM001", "norm-gain-growth", nd::Severity::kWarning, "layer", "all", false, "", "norm.gain_p99 > 10"},
     {"NORM002", "degenerate-norm-group", nd::Severity::kError, "layer", "all", false, "",
      "norm.values_per_group == 1"},
+    {"NORM003", "degenerate-norm-group", nd::Severity::kError, "layer", "all", false, "",
+     "norm.raises_single_value == true"},
     {"PREC001", "fp16-overflow-risk", nd::Severity::kError, "layer", "first", true, "",
      "prec.first_nonfinite == true and prec.first_nonfinite_cause != \"norm-eps\" and prec.first_nonfinite_cause != "
      "\"variance-cancellation\" and prec.first_nonfinite_cause != \"domain\" and prec.first_nonfinite_cause != "

@@ -216,6 +216,26 @@ void probe_architecture(Session& s) {
     weight_normalized += wn ? 1 : 0;
   }
   mm["arch.weight_normalized_modules"] = weight_normalized;
+  // Residual scaling (Szegedy et al. 2017, Inception-ResNet; Lim et al.
+  // 2017, EDSR's res_scale 0.1; Wang et al. 2018, ESRGAN's 0.2): every
+  // residual addition of the repeated blocks multiplies its branch by a constant below 1, the
+  // normalization-free design's own way of keeping the stream's scale
+  // (eval46 edsr: ARCH003 on EDSR's published recipe). ACT002 still
+  // judges the growth it measures.
+  {
+    int64_t scaled = 0, adds = 0;
+    double scale_max = 0;
+    for (const auto& r : im.residuals()) {
+      if (r.stack.empty()) continue;  // a long skip around the stack (EDSR's res += x) is no block
+      ++adds;
+      if (std::isfinite(r.branch_scale) && std::fabs(r.branch_scale) < 1) {
+        ++scaled;
+        scale_max = std::max(scale_max, std::fabs(r.branch_scale));
+      }
+    }
+    mm["arch.branches_scaled"] = adds > 0 && scaled == adds;
+    if (adds > 0 && scaled == adds) mm["arch.branch_scale_max"] = metric_number(scale_max);
+  }
   // Modules fused for quantization (torch.ao.quantization.fuse_modules,
   // torchvision's fuse_model(): Conv+BN(+ReLU) become
   // torch.ao.nn.intrinsic's ConvReLU2d / a Conv2d with the BatchNorm folded
@@ -347,6 +367,23 @@ void probe_architecture(Session& s) {
       least = std::isfinite(block_ratio[i]) ? std::min(least, block_ratio[i]) : std::nan("");
     if (std::isfinite(least)) mm["arch.stream_late_ratio"] = metric_number(least);
   }
+  // The growth the blocks themselves make: the product of each main-stack
+  // block's out / in. Between blocks the stream passes unchanged in a plain
+  // stack (the product is then arch.stream_growth), but a norm at the end of
+  // each block that the residual reading does not see as the stream's (a
+  // Conformer block's closing norm_out: LASR-CTC, 0.0006 lifted to 1.0
+  // before the next block, every block boundary at RMS 1; eval46) resets it,
+  // and first-in to last-out then measures that norm, not the additions.
+  // arch.stream_growth when a block was not measured.
+  {
+    double log_sum = 0;
+    bool all = !block_ratio.empty();
+    for (double r : block_ratio) {
+      if (!std::isfinite(r) || r <= 0) all = false;
+      else log_sum += std::log(r);
+    }
+    mm["arch.stream_growth_blocks"] = all ? finite_or_null(std::exp(log_sum)) : mm["arch.stream_growth"];
+  }
   std::string growth_layer = last_block;
   mm["arch.stream_growth_note"] = std::string();
   if (growth_log > 0 && !top_block.empty()) {
@@ -449,7 +486,7 @@ void probe_architecture(Session& s) {
 
 const std::vector<std::string>& architecture_writes() {
   static const std::vector<std::string> names = {
-      "arch.blocks", "arch.blocks_all", "arch.branch_stream_ratio_max", "arch.weight_normalized_modules", "arch.norm_modules", "arch.final_norm_mild", "arch.final_norm_site", "arch.final_stack_to_output", "arch.final_norm", "arch.final_norm_layer", "arch.head_layer", "arch.last_block",
+      "arch.blocks", "arch.blocks_all", "arch.branch_stream_ratio_max", "arch.branches_scaled", "arch.stream_growth_blocks", "arch.branch_scale_max", "arch.weight_normalized_modules", "arch.norm_modules", "arch.final_norm_mild", "arch.final_norm_site", "arch.final_stack_to_output", "arch.final_norm", "arch.final_norm_layer", "arch.head_layer", "arch.last_block",
       "arch.norm_layers", "arch.placement", "arch.post_norm_blocks", "arch.post_norm_residual_scaled", "arch.post_norm_residual_scale", "arch.pre_norm_blocks",
       "arch.residual_additions", "arch.stack", "arch.stream_growth", "arch.stream_decays", "arch.fused_modules", "arch.decay_span", "arch.decay_rms_in", "arch.decay_rms_out", "arch.decay_growth", "arch.stream_growth_layer", "arch.stream_growth_note",
       "arch.stream_growth_max_block", "arch.stream_growth_max_factor", "arch.stream_growth_max_share",

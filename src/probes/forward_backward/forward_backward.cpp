@@ -9,6 +9,7 @@
 #include <limits>
 #include <optional>
 #include <iomanip>
+#include <regex>
 #include <sstream>
 #include <set>
 
@@ -520,6 +521,34 @@ void probe_forward_backward(Session& s) {
       const auto at = what.find("raised in the train pass: ");
       why = "train-mode forward raised at " + (layer.empty() ? std::string("a batch_norm") : layer) + ": " +
             (at == std::string::npos ? what : what.substr(at + 26));
+    }
+    // InstanceNorm (or a GroupNorm of one channel per group) over a single
+    // spatial element: F.instance_norm's own check raises "Expected more
+    // than 1 spatial element when training, got input size [...]" whenever
+    // it uses the input's statistics, in eval too without running
+    // statistics: no pass can run at this input size (eval46 unet3d: an
+    // nnU-Net bottleneck at 1x1x1 for a 16^3 patch ended the check, exit 3).
+    // A finding about the layer (NORM003), with the input size PyTorch
+    // reports.
+    {
+      static const std::regex spatial("Expected more than 1 spatial element when training, got input size \\[([0-9, ]+)\\]");
+      std::smatch m;
+      const std::string layer = s.failed_in_module;
+      LayerMetrics* lm = layer.empty() ? nullptr : s.doc.find_layer(layer);
+      if (lm && std::regex_search(what, m, spatial)) {
+        std::vector<int64_t> shape;
+        std::stringstream ss(m[1].str());
+        for (std::string part; std::getline(ss, part, ',');) shape.push_back(std::stoll(part));
+        int64_t groups = shape.size() >= 2 ? shape[0] * shape[1] : 0;
+        std::string sh = "[";
+        for (size_t i = 0; i < shape.size(); ++i) sh += (i ? ", " : "") + std::to_string(shape[i]);
+        sh += "]";
+        lm->metrics["norm.raises_single_value"] = true;
+        lm->metrics["norm.op"] = "instance_norm";
+        lm->metrics["norm.input_shape"] = sh;
+        lm->metrics["norm.groups_per_pass"] = groups;
+        s.run_failure_diagnosed = true;
+      }
     }
     s.doc.assumptions.push_back("the train-mode pass could not run (" + why +
                                 "); activation and gradient measurements are missing");
@@ -2496,7 +2525,14 @@ void probe_forward_backward(Session& s) {
           if (ev.site < 0 || ev.site >= static_cast<int64_t>(rs.size()) || (ev.inf == 0 && ev.nan == 0)) continue;
           const RoundSite& site = rs[static_cast<size_t>(ev.site)];
           if (site.module != culprit && site.module.rfind(culprit + ".", 0) != 0) continue;
-          if (ev.negative_inf_only && ev.nan == 0) continue;  // a -inf mask fill
+          // A -inf alone is a mask fill (masked_fill(mask, -inf), an
+          // additive -inf mask), except from an op whose domain ends there:
+          // log(0) (a depth loss's log of a ReLU head's exact zeros: eval46
+          // depth_relu named the pow after it), x / 0, a negative power of 0.
+          static const std::set<std::string> domain_ops = {
+              "aten::log", "aten::log2", "aten::log10", "aten::log1p", "aten::xlogy", "aten::div",
+              "aten::div_", "aten::reciprocal", "aten::pow", "aten::rsqrt"};
+          if (ev.negative_inf_only && ev.nan == 0 && !domain_ops.count(site.op)) continue;
           producer_op = site.op;
           makes = ev.inf > 0 ? "Inf" : "NaN";
           one_pass = site.one_pass_variance_root;
@@ -2602,7 +2638,7 @@ const std::vector<std::string>& forward_backward_writes() {
       // bn.batch_of_one, bn.values_per_channel: a train pass that BatchNorm
       // refused (one value per channel), turned into evidence for BN006/BN010
       "act.", "attn.", "bn.batch_of_one", "bn.values_per_channel", "fwd.", "grad.", "loss.", "moe.", "norm.eps", "norm.gain_absmax", "norm.gain_mean",
-      "norm.gain_p99", "param.", "run.trained", "run.trained_from", "run.trained_note", "sat.", "softmax."};
+      "norm.gain_p99", "norm.raises_single_value", "norm.op", "norm.input_shape", "norm.groups_per_pass", "param.", "run.trained", "run.trained_from", "run.trained_note", "sat.", "softmax."};
   return names;
 }
 

@@ -486,6 +486,17 @@ void probe_normalization(Session& s) {
     // design), so BN002-BN004 need two.
     m["bn.sample_examples"] = b.examples;
     if (frozen) m["bn.frozen"] = true;
+    // A BatchNorm kept in eval mode inside a file saved while training
+    // (RAFT's freeze_bn(), a frozen backbone): the train passes run it in
+    // eval, as its training does, so it normalizes with its running
+    // statistics and no batch noise reaches it (eval46 raft_bn: BN007
+    // advised freezing the BatchNorms a twin had frozen).
+    bool eval_in_training = false;
+    if (s.model.saved_training)
+      for (const auto& mi : s.model.modules)
+        if (mi.path == lm->path) eval_in_training = !mi.training;
+    if (eval_in_training) m["bn.eval_in_training"] = true;
+    const bool batch_stats = !frozen && !eval_in_training;
     // Rows of this BatchNorm's input per training step: its own axis 0,
     // which is the model's batch times the rows each example becomes where
     // a model folds an axis into the batch (PatchTST's [B * channels,
@@ -494,7 +505,7 @@ void probe_normalization(Session& s) {
         s.opt.train_batch_size > 0 && batch > 0 && b.examples > 0
             ? std::max<int64_t>(1, (train_batch * b.examples + batch / 2) / batch)
             : (b.examples > 0 ? b.examples : train_batch);
-    if (!frozen) {
+    if (batch_stats) {
     m["bn.examples_per_pass"] = rows_per_pass;
     m["bn.values_per_channel"] = rows_per_pass * b.spatial;
     // Independent draws behind each channel's statistics: the rows, except
@@ -514,7 +525,7 @@ void probe_normalization(Session& s) {
     // floor on the variance printed 4.45e-05 there, issue 15). Channels
     // constant over the batch (variance exactly 0: a dead ReLU) have no
     // spread to measure and are left out of the average.
-    if (!frozen && b.examples >= 2 && rows_per_pass >= 1) {
+    if (batch_stats && b.examples >= 2 && rows_per_pass >= 1) {
       const at::Tensor live = b.var > 0;
       if (live.any().item<bool>()) {
         const double root_b = std::sqrt(static_cast<double>(rows_per_pass));
@@ -804,6 +815,13 @@ void probe_normalization(Session& s) {
       auto intent = mm.find("run.training_intent");
       mm["bn.at_init_before_training"] =
           s.model.saved_training && intent != mm.end() && intent->second.is_boolean() && intent->second.get<bool>();
+      // The same file during its training: running statistics that fit the
+      // batch only roughly (BN009's combined gate) are still being
+      // estimated, 1 / momentum steps behind weights that move (eval45 C3:
+      // a PointNet++ checkpoint saved mid-epoch after 20 steps, given
+      // --target, exited 1 on BN009 alone). BN002 and BN003, each past its
+      // own gate, still report statistics far off.
+      mm["bn.estimating_in_training"] = mm["bn.at_init_before_training"];
     }
     if (at_init > 0) {
       if (at_init > 8) at_init_names += ", ... (" + std::to_string(at_init - 8) + " more)";
@@ -1900,6 +1918,15 @@ void probe_normalization(Session& s) {
                    "), so its outputs depend on the calls before";
           mm["batchdep.writes_buffers"] = true;
         }
+        // A file whose trace baked training=True into batch_norm ops, the
+        // eval passes run as saved: those normalize with batch statistics
+        // in every mode, whatever the first changed module is (torchvision's
+        // QAT ShuffleNetV2 traced in train mode: its input observer differs
+        // first, the baked BatchNorms make most of the difference; eval46).
+        const int64_t baked_true = im.baked_batch_norm() - im.baked_batch_norm_false();
+        if (baked_true > 0 && cause.rfind("a traced graph baked", 0) != 0)
+          cause += "; besides, the trace baked training=True into " + std::to_string(baked_true) +
+                   " batch_norm ops, which normalize with the batch's statistics in eval mode too (MODE002)";
         mm["batchdep.cause"] = cause;
       } else if (const BatchAxisReduction b = batch_axis_reduction(s, im, "", &batched_col); !b.op.empty()) {
         // No module's output differs, the model's output does: the op that

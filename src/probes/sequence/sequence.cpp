@@ -781,8 +781,6 @@ Deviation deviations(const InstrumentedModel& im, const Collector& ref, const Co
   return d;
 }
 
-
-
 bool per_example_op(const std::string& op) { return op != "batch_norm" && op != "batch_norm_pattern"; }
 
 /// A norm written out over a view (GroupNorm as x.view(B, G, -1)): the axes
@@ -1541,6 +1539,21 @@ void probe_sequence(Session& s) {
       if (T < 4) break;
       bool hit = false;
       if (f.op == "aten::arange" && f.frequency_index) {
+        continue;
+      } else if (f.op == "aten::split_with_sizes" || f.op == "aten::split") {
+        // Unequal split sizes fixed by the trace: sizes computed from the
+        // sample's values (a mixture-of-experts dispatch's
+        // expert_size.tolist(): HF JetMoe, eval46, where the refilled padding
+        // routed tokens otherwise and the file dispatched them wrongly).
+        const auto& v = f.ints;
+        hit = v.size() >= 2 && std::any_of(v.begin(), v.end(), [&](int64_t x) { return x != v.front(); });
+        if (hit) {
+          at = f.text + " in " + (f.module.empty() ? std::string("the model's own forward") : f.module) +
+               ": split sizes computed from the sample's values (a mixture-of-experts dispatch), fixed for any "
+               "other input";
+          s.doc.model_metrics["seq.trace_baked_length_module"] = f.module;
+          break;
+        }
         continue;
       } else if (f.op == "aten::arange") {
         // (end), (start, end) or (start, end, step) among the ints.
