@@ -1278,10 +1278,14 @@ void probe_forward_backward(Session& s) {
           }
         }
       }
-      // No gradient at all, because every route to the output passes a
-      // detach: a straight-through estimator's codebook (VQ-VAE).
-      if (cause.empty() && pg.without > 0 && pg.behind_detach + pg.silenced + pg.other_outputs >= pg.without &&
-          pg.behind_detach > 0)
+      // No gradient at all, and `n` of those without one are cut on every
+      // route to the output (the rest explained otherwise).
+      auto all_cut = [&](int64_t n) {
+        return cause.empty() && pg.without > 0 && n > 0 && n + pg.silenced + pg.other_outputs >= pg.without;
+      };
+      // Every route passes a detach: a straight-through estimator's
+      // codebook (VQ-VAE).
+      if (all_cut(pg.behind_detach))
         cause = "every route from it to the output passes through detach(): it learns only from a loss on its own "
                 "output, which this forward does not return (a vector quantizer's codebook behind the "
                 "straight-through estimator z + (z_q - z).detach() is trained by the codebook and commitment "
@@ -1289,8 +1293,7 @@ void probe_forward_backward(Session& s) {
       // ... or in the indices of a selection: the scores torch.topk ranks
       // (D-FINE's enc_score_head picks the decoder's queries; eval45) get
       // no gradient through the indices, only from a loss on their own output.
-      if (cause.empty() && pg.without > 0 && pg.behind_index + pg.silenced + pg.other_outputs >= pg.without &&
-          pg.behind_index > 0)
+      if (all_cut(pg.behind_index))
         cause = "every route from it to the output ends in integer indices (torch.topk, sort or argmax picking "
                 "entries by its values) or a comparison, which carry no gradient: it learns only from a loss on its "
                 "own output, which this forward does not return (a detector's query-selection scores are trained by "
