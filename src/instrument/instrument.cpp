@@ -3271,6 +3271,46 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       if (gaussian) gaussian_random_ops_++;
     }
   }
+  // A scripted forward draws a Gaussian sample in every mode unless an
+  // `if self.training:` (or a condition built from it) encloses the draw:
+  // Bayes-by-Backprop's weight sample w = mu + softplus(rho) * randn_like
+  // (blitz, eval47 bbb: MODE004 and a dropout fix on the scripted file,
+  // MODE009 on its trace), a VAE's posterior sample. Listed as a sample by
+  // design, as a trace's Gaussian draws are.
+  if (model.kind == "scripted") {
+    static const std::set<std::string> gaussian_ops = {"aten::randn", "aten::randn_like", "aten::normal",
+                                                       "aten::normal_"};
+    // Whether `v` is computed from a module's `training` attribute.
+    auto from_training = [](Value* v) {
+      std::vector<Value*> todo{v};
+      for (size_t i = 0; i < todo.size() && i < 16; ++i) {
+        Node* p = todo[i]->node();
+        if (p->kind() == c10::prim::GetAttr && p->s(c10::attr::name) == "training") return true;
+        if (p->kind() == c10::prim::GetAttr || p->kind() == c10::prim::Param) continue;
+        for (Value* in : p->inputs()) todo.push_back(in);
+      }
+      return false;
+    };
+    std::vector<Node*> all;
+    collect_nodes(graph_->block(), all);
+    for (Node* n : all) {
+      const std::string k = n->kind().toQualString();
+      if (!gaussian_ops.count(k)) continue;
+      bool guarded = false;
+      for (const torch::jit::Block* b = n->owningBlock(); b && b->owningNode() && !guarded; b = b->owningNode()->owningBlock()) {
+        const Node* owner = b->owningNode();
+        if (owner->kind() == c10::prim::If && !owner->inputs().empty() && from_training(owner->input(0))) guarded = true;
+      }
+      if (guarded) continue;
+      const auto& chain = scopes.chain(n);
+      unswitched_random_.push_back(
+          {chain.empty() ? std::string() : chain.back(),
+           k + " in the scripted forward, under no `if self.training:`: a Gaussian sample drawn in every mode (a "
+               "Bayesian layer's weight sample mu + sigma * eps, a VAE's reparameterization, noise injection)"});
+      traced_random_ops_++;
+      gaussian_random_ops_++;
+    }
+  }
 
   // Mode flags: constants baked in by tracing follow the pass's mode; dropout
   // can be switched off for a pass.

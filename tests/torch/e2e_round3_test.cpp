@@ -5233,6 +5233,47 @@ TEST(Round46, SplitSizesFixedByATraceAreNotPaddingContamination) {
   expect_findings(t, twin, Set{});
   EXPECT_EQ(mm(t).at("seq.trace_baked_length"), false);
 }
+
+// Bayes-by-Backprop scripted: the weight sample mu + softplus(rho) * eps in
+// every forward, under no `if self.training:`, is a sample by design
+// (MODE009, info), as its trace's is; not MODE004 with a dropout fix
+// (eval47 bbb). Sampling under self.training only: nothing.
+TEST(Round47, AScriptedGaussianSampleIsBySampling) {
+  const std::string name = "r47_bbb_sample_every_mode";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  EXPECT_EQ(mm(rep).at("evalrep.gaussian_sampling"), true);
+  EXPECT_NE(info_finding(rep, "MODE009", "blinear1"), nullptr) << rep.at("findings").dump(1);
+  const std::string twin = "r47_bbb_mean_in_eval";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+  EXPECT_FALSE(has_rule(t, "MODE009"));
+}
+
+// A DINO training step returning DINOLoss, which updates its teacher center
+// by EMA on every call: the forward returns its scalar loss, so the update
+// is training's own, not eval nondeterminism (eval47 dino_center_twin:
+// MODE007 appeared once the center was used).
+TEST(Round47, ATrainingStepsOwnStateUpdateIsNotEvalNondeterminism) {
+  const std::string name = "r47_dino_training_step";
+  RUN_ROUND3(rep, name, std::vector<std::string>{"--lr", "0.0005"});
+  expect_findings(rep, name, Set{});
+  EXPECT_EQ(mm(rep).at("evalstate.training_step"), true);
+  EXPECT_GT(num(mm(rep).at("evalstate.rel_diff")), 1e-5);
+}
+
+// Doge's dynamic-mask gate exp(A * softplus(dt_proj(v))) with A = 0 by
+// design: dt_proj gets no gradient until the first update moves A. A
+// zero-initialized gate (GRAD005, info), not GRAD004 (eval47 H6_doge_eval).
+TEST(Round47, AZeroGateInsideAnExponentIsAZeroInitConvention) {
+  const std::string name = "r47_doge_zero_gate";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  const json* f = info_finding(rep, "GRAD005", "self_attn");
+  ASSERT_NE(f, nullptr) << rep.at("findings").dump(1);
+  EXPECT_NE(f->at("message").get<std::string>().find("1 gate"), std::string::npos) << f->at("message");
+  EXPECT_FALSE(has_rule(rep, "GRAD004"));
+}
 }  // namespace
 
 #undef RUN_ROUND3

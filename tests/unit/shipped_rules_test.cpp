@@ -247,7 +247,7 @@ const Expected kExpected[] = {
     {"MODE006", "mode-switch-ineffective", nd::Severity::kWarning, "model", "all", false, "",
      "mode.baked_training_false > 0 and run.training_intent == true"},
     {"MODE007", "eval-nondeterminism", nd::Severity::kWarning, "model", "all", false, "evalstate.first_layer",
-     "evalstate.rel_diff > 1e-05"},
+     "evalstate.rel_diff > 1e-05 and evalstate.training_step == false"},
     {"MODE008", "saved-in-train-mode", nd::Severity::kInfo, "model", "all", false, "",
      "mode.saved_training == true and mode.dependent_ops > 0 and run.training_intent == true"},
     {"MODE009", "eval-nondeterminism", nd::Severity::kInfo, "model", "all", false, "evalrep.first_layer",

@@ -1929,13 +1929,16 @@ void probe_forward_backward(Session& s) {
   if (!zi.params.empty()) {
     const std::string& first = zi.params.front();
     const size_t dot = first.rfind('.');
-    int64_t to_output = 0;
-    for (const auto& [p, role] : zi.role) to_output += role == "output" ? 1 : 0;
+    int64_t to_output = 0, gates = 0;
+    for (const auto& [p, role] : zi.role) {
+      to_output += role == "output" ? 1 : 0;
+      gates += role == "gate" ? 1 : 0;
+    }
     MetricMap& mm = s.doc.model_metrics;
     mm["grad.zero_init_params"] = static_cast<int64_t>(zi.params.size());
     mm["grad.zero_init_names"] = zi_names;
     mm["grad.zero_init_to_output"] = to_output;
-    const int64_t on_residual = static_cast<int64_t>(zi.params.size()) - to_output;
+    const int64_t on_residual = static_cast<int64_t>(zi.params.size()) - to_output - gates;
     mm["grad.zero_init_on_residual"] = on_residual;
     // For GRAD005's message: "2 residual branches", "the output", or both.
     auto count_of = [](int64_t n, const char* one, const char* many) {
@@ -1945,6 +1948,11 @@ void probe_forward_backward(Session& s) {
     if (on_residual > 0) targets = count_of(on_residual, "residual branch", "residual branches");
     if (to_output > 0)
       targets += (targets.empty() ? "" : " and ") + (to_output == 1 ? std::string("the output") : count_of(to_output, "output", "outputs"));
+    // A zero factor whose product the forward reads elsewhere (Doge's
+    // exp(A * x) with A = 0): what it multiplies gets no gradient.
+    if (gates > 0)
+      targets += (targets.empty() ? "" : " and ") + count_of(gates, "gate (a product the forward reads on)",
+                                                             "gates (products the forward reads on)");
     mm["grad.zero_init_targets"] = targets;
     mm["grad.zero_weight_layer"] = dot == std::string::npos ? std::string() : first.substr(0, dot);
     mm["grad.blocked_layers"] = blocked;

@@ -102,7 +102,11 @@ int norm_weight_offset(const std::string& k) {
   return -1;
 }
 
-enum class Reach { kNone, kResidual, kOutput };
+/// Where a zero factor's product goes. kGate: somewhere else in the forward
+/// (HF Doge's A = zeros in exp(A * softplus(dt_proj(x))), eval47: the
+/// product is 0 and exp(0) = 1, so dt_proj gets no gradient while A is 0,
+/// and A gets one: the first update ends it).
+enum class Reach { kNone, kGate, kResidual, kOutput };
 
 /// Where a zero product goes: a residual addition, the graph output, or neither.
 Reach follow(const Value* p, int depth) {
@@ -187,9 +191,12 @@ Reach factor_reach(const Value* v, int depth) {
       // result unused): the product is the written tensor, read by what
       // comes after.
       if (r == Reach::kNone && u.offset > 0 && recognize::in_place_op(user)) r = follow(user->input(0), 0);
+      // A zero product read by anything else (an exponent, a gate): the
+      // other factor's gradient is zero all the same.
+      if (r == Reach::kNone && !user->output()->uses().empty()) r = Reach::kGate;
     }
     if (r == Reach::kOutput) return r;
-    if (r == Reach::kResidual) best = r;
+    if (r == Reach::kResidual || (r == Reach::kGate && best == Reach::kNone)) best = r;
   }
   return best;
 }
@@ -474,6 +481,9 @@ void lift_zero(const at::Tensor& t, at::Generator& gen) {
 
 ZeroInitFacts zero_init_conventions(Session& s) {
   ZeroInitFacts f;
+  auto role_of = [](Reach r) {
+    return r == Reach::kOutput ? "output" : r == Reach::kGate ? "gate" : "residual branch";
+  };
   // Trainable parameters that are exactly zero, once per tensor (tied weights).
   struct Cand {
     std::string path;
@@ -502,7 +512,7 @@ ZeroInitFacts zero_init_conventions(Session& s) {
     const Reach r = factor_reach(v, 0);
     if (r == Reach::kNone) continue;
     Reach& cur = reach[it->second];
-    if (r == Reach::kOutput || cur == Reach::kNone) cur = r;
+    if (static_cast<int>(r) > static_cast<int>(cur)) cur = r;
   }
   if (reach.empty()) return f;
   std::vector<const Cand*> conv;
@@ -563,7 +573,7 @@ ZeroInitFacts zero_init_conventions(Session& s) {
   if (!any_without_signal) {
     for (const Cand* c : conv) {
       f.params.push_back(c->path);
-      f.role[c->path] = reach[c->value.unsafeGetTensorImpl()] == Reach::kOutput ? "output" : "residual branch";
+      f.role[c->path] = role_of(reach[c->value.unsafeGetTensorImpl()]);
     }
     return f;
   }
@@ -613,7 +623,7 @@ ZeroInitFacts zero_init_conventions(Session& s) {
   restore();
   for (const Cand* c : conv) {
     f.params.push_back(c->path);
-    f.role[c->path] = reach[c->value.unsafeGetTensorImpl()] == Reach::kOutput ? "output" : "residual branch";
+    f.role[c->path] = role_of(reach[c->value.unsafeGetTensorImpl()]);
   }
   if (!f.lifted) return f;
   // Silenced: no signal in the real pass, a signal with the zeros lifted

@@ -1376,6 +1376,7 @@ void probe_normalization(Session& s) {
     // recorded (listed after those): then MODE004's fix is to trace after
     // eval(), not F.dropout's training flag (evalrep.traced_random).
     bool traced_random = false;
+    const bool written_dropout = found;  // a dropout written with training=True: MODE004's, whatever else draws
     if (!found && !im.unswitched_random_ops().empty()) {
       traced_random = static_cast<int64_t>(im.unswitched_random_ops().size()) == im.traced_random_ops();
       source = im.unswitched_random_ops().front().first;
@@ -1407,7 +1408,7 @@ void probe_normalization(Session& s) {
     // recorded: a sample by design (a VAE's posterior sample), stated at
     // info (MODE009) rather than as eval nondeterminism to fix.
     mm["evalrep.gaussian_sampling"] =
-        traced_random && im.gaussian_random_ops() > 0 &&
+        !written_dropout && traced_random && im.gaussian_random_ops() > 0 &&
         im.gaussian_random_ops() == static_cast<int64_t>(im.unswitched_random_ops().size());
     if (!first.empty()) {
       mm["evalrep.first_seen_at"] = first;
@@ -1429,6 +1430,16 @@ void probe_normalization(Session& s) {
   // the buffers, so the repeat above cannot see it: the eval forward is run
   // once more first, on the same batch, and the second call is compared.
   mm["evalstate.rel_diff"] = 0.0;
+  // A forward that returns its scalar loss is a training step (DINO's
+  // DINOLoss updating its teacher center by EMA on every call, eval47
+  // dino_center_twin; a training wrapper computing its loss): the state it
+  // writes is the training's own update, not an evaluation that changes the
+  // model (MODE007 steps aside).
+  {
+    const auto outs = Session::output_tensors(eval.output);
+    mm["evalstate.training_step"] =
+        outs.size() == 1 && outs.front().dim() == 0 && outs.front().is_floating_point();
+  }
   // A traced or exported file records the update its modules made in the
   // tracing mode (nn.utils.spectral_norm's power iteration runs when
   // training): tracing after eval() removes it (eval39: an SN-GAN
