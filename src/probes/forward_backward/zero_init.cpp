@@ -168,23 +168,53 @@ bool centres_on_own_mean(const Node* user, size_t offset, const Value* v) {
   return false;
 }
 
+/// The op adds a bias term that is not a zero parameter (`zero_values`: the
+/// reads of the all-zero parameters): linear / convolution / norm bias, the
+/// added matrix of addmm. None, or a zero parameter, adds nothing.
+bool adds_nonzero_bias(const Node* n, const std::set<const Value*>& zero_values) {
+  const std::string k = kind_of(n);
+  int bias = -1;
+  if (k == "aten::linear" || k == "aten::conv1d" || k == "aten::conv2d" || k == "aten::conv3d" ||
+      k == "aten::_convolution" || k == "aten::_convolution_mode" || k == "aten::convolution" ||
+      k == "aten::conv_transpose1d" || k == "aten::conv_transpose2d" || k == "aten::conv_transpose3d" ||
+      k == "aten::batch_norm" || k == "aten::instance_norm")
+    bias = 2;
+  else if (k == "aten::layer_norm" || k == "aten::group_norm")
+    bias = 3;
+  else if (k == "aten::addmm" || k == "aten::baddbmm" || k == "aten::addbmm" || k == "aten::addmv")
+    bias = 0;
+  if (bias < 0 || static_cast<size_t>(bias) >= n->inputs().size()) return false;
+  const Value* b = n->input(static_cast<size_t>(bias));
+  if (b->type()->kind() == c10::TypeKind::NoneType || !b->type()->cast<c10::TensorType>()) return false;
+  return !zero_values.count(b) && b->node()->kind() == c10::prim::GetAttr;
+}
+
 /// Does the parameter value `v` (a GetAttr output) act as a factor whose
-/// product reaches a residual addition or the output?
-Reach factor_reach(const Value* v, int depth) {
+/// product reaches a residual addition or the output? With `zero_values`
+/// (the reads of all-zero parameters), a product beside a bias that is
+/// not zero reaches only as a gate.
+Reach factor_reach(const Value* v, int depth, const std::set<const Value*>* zero_values = nullptr) {
   if (depth > 6) return Reach::kNone;
   Reach best = Reach::kNone;
   for (const auto& u : v->uses()) {
     const Node* user = u.user;
     Reach r = Reach::kNone;
     if (carries_param(kind_of(user)) && kind_of(user) != "prim::ListConstruct") {
-      r = factor_reach(user->output(), depth + 1);
+      r = factor_reach(user->output(), depth + 1, zero_values);
     } else if (centres_on_own_mean(user, u.offset, v)) {
       // w - w.mean(...): a weight standardization (BiT's StdConv2d,
       // (w - m) / sqrt(v + eps)) of a zero weight is zero.
-      r = factor_reach(user->output(), depth + 1);
+      r = factor_reach(user->output(), depth + 1, zero_values);
     } else if (kind_of(user) == "prim::ListConstruct") {
       for (const auto& lu : user->output()->uses())
         if (kind_of(lu.user) == "aten::einsum") r = follow(lu.user->output(), 0);
+    } else if (multiplies(user, u.offset) && zero_values && adds_nonzero_bias(user, *zero_values)) {
+      // A zero weight beside a bias that is not zero (xLSTM's gate
+      // projections, bias -10 on the input gate): the output is the bias,
+      // not zero, so no branch is zeroed; what the weight multiplies still
+      // gets no gradient while it is 0 (eval46 hf_xlstm_train named 8
+      // zeroed residual branches where 4 were).
+      r = Reach::kGate;
     } else if (multiplies(user, u.offset)) {
       r = follow(user->output(), 0);
       // In place (timm's NormFreeBlock: out.mul_(self.skipinit_gain), its
@@ -505,11 +535,16 @@ ZeroInitFacts zero_init_conventions(Session& s) {
 
   // Their uses in the inlined forward graph.
   const AttrReads ar = tensor_attribute_reads(s);
+  std::set<const Value*> zero_values;
+  for (const auto& [path, v] : ar.reads) {
+    auto it = by_path.find(path);
+    if (it != by_path.end() && zero.count(it->second)) zero_values.insert(v);
+  }
   std::map<const void*, Reach> reach;
   for (const auto& [path, v] : ar.reads) {
     auto it = by_path.find(path);
     if (it == by_path.end() || !zero.count(it->second)) continue;
-    const Reach r = factor_reach(v, 0);
+    const Reach r = factor_reach(v, 0, &zero_values);
     if (r == Reach::kNone) continue;
     Reach& cur = reach[it->second];
     if (static_cast<int>(r) > static_cast<int>(cur)) cur = r;
