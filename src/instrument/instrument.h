@@ -548,7 +548,9 @@ class InstrumentedModel {
   /// where `self.attn_drop if self.training else 0.0` was meant).
   const std::vector<std::pair<std::string, std::string>>& unswitched_random_ops() const { return unswitched_random_; }
   /// Of unswitched_random_ops(), the random ops a traced or exported graph
-  /// recorded (aten::rand, bernoulli, ...): the file runs them in every mode.
+  /// recorded (aten::rand, bernoulli, ...), and the Gaussian draws a scripted
+  /// forward makes under no `if self.training:`: the file runs them in every
+  /// mode.
   int64_t traced_random_ops() const { return traced_random_ops_; }
   /// Of those, the Gaussian draws (aten::randn, randn_like, normal): samples
   /// such as a VAE's reparameterization, not drop masks.

@@ -522,8 +522,8 @@ void probe_forward_backward(Session& s) {
       why = "train-mode forward raised at " + (layer.empty() ? std::string("a batch_norm") : layer) + ": " +
             (at == std::string::npos ? what : what.substr(at + 26));
     }
-    // InstanceNorm (or a GroupNorm of one channel per group) over a single
-    // spatial element: F.instance_norm's own check raises "Expected more
+    // InstanceNorm over a single spatial element: F.instance_norm's own
+    // check (_verify_spatial_size) raises "Expected more
     // than 1 spatial element when training, got input size [...]" whenever
     // it uses the input's statistics, in eval too without running
     // statistics: no pass can run at this input size (eval46 unet3d: an
@@ -539,7 +539,7 @@ void probe_forward_backward(Session& s) {
         std::vector<int64_t> shape;
         std::stringstream ss(m[1].str());
         for (std::string part; std::getline(ss, part, ',');) shape.push_back(std::stoll(part));
-        int64_t groups = shape.size() >= 2 ? shape[0] * shape[1] : 0;
+        const int64_t groups = shape.size() >= 2 ? shape[0] * shape[1] : 0;
         std::string sh = "[";
         for (size_t i = 0; i < shape.size(); ++i) sh += (i ? ", " : "") + std::to_string(shape[i]);
         sh += "]";
