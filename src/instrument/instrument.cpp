@@ -3001,16 +3001,15 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     site.stack = r.stack;
     site.placement = r.placement;
     site.branch_normalized = r.branch_normalized;
-    if (r.stream_scale) {
-      std::optional<double> v = structure::const_number(r.stream_scale);
-      if (!v && r.stream_scale->node()->kind() == c10::prim::GetAttr) v = attr_double(r.stream_scale);
-      site.stream_scale = !v ? std::nan("") : r.scale_divides ? (*v != 0 ? 1.0 / *v : std::nan("")) : *v;
-    }
-    if (r.branch_scale) {
-      std::optional<double> v = structure::const_number(r.branch_scale);
-      if (!v && r.branch_scale->node()->kind() == c10::prim::GetAttr) v = attr_double(r.branch_scale);
-      site.branch_scale = !v ? std::nan("") : r.branch_divides ? (*v != 0 ? 1.0 / *v : std::nan("")) : *v;
-    }
+    // The factor a number (a constant or a module attribute) multiplies by,
+    // or divides by when `divides`; NaN when it is not known before running.
+    auto factor_of = [&](Value* f, bool divides) {
+      std::optional<double> v = structure::const_number(f);
+      if (!v && f->node()->kind() == c10::prim::GetAttr) v = attr_double(f);
+      return !v ? std::nan("") : divides ? (*v != 0 ? 1.0 / *v : std::nan("")) : *v;
+    };
+    if (r.stream_scale) site.stream_scale = factor_of(r.stream_scale, r.scale_divides);
+    if (r.branch_scale) site.branch_scale = factor_of(r.branch_scale, r.branch_divides);
     site.norm_module = r.norm_module;
     Node* add = r.add;
     // A kResidualStream tap on operand `i` of the addition; its id.
@@ -3243,41 +3242,20 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   // file runs every op it recorded, whatever the mode, and nothing in the
   // graph switches them (eval32: HF Swin traced in train mode). Named for
   // MODE004 as the random source, in graph order.
-  if (model.kind == "traced" || model.kind == "exported") {
+  // Gaussian draws are samples, not masks: a VAE's reparameterization
+  // (mean + std * randn_like, diffusers' DiagonalGaussianDistribution),
+  // noise injection; they draw in every mode of a scripted file too unless
+  // an `if self.training:` (or a condition built from it) encloses them
+  // (eval35 D03 read a VAE's posterior sample as a drop path; eval47 bbb:
+  // Bayes-by-Backprop's weight sample w = mu + softplus(rho) * randn_like
+  // scripted got MODE004 and a dropout fix, its trace MODE009), so a
+  // scripted file's unguarded Gaussian draws are listed as samples too.
+  const bool traced = model.kind == "traced" || model.kind == "exported";
+  if (traced || model.kind == "scripted") {
     static const std::set<std::string> random_ops = {
         "aten::rand",     "aten::rand_like", "aten::randn",      "aten::randn_like", "aten::bernoulli",
         "aten::bernoulli_", "aten::randint", "aten::randint_like", "aten::randperm",  "aten::multinomial",
         "aten::normal",   "aten::normal_",   "aten::uniform_",   "aten::exponential_"};
-    std::vector<Node*> all;
-    collect_nodes(graph_->block(), all);
-    // Gaussian draws are samples, not masks: a VAE's reparameterization
-    // (mean + std * randn_like, diffusers' DiagonalGaussianDistribution),
-    // noise injection; they draw in every mode of a scripted file too
-    // unless guarded (eval35 D03 read a VAE's posterior sample as a drop path).
-    static const std::set<std::string> gaussian_ops = {"aten::randn", "aten::randn_like", "aten::normal",
-                                                       "aten::normal_"};
-    for (Node* n : all) {
-      const std::string k = n->kind().toQualString();
-      if (!random_ops.count(k)) continue;
-      const auto& chain = scopes.chain(n);
-      const bool gaussian = gaussian_ops.count(k) > 0;
-      unswitched_random_.push_back(
-          {chain.empty() ? std::string() : chain.back(),
-           k + (gaussian ? " recorded by the trace: a Gaussian sample drawn in every mode (a VAE's reparameterization "
-                           "mean + std * eps, noise injection)"
-                         : " recorded by the trace (a drop path, stochastic depth or LayerDrop traced "
-                           "in train mode runs in every mode)")});
-      traced_random_ops_++;
-      if (gaussian) gaussian_random_ops_++;
-    }
-  }
-  // A scripted forward draws a Gaussian sample in every mode unless an
-  // `if self.training:` (or a condition built from it) encloses the draw:
-  // Bayes-by-Backprop's weight sample w = mu + softplus(rho) * randn_like
-  // (blitz, eval47 bbb: MODE004 and a dropout fix on the scripted file,
-  // MODE009 on its trace), a VAE's posterior sample. Listed as a sample by
-  // design, as a trace's Gaussian draws are.
-  if (model.kind == "scripted") {
     static const std::set<std::string> gaussian_ops = {"aten::randn", "aten::randn_like", "aten::normal",
                                                        "aten::normal_"};
     // Whether `v` is computed from a module's `training` attribute.
@@ -3295,20 +3273,29 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     collect_nodes(graph_->block(), all);
     for (Node* n : all) {
       const std::string k = n->kind().toQualString();
-      if (!gaussian_ops.count(k)) continue;
-      bool guarded = false;
-      for (const torch::jit::Block* b = n->owningBlock(); b && b->owningNode() && !guarded; b = b->owningNode()->owningBlock()) {
-        const Node* owner = b->owningNode();
-        if (owner->kind() == c10::prim::If && !owner->inputs().empty() && from_training(owner->input(0))) guarded = true;
+      const bool gaussian = gaussian_ops.count(k) > 0;
+      if (traced ? !random_ops.count(k) : !gaussian) continue;
+      if (!traced) {
+        bool guarded = false;
+        for (const torch::jit::Block* b = n->owningBlock(); b && b->owningNode() && !guarded;
+             b = b->owningNode()->owningBlock()) {
+          const Node* owner = b->owningNode();
+          if (owner->kind() == c10::prim::If && !owner->inputs().empty() && from_training(owner->input(0))) guarded = true;
+        }
+        if (guarded) continue;
       }
-      if (guarded) continue;
       const auto& chain = scopes.chain(n);
       unswitched_random_.push_back(
           {chain.empty() ? std::string() : chain.back(),
-           k + " in the scripted forward, under no `if self.training:`: a Gaussian sample drawn in every mode (a "
-               "Bayesian layer's weight sample mu + sigma * eps, a VAE's reparameterization, noise injection)"});
+           !traced ? k + " in the scripted forward, under no `if self.training:`: a Gaussian sample drawn in every "
+                         "mode (a Bayesian layer's weight sample mu + sigma * eps, a VAE's reparameterization, noise "
+                         "injection)"
+           : gaussian ? k + " recorded by the trace: a Gaussian sample drawn in every mode (a VAE's reparameterization "
+                            "mean + std * eps, noise injection)"
+                      : k + " recorded by the trace (a drop path, stochastic depth or LayerDrop traced "
+                            "in train mode runs in every mode)"});
       traced_random_ops_++;
-      gaussian_random_ops_++;
+      if (gaussian) gaussian_random_ops_++;
     }
   }
 

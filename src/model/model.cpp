@@ -323,6 +323,15 @@ void describe_forward_and_modules(LoadedModel& lm) {
   }
 }
 
+ParamTraining param_training(const torch::jit::Module& m, bool recurse) {
+  ParamTraining t;
+  for (const auto& p : m.named_parameters(recurse)) {
+    t.any = true;
+    t.trainable = t.trainable || p.value.requires_grad();
+  }
+  return t;
+}
+
 nlohmann::json module_facts(const ModuleInfo& m) {
   nlohmann::json f = nlohmann::json::object();
   const auto type = m.module.type();

@@ -92,4 +92,14 @@ nlohmann::json module_facts(const ModuleInfo& m);
 /// True for BatchNorm*, LayerNorm, GroupNorm, InstanceNorm*, *RMSNorm* kinds.
 bool is_norm_kind(const std::string& kind);
 
+/// Whether a module holds parameters (its own, or with `recurse` its
+/// subtree's too) and whether any of them requires grad.
+struct ParamTraining {
+  bool any = false;        ///< at least one parameter
+  bool trainable = false;  ///< at least one with requires_grad
+  /// Parameters, none of them trained (a frozen teacher, a frozen BN).
+  bool frozen() const { return any && !trainable; }
+};
+ParamTraining param_training(const torch::jit::Module& m, bool recurse);
+
 }  // namespace nd

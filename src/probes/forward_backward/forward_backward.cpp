@@ -569,8 +569,7 @@ void probe_forward_backward(Session& s) {
     // detached output): a fault for a model meant to be trained, which
     // --target, --lr or --optimizer-state says it is (GRAD012), a property
     // of an inference export otherwise (GRAD013, info).
-    bool trainable = false;
-    for (const auto& p : s.model.module.parameters(/*recurse=*/true)) trainable = trainable || p.requires_grad();
+    const bool trainable = param_training(s.model.module, /*recurse=*/true).trainable;
     s.doc.model_metrics["grad.no_loss_path"] = trainable;  // a model without parameters has nothing to train
     s.doc.model_metrics["grad.no_loss_path_reason"] = r.backward_skipped;
   } else {

@@ -239,23 +239,6 @@ std::string record_batch_axis(MetricMap& mm, const BatchAxisReduction& b) {
          b.op + " reduces " + b.axes;
 }
 
-/// Whether a module holds parameters (its own, or with `recurse` its
-/// subtree's too) and whether any of them requires grad.
-struct ParamTraining {
-  bool any = false;        ///< at least one parameter
-  bool trainable = false;  ///< at least one with requires_grad
-  /// Parameters, none of them trained (a frozen teacher, a frozen BN).
-  bool frozen() const { return any && !trainable; }
-};
-ParamTraining param_training(const torch::jit::Module& m, bool recurse) {
-  ParamTraining t;
-  for (const auto& p : m.named_parameters(recurse)) {
-    t.any = true;
-    t.trainable = t.trainable || p.value.requires_grad();
-  }
-  return t;
-}
-
 /// Module kinds whose output row b depends on input row b alone and that
 /// keep no state: in eval mode they cannot make one example depend on
 /// another (Dropout is the identity there).
