@@ -178,7 +178,7 @@ std::vector<Finding> evaluate_rules(const std::vector<Rule>& rules, const Metric
         // Smallest exec_order among layers that ran; a layer that never ran
         // (-1) only when no matching layer ran; doc order breaks ties.
         // With rank_by: the largest value of that metric first (a layer
-        // without a number for it last).
+        // without a number for it last; values within 1e-6 relative tie).
         auto rank = [&](const LayerMetrics* l) {
           if (r.rank_by.empty()) return 0.0;
           const MetricValue* v = lookup_metric(&l->metrics, model, r.rank_by);
@@ -189,7 +189,12 @@ std::vector<Finding> evaluate_rules(const std::vector<Rule>& rules, const Metric
         for (const LayerMetrics* l : matched) {
           if (!best) { best = l; continue; }
           const double rl = rank(l), rb = rank(best);
-          if (rl != rb) {
+          // Values within 1e-6 relative are a tie: a reduction's last bits
+          // vary with the thread count, and the earlier layer should win
+          // on every machine.
+          const bool tie = rl == rb || (std::isfinite(rl) && std::isfinite(rb) &&
+                                        std::fabs(rl - rb) <= 1e-6 * std::max(std::fabs(rl), std::fabs(rb)));
+          if (!tie) {
             if (rl > rb) best = l;
             continue;
           }

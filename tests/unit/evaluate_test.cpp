@@ -153,12 +153,13 @@ TEST(Evaluate, SelectFirstUsesANeverRunLayerOnlyWhenNothingElseMatches) {
 
 // rank_by: the matching layer with the largest value names the finding (the
 // noisiest BatchNorm, eval25's resnest at batch 2), execution order among
-// equals; a layer without a number for it comes last.
+// equals (within 1e-6 relative); a layer without a number for it comes last.
 TEST(Evaluate, RankByPicksTheLargestValue) {
   nd::MetricsDoc doc;
   doc.layers.push_back(layer("stem", "L", 0, true, {{"m.x", 0.107}}));
   doc.layers.push_back(layer("split_a", "L", 5, true, {{"m.x", 0.69}}));
   doc.layers.push_back(layer("split_b", "L", 3, true, {{"m.x", 0.69}}));
+  doc.layers.push_back(layer("split_c", "L", 4, true, {{"m.x", 0.69 * (1 + 5e-7)}}));  // last bits of a reduction
   doc.layers.push_back(layer("unknown", "L", 1, true, {{"m.x", "nan"}}));
   nd::Rule r = rule("T001", "layer", {cond("m.x", ">", 0.1)});
   r.select = "group";
@@ -166,7 +167,7 @@ TEST(Evaluate, RankByPicksTheLargestValue) {
   auto f = nd::evaluate_rules({r}, doc);
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].layer, "split_b");
-  EXPECT_EQ(f[0].evidence["matched_layers"], 3);
+  EXPECT_EQ(f[0].evidence["matched_layers"], 4);
   r.rank_by.clear();
   f = nd::evaluate_rules({r}, doc);
   ASSERT_EQ(f.size(), 1u);
