@@ -1647,6 +1647,22 @@ void inline_recording_modules(torch::jit::Graph& graph) {
 
 }  // namespace
 
+int64_t fold_static_branches(torch::jit::Graph& graph, const ScopeResolver& scopes) {
+  std::vector<Node*> all;
+  collect_nodes(graph.block(), all);
+  std::set<std::string> assigned;
+  for (Node* n : all)
+    if (n->kind() == c10::prim::SetAttr) assigned.insert(n->s(c10::attr::name));
+  // Repeat: a folded block may hold further configuration ifs.
+  int64_t folded = 0;
+  for (int round = 0; round < 8; ++round) {
+    const int64_t k = fold_configuration_branches(graph.block(), scopes, assigned);
+    if (k == 0) break;
+    folded += k;
+  }
+  return folded;
+}
+
 // ---------------------------------------------------------------------------
 // Graph rewriting
 
@@ -1661,16 +1677,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
   auto innermost_module = [&](Node* n) {
     return scopes.known(n) && !scopes.chain(n).empty() ? scopes.chain(n).back() : std::string();
   };
-  {
-    std::vector<Node*> all;
-    collect_nodes(graph_->block(), all);
-    std::set<std::string> assigned;
-    for (Node* n : all)
-      if (n->kind() == c10::prim::SetAttr) assigned.insert(n->s(c10::attr::name));
-    // Repeat: a folded block may hold further configuration ifs.
-    for (int round = 0; round < 8; ++round)
-      if (fold_configuration_branches(graph_->block(), scopes, assigned) == 0) break;
-  }
+  fold_static_branches(*graph_, scopes);
 
   std::vector<Node*> nodes;
   collect_nodes(graph_->block(), nodes);
@@ -3150,6 +3157,20 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
             }
           }
       }
+      if ((kq == "aten::split_with_sizes" || kq == "aten::split") && !n->inputs().empty() && is_tensor(n->input(0))) {
+        std::unordered_map<const Value*, bool> memo;
+        const bool data = !recognize::param_only(n->input(0), memo);
+        // The split axis: schema argument "dim"; the last axis (-1, or
+        // rank - 1 where the trace recorded the rank) splits features.
+        std::optional<int64_t> dim;
+        for (size_t ai = 0; ai < n->inputs().size() && ai < schema->arguments().size(); ++ai)
+          if (schema->arguments()[ai].name() == "dim")
+            if (auto c = torch::jit::toIValue(n->input(ai)); c && c->isInt()) dim = c->toInt();
+        std::optional<size_t> rank;
+        if (auto tt = n->input(0)->type()->cast<c10::TensorType>()) rank = tt->dim();
+        const bool last_axis = dim && (*dim == -1 || (rank && *dim == static_cast<int64_t>(*rank) - 1));
+        f.splits_activations = data && dim && !last_axis;
+      }
       f.module = innermost_module(n);
       f.text = text.str();
       constant_factories_.push_back(std::move(f));
@@ -3519,6 +3540,17 @@ int64_t raised_batch_norm_tap(const std::vector<TapSite>& taps, const Collector&
 /// normalized_shape of a layer_norm/rms_norm computed there
 /// (F.layer_norm(x, x.shape[-2:])) or the dims of a written-out norm
 /// built at run time (NormOpSite::dims_tap).
+bool module_returned(const std::vector<TapSite>& taps, const std::vector<TapRecord>& recs, const std::string& module,
+                     const std::vector<TapRecord>* reference) {
+  for (const auto& t : taps) {
+    if (t.kind != TapKind::kModuleOutput || t.module != module) continue;
+    const auto id = static_cast<size_t>(t.id);
+    if (id >= recs.size() || recs[id].calls > 0) continue;
+    if (!reference || (id < reference->size() && (*reference)[id].calls > 0)) return false;
+  }
+  return true;
+}
+
 std::vector<int64_t> norm_reduced_axes(const NormOpSite& n, int64_t rank, const nlohmann::json& info,
                                        const std::vector<int64_t>& runtime_shape) {
   std::vector<int64_t> r;

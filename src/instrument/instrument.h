@@ -465,6 +465,16 @@ class Collector {
   std::vector<RoundEvent> round_events;
 };
 
+/// Whether `module` returned in a pass that stopped early: none of its
+/// module-output taps is unmeasured in `recs` while measured in `reference`
+/// (every tap counts when `reference` is null). A module with one output
+/// measured and another not had not returned: the measured value is one it
+/// computes early and also hands out (a trace's embeddings return the cast
+/// input beside their result; DINOv3, eval42), so the op that raised is
+/// inside it.
+bool module_returned(const std::vector<TapSite>& taps, const std::vector<TapRecord>& recs, const std::string& module,
+                     const std::vector<TapRecord>* reference = nullptr);
+
 /// Options for building the instrumented graph.
 struct InstrumentOptions {
   bool op_taps = true;               ///< taps on sigmoid/tanh/softmax inputs
@@ -569,6 +579,12 @@ class InstrumentedModel {
     /// frequency index of a sinusoidal embedding (half its width), not a
     /// range of positions.
     bool frequency_index = false;
+    /// aten::split / split_with_sizes: the sizes cut a tensor computed from
+    /// the forward's inputs (not only parameters, buffers and constants)
+    /// along an axis other than its last: tokens gathered for a
+    /// mixture-of-experts dispatch (HF JetMoe, eval46), not a rotary table's
+    /// feature split ([8, 4, 4] of a 16-wide head: SkyReels-V2's rope, eval48).
+    bool splits_activations = false;
   };
   /// Constant-sized tensor factories of a traced graph, in graph order
   /// (empty for scripted and exported models).
@@ -716,6 +732,13 @@ class ScopeResolver {
   /// module classes they have.
   std::pair<int64_t, size_t> numbered_entries(const std::string& path) const;
 };
+
+/// Folds the ifs whose condition a module attribute fixes for the whole
+/// check (`if self.surrogate:`, `if self.normalize_before:`, `self.a and
+/// self.b`): the branch that runs replaces the if, in place. The training
+/// flag and attributes the graph assigns (prim::SetAttr) stay dynamic.
+/// Returns the number of ifs folded.
+int64_t fold_static_branches(torch::jit::Graph& graph, const ScopeResolver& scopes);
 
 /// The batch_norm input tap whose layer raised PyTorch's "Expected more than
 /// 1 value per channel" in a failed pass: the last tap that fired when it is

@@ -214,13 +214,27 @@ Node* mean_node(Value* v, int depth = 0) {
 
 // sub(x, mean(x, dims, keepdim)): the x; nullptr otherwise. The mean may be
 // over the rows of x a mask keeps (rows_of).
+// The tensor a view/reshape reads (x of x.view(N, C, -1)); nullptr when v
+// is not one.
+Value* view_base(Value* v) {
+  Node* n = strip(v)->node();
+  const std::string k = kind_of(n);
+  if ((k == "aten::view" || k == "aten::reshape") && !n->inputs().empty() && is_tensor(n->input(0)))
+    return strip(n->input(0));
+  return nullptr;
+}
+
 Value* centered_source(Value* v, Node** mean_out = nullptr) {
   Node* s = strip(v)->node();
   if (kind_of(s) != "aten::sub" || s->inputs().size() < 2 || !is_tensor(s->input(1))) return nullptr;
   Node* m = mean_node(s->input(1));
   if (!m) return nullptr;
   Node* inner = m;
-  if (rows_of(nested_mean_source(m, nullptr, &inner)) != strip(s->input(0))) return nullptr;
+  // The mean of x, or of x reshaped and broadcast back onto x (AdaIN's
+  // calc_mean_std: feat.view(N, C, -1).mean(dim=2).view(N, C, 1, 1),
+  // naoto0804/pytorch-AdaIN, eval48).
+  Value* mean_of = rows_of(nested_mean_source(m, nullptr, &inner));
+  if (mean_of != strip(s->input(0)) && view_base(mean_of) != strip(s->input(0))) return nullptr;
   if (mean_out) *mean_out = inner;  // the mean that reads x itself
   return s->input(0);
 }
@@ -474,9 +488,12 @@ std::optional<Stat> analyze(Value* d, const std::function<std::optional<double>(
 // possibly multiplied by a gain first (g * (x - mean) / std).
 bool numerator_of(Value* y, Value* src, int depth, bool& centered) {
   Value* s = strip(y);
-  if (s == src) return true;
+  // The statistic may be of x reshaped (x.view(N, C, -1).var(dim=2)) and
+  // divide x itself: the same groups of values.
+  Value* base = view_base(src);
+  if (s == src || (base && s == base)) return true;
   if (Value* c = centered_source(s)) {
-    if (strip(c) == src) {
+    if (strip(c) == src || (base && strip(c) == base)) {
       centered = true;
       return true;
     }
@@ -706,6 +723,17 @@ std::vector<structure::NormNode> find_norm_patterns(const std::vector<Node*>& no
       if ((vk == "aten::view" || vk == "aten::reshape") && is_tensor(vn->input(0))) {
         nn.view_source = vn->input(0);
         nn.view_node = vn;
+        // The group count of x.view(N, G, -1): computed from the input's
+        // own sizes at run time (AdaIN's `N, C = size[:2]; feat.view(N, C,
+        // -1)`: an instance norm written out), or configured (a constant,
+        // self.num_groups).
+        if (vn->inputs().size() >= 2) {
+          Node* l = vn->input(1)->node();
+          if (l->kind() == c10::prim::ListConstruct && l->inputs().size() >= 3) {
+            Value* g = l->input(1);
+            nn.args["groups_from_input"] = !torch::jit::toIValue(g) && g->node()->kind() != c10::prim::GetAttr;
+          }
+        }
       }
       nn.module = module_of(n);
       // A centered statistic in a module that keeps running statistics

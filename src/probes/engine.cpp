@@ -870,13 +870,8 @@ PassResult Session::run_pass(PassSpec spec) {
           // pixel_values.to(float32) for rope_embeddings, and the patch
           // conv after that cast raised in fp16; eval42). Then the op that
           // raised is inside it, most likely in the child reading that value.
-          bool returned = true;
           const auto& recs = r.collector->records();
-          for (const auto& o : im.taps())
-            if (o.kind == TapKind::kModuleOutput && o.module == t.module && o.id != t.id &&
-                static_cast<size_t>(o.id) < recs.size() && recs[static_cast<size_t>(o.id)].calls == 0)
-              returned = false;
-          if (!returned && !t.module.empty()) {
+          if (!module_returned(im.taps(), recs, t.module) && !t.module.empty()) {
             where = "\n  raised inside " + mod + " before it returned (one of its outputs, computed early, was the last value measured)";
             // Its first submodule (named_modules() order) whose output was
             // never measured: the ops run in that order in most forwards.

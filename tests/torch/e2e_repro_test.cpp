@@ -226,9 +226,16 @@ TEST(Repro, HandWrittenBatchNormUsingBatchStatisticsInEval) {
 // pytorch#81985: an InstanceNorm1d over time after a 3-tap convolution. The
 // convolution reads one padded frame at the boundary (the first module whose
 // output changes, a little); the InstanceNorm's statistics take in every
-// padded frame (its output changes far more): the norm is named.
+// padded frame (its output changes far more): the norm is named. The model
+// takes no mask or lengths, so the user says its batches are padded
+// (--pad-value 0); without that the same is SEQ006's info (what padding would
+// do, and what was assumed: eval48).
 TEST(Repro, InstanceNormOverTimeAfterAConvolutionIsNamed) {
-  RUN_REPRO(rep, "d15_instancenorm1d_over_time");
+  RUN_REPRO(assumed, "d15_instancenorm1d_over_time");
+  EXPECT_EQ(serious(assumed).count({"SEQ001", "blocks.0.norm"}), 0u);
+  ASSERT_NE(nde2e::first_finding(assumed, "SEQ006"), nullptr) << assumed.at("findings").dump(1);
+  EXPECT_EQ(nde2e::first_finding(assumed, "SEQ006")->at("layer"), "blocks.0.norm");
+  RUN_REPRO(rep, "d15_instancenorm1d_over_time", std::vector<std::string>{"--pad-value", "0"});
   // At the shorter length the convolution's boundary frame and the norm change
   // the shared positions by similar amounts (0.08 and 0.12): SEQ002 may name
   // the norm or stay silent; SEQ001 must.

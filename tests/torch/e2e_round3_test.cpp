@@ -1807,9 +1807,9 @@ TEST(Round10, InlineInputStandardizationIsDeliberate) {
 // A WeNet-style streaming encoder (declared causal) whose convolution
 // module normalizes with GroupNorm(8, C) on the depthwise conv's [B, C, T]
 // output: statistics over every frame (AXIS012 at both layers), which also
-// makes the prefix depend on later frames (SEQ002) and padding enter the
-// statistics (SEQ001). The twin normalizes each frame (LayerNorm on
-// [B, T, C]) and is clean.
+// makes the prefix depend on later frames (SEQ002); padding would enter the
+// statistics, but the encoder takes no lengths (SEQ006, info; eval48). The
+// twin normalizes each frame (LayerNorm on [B, T, C]) and is clean.
 TEST(Round10, GroupNormOverTimeInAStreamingEncoder) {
   const std::vector<std::string> flags = {"--causal", "--seq-dim", "1"};
   RUN_ROUND3(rep, "r10_streaming_conv_groupnorm_over_time", flags);
@@ -3674,7 +3674,8 @@ TEST(Round30, LengthsPickTheTimeAxisOfMelFrames) {
 // GroupNorm(1): recognized (eval30 C03 saw none), not AXIS001's LayerNorm
 // over time. In the causal model every frame is normalized with later
 // frames' statistics: AXIS011, one finding naming the other five gLNs; the
-// norm over time also takes in padding (SEQ001) and the length (SEQ002).
+// norm over time also takes in the length (SEQ002), and would take in
+// padding, which nothing says the model is given (SEQ006, info; eval48).
 // The cLN twin (each frame over its channels) is clean.
 TEST(Round30, ChainedMeansAreAGlobalLayerNorm) {
   const std::vector<std::string> causal = {"--causal"};
@@ -5273,6 +5274,89 @@ TEST(Round47, AZeroGateInsideAnExponentIsAZeroInitConvention) {
   ASSERT_NE(f, nullptr) << rep.at("findings").dump(1);
   EXPECT_NE(f->at("message").get<std::string>().find("1 gate"), std::string::npos) << f->at("message");
   EXPECT_FALSE(has_rule(rep, "GRAD004"));
+}
+
+// naoto0804/pytorch-AdaIN's calc_mean_std on 8x8 thumbnails: relu4_1 is 1x1,
+// and the instance norm written out over feat.view(N, C, -1) normalizes one
+// value per channel (NORM002 at the root, which runs it), while torch.var's
+// unbiased default makes that one value's variance 0/0: ACT001 at the root
+// with aten::var as the producer, not the decoder that received the NaN
+// (eval48 adain_8px_fault). At 32x32, encoder frozen: nothing, and the norm
+// is an instance norm by design (no AXIS004).
+TEST(Round48, AnInstanceNormWrittenOverAViewOfOneValue) {
+  const std::string name = "r48_adain_thumbnail";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  const json& n = nums(name);
+  const json* norm = finding(rep, "NORM002");
+  ASSERT_NE(norm, nullptr);
+  EXPECT_EQ(num(norm->at("evidence").at("norm.values_per_group")), n.at("values_per_group").get<double>());
+  EXPECT_EQ(num(norm->at("evidence").at("norm.groups_per_pass")), n.at("groups_per_pass").get<double>());
+  EXPECT_EQ(norm->at("evidence").at("norm.input_shape"), "[2, 64, 1, 1]");
+  const json* act = finding(rep, "ACT001");
+  ASSERT_NE(act, nullptr);
+  EXPECT_EQ(act->at("layer"), "");
+  EXPECT_EQ(act->at("evidence").at("fwd.producer_op"), "aten::var");
+  EXPECT_EQ(num(act->at("evidence").at("act.nan_count")), n.at("output_nan_count").get<double>());
+  EXPECT_EQ(num(act->at("evidence").at("fwd.input_nonfinite_count")), 0.0);
+  EXPECT_NE(act->at("message").get<std::string>().find("divides by N - 1"), std::string::npos) << act->at("message");
+  const std::string twin = "r48_adain_frozen_vgg";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+  const json* m = layer_metrics(t, "");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->at("norm.op"), "group_norm_pattern");
+  EXPECT_EQ(m->at("norm.groups_are_channels"), true);
+  EXPECT_EQ(num(m->at("norm.values_per_group")), 16.0);
+  EXPECT_FALSE(has_rule(t, "AXIS004"));
+}
+
+// snnTorch's LIF network with the spike a bare Heaviside: every route from a
+// parameter to the spike counts ends at a comparison. GRAD012 names the last
+// one's module (lif2) and the surrogate-gradient fix, not argmax and detach
+// (eval48 snn_lif_heaviside_fault). The fast-sigmoid surrogate, chosen by
+// the same attribute (`if self.surrogate:` folded): nothing.
+TEST(Round48, ASpikeThresholdWithoutASurrogateNamesItsCut) {
+  const std::string name = "r48_snn_heaviside";
+  RUN_ROUND3(rep, name, std::vector<std::string>{"--target", round3(name + ".target.pt")});
+  expect_findings(rep, name, manifest_findings(name));
+  const json* f = finding(rep, "GRAD012");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("layer"), "lif2");
+  EXPECT_EQ(mm(rep).at("grad.no_loss_path_cut_kind"), "comparison");
+  EXPECT_NE(f->at("message").get<std::string>().find("aten::gt in lif2"), std::string::npos) << f->at("message");
+  ASSERT_EQ(f->at("fix").size(), 1u);
+  EXPECT_NE(f->at("fix").at(0).get<std::string>().find("surrogate"), std::string::npos);
+  const std::string twin = "r48_snn_surrogate";
+  RUN_ROUND3(t, twin, std::vector<std::string>{"--target", round3(twin + ".target.pt")});
+  expect_findings(t, twin, Set{});
+}
+
+// asteroid's Conv-TasNet with gLN, trained on fixed-length segments and
+// given no mask or lengths: what appended padding would do is SEQ006 (info,
+// saying what was assumed), not SEQ001's error (eval48 tasnet_causal_gln).
+// The length dependence gLN gives every position is SEQ002's, true.
+TEST(Round48, NormOverTimeWithoutDeclaredPaddingIsAnAssumption) {
+  const std::string name = "r48_tasnet_gln_segments";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  EXPECT_EQ(mm(rep).at("pad.hypothetical"), true);
+  EXPECT_FALSE(has_rule(rep, "SEQ001"));
+  EXPECT_NE(info_finding(rep, "SEQ006", "bottleneck.0"), nullptr) << rep.at("findings").dump(1);
+}
+
+// diffusers' Wan rotary table split [8, 4, 4] along its feature axis (the
+// head's t/h/w parts), traced beside 8 text tokens: the sizes are the
+// config's, the traced file runs any length, so no SEQ008 (eval48
+// skyreels_bf16). JetMoe's token dispatch split (r46_jetmoe_traced) keeps it.
+TEST(Round48, ARotaryTableSplitIsNotABakedLength) {
+  const std::string name = "r48_wan_rope_split";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  const json& n = nums(name);
+  EXPECT_EQ(n.at("trace_matches_at_12_tokens"), true);
+  EXPECT_EQ(mm(rep).at("seq.trace_baked_length"), false);
+  EXPECT_FALSE(has_rule(rep, "SEQ008"));
 }
 }  // namespace
 

@@ -114,7 +114,7 @@ const Expected kExpected[] = {
      "norm.batchnorm_over_time == true and arch.attention_ops > 0 and norm.after_convolution == false and "
      "layout.tokens_or_padding == true"},
     {"AXIS004", "groupnorm-group-size", nd::Severity::kWarning, "layer", "group", false, "",
-     "norm.channels_per_group == 1 and norm.num_channels > 1 and norm.spatial_size > 1"},
+     "norm.channels_per_group == 1 and norm.num_channels > 1 and norm.spatial_size > 1 and norm.groups_are_channels == false"},
     {"AXIS005", "groupnorm-group-size", nd::Severity::kInfo, "layer", "group", false, "",
      "norm.num_groups == 1 and norm.num_channels > 1"},
     {"AXIS006", "groupnorm-group-size", nd::Severity::kWarning, "layer", "all", false, "",
@@ -201,7 +201,7 @@ const Expected kExpected[] = {
      "grad.bn_batch_noise == true and grad.input_output_ratio_log10_abs > 3"},
     {"GRAD011", "nonfinite-gradient", nd::Severity::kInfo, "layer", "all", true, "",
      "grad.first_nonfinite == true and grad.nonfinite_reaches_parameters == false"},
-    {"GRAD012", "no-gradient-path", nd::Severity::kWarning, "model", "all", false, "",
+    {"GRAD012", "no-gradient-path", nd::Severity::kWarning, "model", "all", false, "grad.no_loss_path_layer",
      "grad.no_loss_path == true and run.training_intent == true"},
     {"GRAD013", "no-gradient-path", nd::Severity::kInfo, "model", "all", false, "",
      "grad.no_loss_path == true and run.training_intent == false"},

@@ -552,12 +552,30 @@ void probe_features(Session& s) {
   std::set<std::string> done;
   std::vector<std::pair<int64_t, std::string>> degenerate;
   for (const auto& n : im.norm_ops()) {
-    if (n.input_tap < 0 || n.module.empty() || done.count(n.module)) continue;
+    if (n.input_tap < 0 || done.count(n.module)) continue;
     const auto& shape = col.records()[static_cast<size_t>(n.input_tap)].shape;
     if (shape.size() < 2) continue;
     LayerMetrics* lm = s.doc.find_layer(n.module);
     if (!lm) continue;
-    const NormGroups ng = norm_groups(n, shape, lm->info);
+    NormGroups ng = norm_groups(n, shape, lm->info);
+    // A centered norm written out (AdaIN's calc_mean_std over
+    // feat.view(N, C, -1), a hand-written LayerNorm): its reduced axes of the
+    // tapped input (the view it takes its statistics of) give the values per
+    // group. Not a BatchNorm written out (its batch is BN's own rules') nor
+    // one over the rows a mask keeps, nor an uncentered one (x / rms(x) of
+    // one value is its sign, not 0).
+    if (ng.values_per_group < 0 && n.args.value("centered", false) && n.op != "batch_norm_pattern" &&
+        !n.args.value("masked_rows", false)) {
+      std::vector<int64_t> run_dims;
+      if (n.dims_tap >= 0) run_dims = col.records()[static_cast<size_t>(n.dims_tap)].ints;
+      const auto red = norm_reduced_axes(n, static_cast<int64_t>(shape.size()), lm->info, run_dims);
+      if (!red.empty()) {
+        int64_t vpg = 1, all = 1;
+        for (int64_t d : red) vpg *= shape[static_cast<size_t>(d)];
+        for (int64_t d : shape) all *= d;
+        if (vpg > 0) ng = {vpg, all / vpg};
+      }
+    }
     const int64_t vpg = ng.values_per_group, groups = ng.groups;
     if (vpg < 0) continue;
     done.insert(n.module);

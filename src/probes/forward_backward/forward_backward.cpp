@@ -572,6 +572,29 @@ void probe_forward_backward(Session& s) {
     const bool trainable = param_training(s.model.module, /*recurse=*/true).trainable;
     s.doc.model_metrics["grad.no_loss_path"] = trainable;  // a model without parameters has nothing to train
     s.doc.model_metrics["grad.no_loss_path_reason"] = r.backward_skipped;
+    // Where the routes end: the op nearest the output that every trainable
+    // parameter's route to it passes (a spiking neuron's threshold written
+    // as (mem > thr).float() without a surrogate gradient, eval48).
+    GradientCut cut;
+    if (trainable) {
+      try {
+        parameters_behind_detach(s, nullptr, &cut);
+      } catch (const std::exception&) {
+        // No graph to read (an exported program): the reason stands alone.
+      }
+    }
+    s.doc.model_metrics["grad.no_loss_path_cut_kind"] = cut.kind;
+    if (!cut.op.empty()) {
+      s.doc.model_metrics["grad.no_loss_path_layer"] = cut.module;
+      const std::string where = cut.op + " in " + (cut.module.empty() ? std::string("the model's own forward") : cut.module);
+      std::string note = "; every route from a parameter to the output ends at a " + cut.kind + ", which carries no gradient (the last: " + where;
+      if (cut.sites > 1) note += ", of " + std::to_string(cut.sites) + " such ops";
+      note += ")";
+      if (cut.kind == "comparison")
+        note += ": a step function such as a spiking neuron's threshold (mem > threshold).float() has zero gradient "
+                "almost everywhere and needs a surrogate gradient";
+      s.doc.model_metrics["grad.no_loss_path_cut_note"] = note;
+    }
   } else {
     s.doc.probes["gradients"] = {{"status", "ok"}, {"pass", "train"}};
   }
@@ -2397,6 +2420,17 @@ void probe_forward_backward(Session& s) {
     const bool collapsing_forward = ds != mm.end() && ds->second.is_number() && ds->second.get<double>() < 0.01;
     mm["grad.rel_contradicts_vanishing"] = !collapsing_forward && rr != mm.end() && rr->second.is_number() &&
                                            std::isfinite(rr->second.get<double>()) && rr->second.get<double>() >= 0.1;
+    // GRAD003's cause where the forward collapses too: every layer scales
+    // the signal down (HF's conv init at std 0.02 in SuperPoint's encoder,
+    // eval48: activations and gradients shrink together).
+    if (collapsing_forward) {
+      char nb[32];
+      std::snprintf(nb, sizeof nb, "%.3g", ds->second.get<double>());
+      mm["grad.forward_collapse_note"] = std::string("; the activations shrink through depth the same way (the deepest "
+                                                     "layers' RMS is ") + nb +
+                                         "x the first layers'): the layers scale the signal down in both directions, "
+                                         "as weights initialized below sqrt(2 / fan_in) (a fixed std such as 0.02) do";
+    }
     // GRAD003/GRAD002's guard in a model with residual blocks: the same
     // layers of the first and last block within 100x of each other
     // (grad.block_ratio) say the stack does not lose or gain the gradient
@@ -2478,14 +2512,20 @@ void probe_forward_backward(Session& s) {
         if (t.kind == TapKind::kModuleInput) in.merge(pr.collector->records()[static_cast<size_t>(t.id)].fwd);
       // The caller: the nearest ancestor whose forward ran (a ModuleList
       // holding the culprit is never called; the module indexing it is).
+      // Past the top-level modules, the root's own forward (a free
+      // function it calls: AdaIN's calc_mean_std, eval48).
       std::string parent = culprit;
-      for (;;) {
+      bool has_caller = !culprit.empty();
+      while (has_caller) {
         parent = parent_module(parent);
-        if (parent.empty()) break;
+        if (parent.empty()) {
+          has_caller = idx.count("") > 0;
+          break;
+        }
         auto pit = idx.find(parent);
         if (pit != idx.end() && s.doc.layers[pit->second].exec_order >= 0) break;
       }
-      if (in.nonfinite() > 0 && !parent.empty()) {
+      if (in.nonfinite() > 0 && has_caller) {
         culprit = parent;
         continue;
       }
@@ -2517,9 +2557,29 @@ void probe_forward_backward(Session& s) {
         lm.metrics["fwd.weights_nonfinite_names"] = names;
       }
       if (culprit != first_seen) lm.metrics["fwd.nonfinite_passed_to"] = first_seen;
-      lm.metrics["fwd.input_absmax"] = in.absmax();
-      lm.metrics["fwd.input_min"] = in.finite() ? in.min : 0.0;
-      lm.metrics["fwd.input_max"] = in.finite() ? in.max : 0.0;
+      double in_absmax = in.absmax(), in_min = in.finite() ? in.min : 0.0, in_max = in.finite() ? in.max : 0.0;
+      if (culprit.empty()) {
+        // The root's inputs are the model's (floating ones; all finite here).
+        bool any = false;
+        for (const auto& x : s.doc.inputs) {
+          auto num = [&](const char* k) -> std::optional<double> {
+            auto it = x.metrics.find(k);
+            if (it == x.metrics.end() || !it->second.is_number()) return std::nullopt;
+            return it->second.get<double>();
+          };
+          auto fl = x.metrics.find("input.is_float");
+          if (fl == x.metrics.end() || !fl->second.is_boolean() || !fl->second.get<bool>()) continue;
+          const auto a = num("input.absmax"), lo = num("input.min"), hi = num("input.max");
+          if (!a || !lo || !hi) continue;
+          in_absmax = any ? std::max(in_absmax, *a) : *a;
+          in_min = any ? std::min(in_min, *lo) : *lo;
+          in_max = any ? std::max(in_max, *hi) : *hi;
+          any = true;
+        }
+      }
+      lm.metrics["fwd.input_absmax"] = in_absmax;
+      lm.metrics["fwd.input_min"] = in_min;
+      lm.metrics["fwd.input_max"] = in_max;
       lm.metrics["fwd.input_nonfinite_count"] = in.nonfinite();
       std::string note = nonfinite_state_note(s, *s.inst, culprit);
       // The op that made the first NaN/Inf inside it (its own forward or a
@@ -2534,7 +2594,7 @@ void probe_forward_backward(Session& s) {
         for (const auto& ev : pr.collector->round_events) {
           if (ev.site < 0 || ev.site >= static_cast<int64_t>(rs.size()) || (ev.inf == 0 && ev.nan == 0)) continue;
           const RoundSite& site = rs[static_cast<size_t>(ev.site)];
-          if (site.module != culprit && site.module.rfind(culprit + ".", 0) != 0) continue;
+          if (!culprit.empty() && site.module != culprit && site.module.rfind(culprit + ".", 0) != 0) continue;
           // A -inf alone is a mask fill (masked_fill(mask, -inf), an
           // additive -inf mask), except from an op whose domain ends there:
           // log(0) (a depth loss's log of a ReLU head's exact zeros: eval46
@@ -2548,13 +2608,23 @@ void probe_forward_backward(Session& s) {
           one_pass = site.one_pass_variance_root;
           break;
         }
+        // A variance or standard deviation that made NaN (no Inf) from
+        // finite values: torch.var/std divide by N - correction, 1 by
+        // default, so over a single value they are 0/0 (PyTorch warns
+        // "degrees of freedom is <= 0"; AdaIN's calc_mean_std on a 1x1 map,
+        // eval48).
+        static const std::set<std::string> spread_ops = {"aten::var", "aten::std", "aten::var_mean", "aten::std_mean"};
+        const bool spread_nan = spread_ops.count(producer_op) > 0 && makes == "NaN";
         lm.metrics["fwd.producer_op"] = producer_op;
         lm.metrics["fwd.producer_one_pass_variance"] = one_pass;
+        lm.metrics["fwd.producer_spread_nan"] = spread_nan;
         if (!producer_op.empty())
           note += "; the first " + makes + " comes from " + producer_op +
                   (one_pass ? " of a one-pass variance E[x^2] - E[x]^2, which cancellation in float makes negative "
                               "where the mean is large against the spread (no eps fixes a negative variance)"
-                            : std::string());
+                   : spread_nan ? ", which divides by N - 1 by default (unbiased): over a single value (N = 1) "
+                                  "that is 0/0, whatever eps is added after it"
+                                : std::string());
       }
       if (culprit != first_seen)
         note += "; an op in its own forward (not in a child module) made the first NaN/Inf: " + first_seen +

@@ -77,7 +77,18 @@ std::set<const void*> parameters_never_read(const Session& s);
 /// comparisons. A detector's query-selection scores ranked by torch.topk
 /// (D-FINE's and RT-DETR's enc_score_head) learn only from the encoder's
 /// auxiliary loss on their own output.
-std::set<const void*> parameters_behind_detach(const Session& s, std::set<const void*>* behind_index = nullptr);
+/// `last_cut` (optional) receives, among the ops where the routes of the
+/// parameters without a live route end, the last in graph order (nearest the
+/// output): a spiking neuron's threshold `(mem > thr).float()` without a
+/// surrogate gradient (snnTorch tutorial 6, eval48), an argmax, a detach.
+struct GradientCut {
+  std::string op;      ///< "aten::gt"
+  std::string module;  ///< innermost module running it ("" root)
+  std::string kind;    ///< "comparison" | "selection" | "detach" | "integer division"
+  int64_t sites = 0;   ///< cut ops those routes reach in all
+};
+std::set<const void*> parameters_behind_detach(const Session& s, std::set<const void*>* behind_index = nullptr,
+                                              GradientCut* last_cut = nullptr);
 
 /// Parameters (named_parameters() paths) that the forward's graph writes in
 /// place (an aten in-place op on the parameter itself: HF RWKV's

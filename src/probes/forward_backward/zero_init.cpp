@@ -32,6 +32,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/passes/lower_tuples.h>
 
 #include "instrument/recognize.h"
 #include "probes/forward_backward/forward_backward.h"
@@ -253,7 +254,13 @@ AttrReads tensor_attribute_reads(const Session& s, bool any_type = false) {
   AttrReads r;
   r.graph = s.model.module.get_method("forward").graph()->copy();
   torch::jit::Inline(*r.graph);
+  // A submodule's (spk, mem) return packed and unpacked: each value on its
+  // own, so what reaches one does not reach the other.
+  torch::jit::LowerSimpleTuples(r.graph);
   ScopeResolver scopes(s.model);
+  // The configuration that runs: a branch an attribute switches off (a
+  // spiking neuron's `if self.surrogate:` set False) reads nothing.
+  fold_static_branches(*r.graph, scopes);
   std::vector<Node*> nodes;
   walk(r.graph->block(), nodes);
   for (Node* n : nodes) {
@@ -400,7 +407,8 @@ std::vector<std::pair<std::string, std::string>> attributes_set_in_forward(const
   return out;
 }
 
-std::set<const void*> parameters_behind_detach(const Session& s, std::set<const void*>* behind_index) {
+std::set<const void*> parameters_behind_detach(const Session& s, std::set<const void*>* behind_index,
+                                              GradientCut* last_cut) {
   std::set<const void*> out;
   // Ops whose output carries no gradient to the input: the indices of a
   // selection (topk, sort, max/min over a dim: output 1), argmax/argsort,
@@ -417,10 +425,13 @@ std::set<const void*> parameters_behind_detach(const Session& s, std::set<const 
   // whether one through a detach does.
   std::map<const void*, std::pair<bool, bool>> reach;
   std::set<const void*> indexed_params;
+  // The cut ops each parameter's routes reach.
+  std::map<const void*, std::set<const Node*>> cuts_of;
   for (const auto& [path, v0] : ar.reads) {
     auto param = by_path.find(path);
     if (param == by_path.end()) continue;
     bool live = false, detached = false, indexed = false;
+    std::set<const Node*>& cuts = cuts_of[param->second];
     std::vector<const Value*> todo{v0};
     std::set<const Value*> seen{v0};
     while (!todo.empty() && !live && seen.size() < 200000) {
@@ -434,6 +445,17 @@ std::set<const void*> parameters_behind_detach(const Session& s, std::set<const 
             live = true;
             break;
           }
+          if (owner->kind() == c10::prim::Loop) {
+            // A loop body returns (continue?, carried...): carried value k
+            // is the loop's output k - 1 and the body's input k next time.
+            if (u.offset == 0) continue;
+            if (u.offset - 1 < owner->outputs().size() && seen.insert(owner->output(u.offset - 1)).second)
+              todo.push_back(owner->output(u.offset - 1));
+            const auto* body = user->owningBlock();
+            if (u.offset < body->inputs().size() && seen.insert(body->inputs()[u.offset]).second)
+              todo.push_back(body->inputs()[u.offset]);
+            continue;
+          }
           if (u.offset < owner->outputs().size() && seen.insert(owner->output(u.offset)).second)
             todo.push_back(owner->output(u.offset));
           continue;
@@ -441,14 +463,17 @@ std::set<const void*> parameters_behind_detach(const Session& s, std::set<const 
         const std::string uk = kind_of(user);
         if (uk == "aten::detach") {
           detached = true;
+          cuts.insert(user);
           continue;
         }
         if (no_grad_ops.count(uk)) {
           indexed = true;
+          cuts.insert(user);
           continue;
         }
         if (two_output_select.count(uk) && user->outputs().size() == 2) {
           indexed = true;  // the indices: cut; the values carry the gradient on
+          cuts.insert(user);
           if (seen.insert(user->output(0)).second) todo.push_back(user->output(0));
           continue;
         }
@@ -461,10 +486,33 @@ std::set<const void*> parameters_behind_detach(const Session& s, std::set<const 
     r.second = r.second || detached;
     if (indexed) indexed_params.insert(param->second);
   }
+  std::set<const Node*> closing;  // cut ops of the parameters without a live route
   for (const auto& [impl, r] : reach) {
     if (r.first) continue;
+    closing.insert(cuts_of[impl].begin(), cuts_of[impl].end());
     if (r.second) out.insert(impl);
     else if (indexed_params.count(impl) && behind_index) behind_index->insert(impl);
+  }
+  if (last_cut && !closing.empty()) {
+    // The last of them in graph order: where the deepest parameters'
+    // routes end, nearest the output.
+    std::vector<Node*> nodes;
+    walk(ar.graph->block(), nodes);
+    const Node* last = nullptr;
+    for (const Node* n : nodes)
+      if (closing.count(n)) last = n;
+    if (last) {
+      ScopeResolver scopes(s.model);
+      const auto& chain = scopes.chain(last);
+      const std::string k = kind_of(last);
+      last_cut->op = k;
+      last_cut->module = chain.empty() ? std::string() : chain.back();
+      last_cut->kind = k == "aten::detach"                                          ? "detach"
+                       : two_output_select.count(k) || k.find("arg") != std::string::npos ? "selection"
+                       : k == "aten::floor_divide"                                  ? "integer division"
+                                                                                    : "comparison";
+      last_cut->sites = static_cast<int64_t>(closing.size());
+    }
   }
   return out;
 }

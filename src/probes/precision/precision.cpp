@@ -703,16 +703,12 @@ void probe_precision(Session& s) {
           }
         }
         const auto train = s.train();
-        // A module one of whose outputs was measured and another, measured
-        // in the fp32 pass, was not had not returned: the value is one it
-        // computes early and also hands out (a trace's embeddings returning
-        // the cast input beside their result; DINOv3, eval42).
-        for (const auto& t : taps)
-          if (!native_after.empty() && t.kind == TapKind::kModuleOutput && t.module == native_after &&
-              s.failed_collector->records()[static_cast<size_t>(t.id)].first_fire < 0 &&
-              (!train || !train->collector ||
-               train->collector->records()[static_cast<size_t>(t.id)].first_fire >= 0))
-            native_after.clear();
+        // A module that had not returned (an output measured in the fp32
+        // pass was not measured here) is not the last one that finished.
+        if (!native_after.empty() &&
+            !module_returned(taps, s.failed_collector->records(), native_after,
+                             train && train->collector ? &train->collector->records() : nullptr))
+          native_after.clear();
         // The module whose forward raised: the one holding both the last
         // module that finished and the first, in the fp32 train pass's order,
         // that never did (self_attn for a masked_fill between

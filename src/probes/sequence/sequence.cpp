@@ -1504,6 +1504,11 @@ void probe_sequence(Session& s) {
       // Groups that straddle channels (C % G != 0) hold a fraction of a channel more.
       if (g > 0) m["norm.channels_per_group"] = c % g == 0 ? nlohmann::json(c / g) : nlohmann::json(static_cast<double>(c) / static_cast<double>(g));
       if (n.op == "group_norm_pattern") m["norm.groups_straddle_channels"] = straddle;
+      // One group per channel, the count read from the input's own channel
+      // size at run time: an instance norm written out on purpose (AdaIN's
+      // calc_mean_std over feat.view(N, C, -1)), not a GroupNorm whose
+      // num_groups was set to C.
+      m["norm.groups_are_channels"] = n.op == "group_norm_pattern" && g == c && n.args.value("groups_from_input", false);
       int64_t spatial = 1;
       for (size_t d = 2; d < shape.size(); ++d) spatial *= shape[d];
       m["norm.spatial_size"] = spatial;
@@ -1546,7 +1551,8 @@ void probe_sequence(Session& s) {
         // expert_size.tolist(): HF JetMoe, eval46, where the refilled padding
         // routed tokens otherwise and the file dispatched them wrongly).
         const auto& v = f.ints;
-        hit = v.size() >= 2 && std::any_of(v.begin(), v.end(), [&](int64_t x) { return x != v.front(); });
+        hit = f.splits_activations && v.size() >= 2 &&
+              std::any_of(v.begin(), v.end(), [&](int64_t x) { return x != v.front(); });
         if (hit) {
           at = f.text + " in " + (f.module.empty() ? std::string("the model's own forward") : f.module) +
                ": split sizes computed from the sample's values (a mixture-of-experts dispatch), fixed for any "
@@ -1979,27 +1985,18 @@ void probe_sequence(Session& s) {
                          : "; " + spread + ", a normalization over time after it, then carries the change into every "
                                            "real position through its statistics";
     }
-    // Hypothetical padding: nothing says the model is fed padded batches,
-    // and the change enters where any sequence model would take it in
-    // (a convolution's edge frames, a pooling over time) or through a
-    // parameter-free standardization of the input. A normalization over time
-    // among the model's own layers (InstanceNorm1d, GroupNorm, BatchNorm over
-    // time) is judged without that: batching variable-length sequences into
-    // it is the known failure (pytorch#81985), mask or not.
-    const bool via_input_standardization = !via.empty() && is_input_standardization(via);
-    // A BatchNorm over time takes padding in only through its train-mode
-    // batch statistics, shared by the whole batch (eval mode uses running
-    // statistics): in a model that is never given padded batches (M5's
-    // fixed one-second clips, Tacotron's postnet) that, too, is
-    // hypothetical. GroupNorm and InstanceNorm over time take it per example,
-    // in both modes.
-    bool via_batch_norm = false;
-    for (const auto& n : im.norm_ops())
-      if (!via.empty() && n.module == via && n.op == "batch_norm") via_batch_norm = true;
-    // Other routes (an attention without a mask, ...) are SEQ004's, which
-    // needs a padding input: nothing is said of them without one.
-    s.doc.model_metrics["pad.hypothetical"] =
-        declared.empty() && (via.empty() ? !e.kind.empty() : (via_input_standardization || via_batch_norm));
+    // Hypothetical padding: nothing says the model is fed padded batches
+    // (no mask, lengths, pad token or --pad-value), whatever the route: a
+    // convolution's edge frames, a pooling over time, a standardization of
+    // the input, a BatchNorm's train-mode batch statistics (M5's fixed
+    // one-second clips, Tacotron's postnet), and also a GroupNorm or
+    // InstanceNorm over time, which takes padding in per example in both
+    // modes (pytorch#81985) but only when the model is given padded batches:
+    // an error for it is a false alarm on a model trained on fixed-length
+    // segments (asteroid's Conv-TasNet with gLN, eval48). SEQ006 says it as
+    // info, with what was assumed. Other routes (an attention without a
+    // mask, ...) are SEQ004's, which needs a padding input.
+    s.doc.model_metrics["pad.hypothetical"] = declared.empty() && (!via.empty() || !e.kind.empty());
     // SEQ006's words for what the model was given: a forward with an
     // optional tensor argument the batch left out (VITS' x_mask: Optional[Tensor]
     // = None) may take a mask, just not in this batch (eval25).
@@ -2201,9 +2198,9 @@ void probe_sequence(Session& s) {
 const std::vector<std::string>& sequence_writes() {
   static const std::vector<std::string> names = {
       "arch.attention_ops", "layout.", "norm.batchnorm_over_time", "norm.centered", "norm.channels_are_time", "norm.channels_per_group", "norm.groups_along",
-      "norm.groups_split_positions", "norm.global_over_channels_and_time",
+      "norm.groups_split_positions", "norm.groups_straddle_channels", "norm.global_over_channels_and_time",
       "norm.computing_dtype", "norm.eps", "norm.fails_at_other_length", "norm.input_layout",
-      "norm.after_convolution", "norm.time_stats_in_causal_model", "norm.groupnorm_time_in_causal_model", "norm.causal_from", "norm.input_shape", "norm.input_standardization", "norm.standardization_params", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.op",
+      "norm.after_convolution", "norm.time_stats_in_causal_model", "norm.groupnorm_time_in_causal_model", "norm.causal_from", "norm.input_shape", "norm.input_standardization", "norm.standardization_params", "norm.layout_from", "norm.num_channels", "norm.num_groups", "norm.groups_are_channels", "norm.op",
       "norm.over_batch", "norm.over_all_graphs", "norm.over_time", "norm.partial_space", "norm.partial_space_kept", "norm.partial_space_reduced", "norm.reduced_axes", "norm.reduces_batch", "norm.reduces_time",
       "norm.reduces_time_unconfirmed", "norm.spatial_size", "norm.statistic", "norm.time_axis_from", "norm.written_out", "pad.entry_kind",
       "pad.enters_at", "pad.enters_through", "pad.entry_layer", "pad.fixed_length_design", "pad.fixed_length_note", "pad.entry_op", "pad.error", "pad.first_layer",
