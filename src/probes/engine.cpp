@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <cstdlib>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <regex>
 #include <set>
 #include <sstream>
@@ -26,6 +29,23 @@
 #include "probes/session.h"
 
 namespace nd {
+
+namespace {
+
+/// Hands the heap memory a pass freed back to the OS (glibc's malloc_trim;
+/// nothing elsewhere). glibc keeps freed chunks for reuse, but a train
+/// pass's activations (hundreds of MB on a transformer) leave a heap that
+/// later allocations of other sizes fragment around: a reference pass
+/// captured for the sequence probe then stacked on that cache, and check
+/// peaked at 1.32x the plain train step's resident memory (bench
+/// transformer, 7 December; 1.1x with this).
+void release_freed_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
+}  // namespace
 
 std::string engine_libtorch_version() { return libtorch_version(); }
 
@@ -997,6 +1017,7 @@ PassResult Session::run_pass(PassSpec spec) {
   r.collector->finish();  // statistics kept on a device: one read-back per pass
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   doc.passes.push_back(pass_entry(spec, r.seconds));
+  release_freed_memory();
   return r;
 }
 
