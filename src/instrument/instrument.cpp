@@ -2595,6 +2595,27 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     for (const auto& u : uses) {
       if (!consumer_known(u.user)) continue;
       const auto& cc = consumer_chain(u.user);
+      // A clamp with constant bounds reading the output directly.
+      std::optional<std::pair<double, double>> bounds;
+      {
+        const std::string uk = u.user->kind().toQualString();
+        const double inf = std::numeric_limits<double>::infinity();
+        auto num = [&](size_t i) -> std::optional<double> {
+          if (i >= u.user->inputs().size()) return std::nullopt;
+          auto c = torch::jit::toIValue(u.user->input(i));
+          if (c && c->isDouble()) return c->toDouble();
+          if (c && c->isInt()) return static_cast<double>(c->toInt());
+          return std::nullopt;
+        };
+        if (u.offset == 0 && (uk == "aten::clamp" || uk == "aten::clip" || uk == "aten::hardtanh")) {
+          auto lo = num(1), hi = num(2);
+          if (lo || hi) bounds = std::make_pair(lo.value_or(-inf), hi.value_or(inf));
+        } else if (u.offset == 0 && uk == "aten::clamp_min") {
+          if (auto lo = num(1)) bounds = std::make_pair(*lo, inf);
+        } else if (u.offset == 0 && uk == "aten::clamp_max") {
+          if (auto hi = num(1)) bounds = std::make_pair(-inf, *hi);
+        }
+      }
       for (const std::string& mod : p.modules) {  // outer -> inner
         if (!inside(cc, mod)) {
           u.user->replaceInput(u.offset, tapped[mod]);
@@ -2603,6 +2624,11 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
             auto& site = taps_[static_cast<size_t>(id)];
             if (std::find(site.consumers.begin(), site.consumers.end(), inner) == site.consumers.end())
               site.consumers.push_back(inner);
+            if (bounds && site.primary) {
+              site.clamped = true;
+              site.clamp_lo = bounds->first;
+              site.clamp_hi = bounds->second;
+            }
           }
           break;
         }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <atomic>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -57,6 +58,14 @@ struct TapSite {
   /// in_proj_weight applied inside the attention module).
   std::string attn_q, attn_k, attn_v;
   std::vector<std::string> consumers;  ///< innermost module paths of the ops that use a module output
+  /// kModuleOutput read by a clamp with constant bounds (torch.clamp,
+  /// clamp_min/clamp_max, F.hardtanh): the bounds (-inf / +inf where one is
+  /// absent). A VAE's log-variance clamped to [-30, 20] (diffusers'
+  /// DiagonalGaussianDistribution): when every value lies beyond a bound the
+  /// clamp passes no gradient (eval49 vae_logvar_clamp_diverged).
+  bool clamped = false;
+  double clamp_lo = -std::numeric_limits<double>::infinity();
+  double clamp_hi = std::numeric_limits<double>::infinity();
   /// kModuleOutput: which of the module's outputs (tensors defined inside
   /// its scope and used outside it, in graph order) this tap measures, and
   /// whether it is the primary one: the value the module's forward returns

@@ -197,17 +197,18 @@ TEST(UpdateRatio, LrOneNamesEveryLayer) {
   TempDir tmp;
   const NdRun r = run_fixture("lr_unstable", lr_args("1"), tmp);
   ASSERT_TRUE(r.has_report) << r.describe();
-  // One learning rate, one finding (LR001 groups): the first layer in
-  // execution order, naming the other two; every layer's ratio is its own.
+  // One learning rate, one finding (LR001 groups): the layer furthest over
+  // its limit (fc3, rank_by), naming the other two in execution order;
+  // every layer's ratio is its own.
   const auto f = findings_of(r.report, "LR001");
   ASSERT_EQ(f.size(), 1u) << r.report.at("findings").dump(2);
   EXPECT_EQ(f[0].at("failure_mode"), mf("/lr_unstable/faults/0/slug"));
-  EXPECT_EQ(f[0].at("layer"), "fc1");
-  EXPECT_EQ(f[0].at("evidence").at("also_layers"), "fc2, fc3");
+  EXPECT_EQ(f[0].at("layer"), "fc3");
+  EXPECT_EQ(f[0].at("evidence").at("also_layers"), "fc1, fc2");
   EXPECT_EQ(as_number(f[0].at("evidence").at("matched_layers")), 3.0);
-  EXPECT_NE(f[0].at("message").get<std::string>().find("; the same holds for 2 more layers (fc2, fc3)"), std::string::npos)
+  EXPECT_NE(f[0].at("message").get<std::string>().find("; the same holds for 2 more layers (fc1, fc2)"), std::string::npos)
       << f[0].at("message");
-  EXPECT_EQ(f[0].at("evidence").at("update.ratio_param"), "fc1.weight");
+  EXPECT_EQ(f[0].at("evidence").at("update.ratio_param"), "fc3.weight");
   EXPECT_EQ(f[0].at("evidence").at("update.lr"), 1.0);
   EXPECT_EQ(f[0].at("evidence").at("update.optimizer"), "sgd");
   const char* layers[] = {"fc1", "fc2", "fc3"};

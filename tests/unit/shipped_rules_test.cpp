@@ -229,6 +229,8 @@ const Expected kExpected[] = {
     {"GRAD024", "no-gradient-path", nd::Severity::kInfo, "layer", "all", false, "",
      "grad.params_no_signal > 0 and grad.module_ran == true and grad.zero_from_discarded_positions == true and "
      "grad.no_signal_under == \"\" and grad.blocked_by == \"\" and grad.output_discarded != true"},
+    {"GRAD025", "no-gradient-path", nd::Severity::kInfo, "layer", "all", true, "",
+     "grad.params_written_by_empty_mask > 0 and grad.module_ran != false"},
     {"IN001", "nonfinite-input", nd::Severity::kError, "input", "all", false, "", "input.nonfinite_count > 0"},
     {"IN002", "input-scale", nd::Severity::kWarning, "input", "all", true, "",
      "input.is_float == true and input.scale > 10 and input.scale_invariant == false and input.periodic_encoding != true "

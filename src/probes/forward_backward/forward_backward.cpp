@@ -38,6 +38,10 @@ struct ParamGrad {
   int64_t behind_detach = 0; ///< no gradient, and every route to the output passes a detach (parameters_behind_detach)
   int64_t behind_index = 0;  ///< no gradient, and every route ends in selection indices or comparisons (no detach)
   std::string unread_names;  ///< their names (first six), comma-separated
+  /// All-zero gradients of parameters the forward only writes where a mask
+  /// selects (parameters_written_by_mask): this batch's mask selected none.
+  int64_t mask_written = 0;
+  std::string mask_written_names;  ///< their names (first six), comma-separated
   // Weights of 2+ dims (matrices, kernels; LARS-style, biases and gains left
   // out): the gradient-to-weight ratio, and rows of the gradient that are
   // exactly zero (an embedding's gradient touches only the rows of the batch's tokens).
@@ -71,7 +75,8 @@ bool structured_weight(const at::Tensor& w) {
 
 ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const std::set<const void*>& silenced,
                       const std::set<const void*>& cancelled, const std::set<const void*>& never_read,
-                      const std::set<const void*>& behind_detach, const std::set<const void*>& behind_index) {
+                      const std::set<const void*>& behind_detach, const std::set<const void*>& behind_index,
+                      const std::set<const void*>& mask_written) {
   ParamGrad pg;
   for (const auto& p : m.named_parameters(/*recurse=*/false)) {
     const at::Tensor w = p.value;
@@ -114,6 +119,10 @@ ParamGrad param_grads(const torch::jit::Module& m, const PassResult& pass, const
       else if (cancelled.count(w.unsafeGetTensorImpl())) ++pg.cancelled;
       else if (pass.shift_invariant_only.count(w.unsafeGetTensorImpl())) ++pg.shift_invariant;
       else if (pass.reach_other_outputs_only.count(w.unsafeGetTensorImpl())) ++pg.other_outputs;
+      else if (mask_written.count(w.unsafeGetTensorImpl())) {
+        if (++pg.mask_written <= 6) pg.mask_written_names += (pg.mask_written > 1 ? ", " : "") + p.name;
+        else if (pg.mask_written == 7) pg.mask_written_names += ", ...";
+      }
     } else if (is_bias) {
       ++pg.live_biases;
     }
@@ -976,8 +985,10 @@ void probe_forward_backward(Session& s) {
   const std::set<const void*> never_read = parameters_never_read(s);
   std::set<const void*> behind_index;
   const std::set<const void*> behind_detach = parameters_behind_detach(s, &behind_index);
+  const std::set<const void*> mask_written = parameters_written_by_mask(s);
   for (const auto& mi : s.model.modules)
-    pgs.push_back(param_grads(mi.module, *rp, zi.silenced_tensors, cancelled, never_read, behind_detach, behind_index));
+    pgs.push_back(param_grads(mi.module, *rp, zi.silenced_tensors, cancelled, never_read, behind_detach, behind_index,
+                              mask_written));
   // A shift that reaches a train-mode BatchNorm through other linear ops (a
   // learnable scalar bias, then a 1x1 convolution or a concatenation, then
   // BatchNorm: timm's HGNetV2 LearnableAffineBlock, eval31) is removed by
@@ -993,7 +1004,7 @@ void probe_forward_backward(Session& s) {
       batch_stats = batch_stats || (mo.op == "batch_norm" && !(mo.constant && !mo.constant_value && !mo.baked));
     bool unexplained = false;
     for (const auto& pg : pgs)
-      unexplained = unexplained || pg.zero > pg.silenced + pg.cancelled + pg.other_outputs + pg.shift_invariant;
+      unexplained = unexplained || pg.zero > pg.silenced + pg.cancelled + pg.other_outputs + pg.shift_invariant + pg.mask_written;
     if (batch_stats && unexplained && r.backward_skipped.empty()) {
       try {
         PassSpec ev;
@@ -1025,7 +1036,8 @@ void probe_forward_backward(Session& s) {
         if (more) {
           pgs.clear();
           for (const auto& mi : s.model.modules)
-            pgs.push_back(param_grads(mi.module, *rp, zi.silenced_tensors, cancelled, never_read, behind_detach, behind_index));
+            pgs.push_back(param_grads(mi.module, *rp, zi.silenced_tensors, cancelled, never_read, behind_detach, behind_index,
+                                      mask_written));
         }
       } catch (const std::exception&) {
         // Evidence only: without the eval-mode backward the zeros stay unexplained.
@@ -1147,8 +1159,12 @@ void probe_forward_backward(Session& s) {
       // trace's other path): not a gradient path that broke, a path the file
       // does not contain (GRAD019). A module that never runs is GRAD014's.
       const int64_t unread = ran ? pg.unread : 0;
-      m["grad.params_no_signal"] =
-          pg.without + pg.zero - pg.silenced - pg.cancelled - pg.other_outputs - pg.shift_invariant - unread;
+      m["grad.params_no_signal"] = pg.without + pg.zero - pg.silenced - pg.cancelled - pg.other_outputs -
+                                   pg.shift_invariant - pg.mask_written - unread;
+      // Padding or mask tokens this batch's mask wrote nowhere (GRAD025,
+      // info): they learn on the batches that have padding.
+      m["grad.params_written_by_empty_mask"] = pg.mask_written;
+      if (pg.mask_written > 0) m["grad.params_written_by_empty_mask_names"] = pg.mask_written_names;
       m["grad.params_unread"] = unread;
       if (unread > 0) m["grad.params_unread_names"] = pg.unread_names;
       // Whether the module's forward produced an output in the train pass: a
@@ -1187,8 +1203,8 @@ void probe_forward_backward(Session& s) {
       // Every such parameter got a gradient tensor from autograd, all zero:
       // the path exists and this batch's values closed it (a ReLU inactive
       // for every example, an all-zero input), not the graph's structure.
-      const bool zero_from_values =
-          pg.without == 0 && pg.zero > pg.silenced + pg.cancelled + pg.other_outputs + pg.shift_invariant;
+      const bool zero_from_values = pg.without == 0 && pg.zero > pg.silenced + pg.cancelled + pg.other_outputs +
+                                                                pg.shift_invariant + pg.mask_written;
       m["grad.zero_from_values"] = zero_from_values;
       // Why the values closed the path, where the gradients say: no
       // gradient reaches the module's output at all (what reads it is flat
@@ -1253,7 +1269,27 @@ void probe_forward_backward(Session& s) {
               break;
             }
           single_value_bn = !saturated_softmax && !one_value_bn.empty();
-          if (single_value_bn) {
+          // A clamp with constant bounds reads the output and every value
+          // lies beyond one of them: the clamp passes no gradient (a VAE's
+          // log-variance head diverged past torch.clamp(logvar, -30, 20):
+          // eval49 vae_logvar_clamp_diverged).
+          std::string clamp_cause;
+          for (const auto& t : s.inst->taps()) {
+            if (t.kind != TapKind::kModuleOutput || t.module != mi.path || !t.primary || !t.clamped) continue;
+            auto mn = m.find("act.min"), mx = m.find("act.max");
+            if (mn == m.end() || mx == m.end() || !mn->second.is_number() || !mx->second.is_number()) break;
+            const double lo = mn->second.get<double>(), hi = mx->second.get<double>();
+            if (!(lo >= t.clamp_hi || hi <= t.clamp_lo)) break;
+            char nb[160];
+            std::snprintf(nb, sizeof nb, "[%.4g, %.4g]) holds every value beyond a bound (output min %.4g, max %.4g)",
+                          t.clamp_lo, t.clamp_hi, lo, hi);
+            clamp_cause = std::string("no gradient reaches its output on this batch: the clamp that reads it (bounds ") +
+                          nb + ", and a clamp passes no gradient where it clamps: the values it bounds have diverged";
+            break;
+          }
+          if (!clamp_cause.empty() && !saturated_softmax && !single_value_bn) {
+            cause = clamp_cause;
+          } else if (single_value_bn) {
             cause = "no gradient reaches its output on this batch: " + one_value_bn +
                     ", after it, normalizes one value per channel in the train-mode pass (a batch of one through "
                     "global pooling), so its output is its bias and passes no gradient back; PyTorch's BatchNorm "

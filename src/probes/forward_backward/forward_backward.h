@@ -77,6 +77,15 @@ std::set<const void*> parameters_never_read(const Session& s);
 /// comparisons. A detector's query-selection scores ranked by torch.topk
 /// (D-FINE's and RT-DETR's enc_score_head) learn only from the encoder's
 /// auxiliary loss on their own output.
+/// Trainable parameters that the forward only writes into the positions a
+/// mask selects: the value of `x[mask] = self.pad_token` (index_put_), of
+/// masked_scatter or masked_fill, or a branch of torch.where, through casts,
+/// broadcasts and reshapes only. A padding or mask token: its gradient is
+/// the sum over the selected positions, exactly zero on a batch whose mask
+/// selects none (diffusers' Z-Image x_pad_token, with image token counts
+/// that are already a multiple of 32: eval49). Empty for exported programs.
+std::set<const void*> parameters_written_by_mask(const Session& s);
+
 /// `last_cut` (optional) receives, among the ops where the routes of the
 /// parameters without a live route end, the last in graph order (nearest the
 /// output): a spiking neuron's threshold `(mem > thr).float()` without a

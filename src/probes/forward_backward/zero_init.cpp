@@ -517,6 +517,57 @@ std::set<const void*> parameters_behind_detach(const Session& s, std::set<const 
   return out;
 }
 
+std::set<const void*> parameters_written_by_mask(const Session& s) {
+  std::set<const void*> out;
+  if (s.model.kind != "traced" && s.model.kind != "scripted") return out;
+  // Ops that pass the parameter's values on unchanged in kind (a cast, a
+  // broadcast, a reshape, a repeat), and the masked writes whose value or
+  // source operand it may be, by operand index.
+  static const std::set<std::string> carriers = {
+      "aten::to", "aten::type_as", "aten::expand", "aten::expand_as", "aten::broadcast_to", "aten::repeat",
+      "aten::view", "aten::reshape", "aten::unsqueeze", "aten::squeeze", "aten::flatten", "aten::contiguous",
+      "aten::clone", "aten::view_as", "aten::reshape_as"};
+  static const std::map<std::string, std::set<size_t>> writes = {
+      {"aten::index_put_", {2}}, {"aten::index_put", {2}},        {"aten::masked_scatter", {2}},
+      {"aten::masked_scatter_", {2}}, {"aten::masked_fill", {2}}, {"aten::masked_fill_", {2}},
+      {"aten::where", {1, 2}}};
+  try {
+    const std::map<std::string, const void*> by_path = trainable_by_path(s);
+    const AttrReads ar = tensor_attribute_reads(s);
+    std::map<const void*, bool> all_masked;  // per parameter: every read ends in a masked write
+    for (const auto& [path, v0] : ar.reads) {
+      auto param = by_path.find(path);
+      if (param == by_path.end()) continue;
+      bool masked = true;
+      int64_t ends = 0;
+      std::vector<const Value*> todo{v0};
+      for (size_t i = 0; i < todo.size() && masked && i < 256; ++i)
+        for (const auto& u : todo[i]->uses()) {
+          const std::string uk = kind_of(u.user);
+          auto w = writes.find(uk);
+          if (w != writes.end() && w->second.count(u.offset)) {
+            ++ends;
+            continue;
+          }
+          if (carriers.count(uk) && u.offset == 0 && u.user->outputs().size() == 1) {
+            todo.push_back(u.user->output());
+            continue;
+          }
+          masked = false;
+          break;
+        }
+      auto it = all_masked.find(param->second);
+      const bool here = masked && ends > 0;
+      all_masked[param->second] = it == all_masked.end() ? here : it->second && here;
+    }
+    for (const auto& [impl, masked] : all_masked)
+      if (masked) out.insert(impl);
+  } catch (const std::exception&) {
+    // No graph to read: none known.
+  }
+  return out;
+}
+
 std::set<const void*> biases_cancelled_by_batch_norm(const Session& s) {
   std::set<const void*> out;
   std::map<std::string, const void*> by_path;

@@ -529,6 +529,16 @@ void probe_precision(Session& s) {
   for (const auto& [p, n] : norms) io.inputs_of.push_back(p);
   InstrumentedModel pim(s.model, io);
   const auto& taps = pim.taps();
+  // The tensor each norm normalizes: its recognized op's own input where
+  // the module holds one norm op, not every tensor the module receives
+  // (Qwen3-Next's gated RMSNorm, forward(hidden_states, gate): the gate is
+  // an input too; eval49 counted its rows and headroom). Modules known by
+  // class name only fall back to their inputs.
+  std::map<int64_t, std::string> norm_input_tap;
+  std::set<std::string> norm_by_op_input;
+  for (const auto& no : pim.norm_ops())
+    if (no.input_tap >= 0 && norms.count(no.module) && norm_by_op_input.insert(no.module).second)
+      norm_input_tap[no.input_tap] = no.module;
   // The emulated pass: the same taps (same ids), and every op's output
   // rounded to the format, intermediates inside modules included.
   InstrumentOptions io_round = io;
@@ -603,9 +613,14 @@ void probe_precision(Session& s) {
   int64_t output_calls = 0;  // module-output calls so far in the pass (Cmp::first_bad_call)
   bool emulate = false;
   auto lp_hook = [&](const TapSite& site, const at::Tensor& x) {
+    if (site.kind == TapKind::kNormInput) {
+      auto it = norm_input_tap.find(site.id);
+      if (it != norm_input_tap.end()) norm_internals(x, f, norms.at(it->second));
+      return;
+    }
     if (site.kind == TapKind::kModuleInput) {
       auto it = norms.find(site.module);
-      if (it != norms.end()) norm_internals(x, f, it->second);
+      if (it != norms.end() && !norm_by_op_input.count(site.module)) norm_internals(x, f, it->second);
       return;
     }
     if (site.kind != TapKind::kModuleOutput || !x.is_floating_point()) return;
