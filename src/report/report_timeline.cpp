@@ -56,7 +56,14 @@ std::string render_timeline_text(const MetricsDoc& doc, std::size_t max_layers) 
     out << pad(short_label(cks[cols[k]], cols[k]), 9);
   }
   out << "   (step)\n";
-  out << "  " << pad("loss", name_w);
+  // Without --target the loss is a random projection of the output, which
+  // grows with the output's size, not with the training loss (eval50: a
+  // healthy run's row climbed 1.67 -> 45.5 while its next-token loss fell
+  // 6.28 -> 0.87): the row says so.
+  const bool projection = doc.probes.contains("loss") && doc.probes["loss"].is_object() &&
+                          doc.probes["loss"].value("description", "").rfind("random projection", 0) == 0;
+  const std::string loss_label = projection ? "loss*" : "loss";
+  out << "  " << pad(loss_label, name_w);
   for (std::size_t k = 0; k < cols.size(); ++k) {
     if (n > 12 && k == 6) out << "     ";
     out << pad(cell(tl["loss"][cols[k]]), 9);
@@ -84,6 +91,9 @@ std::string render_timeline_text(const MetricsDoc& doc, std::size_t max_layers) 
         << (tl["first_nonfinite"]["layer"].get<std::string>().empty() ? std::string("<root>")
                                                                        : tl["first_nonfinite"]["layer"].get<std::string>())
         << '\n';
+  if (projection)
+    out << "  (loss*: a random projection of the output, which grows with the output's size; not the training loss: "
+           "give --target for that)\n";
   return out.str();
 }
 

@@ -5425,6 +5425,45 @@ TEST(Round48, AGatedNormsTableDescribesTheNormalizedTensor) {
   EXPECT_TRUE(nde2e::near_rel("sumsq headroom", num(m->at("prec.norm_sumsq_headroom")),
                               nums(name).at("sumsq_headroom").get<double>(), 1e-4));
 }
+
+// SAC's Gaussian policy returning (action, log_std.exp()) without the
+// repo's log_std clamp: a drifted log_std overflows exp in the model's
+// second output while the action stays finite. ACT001 at the root names
+// aten::exp, output[1] and its Inf count (eval50 sac_policy_fault: exit 0).
+// With clamp(-20, 2): only GRAD009's info.
+TEST(Round48, AnInfInTheModelsSecondOutputIsNonfiniteForward) {
+  const std::string name = "r48_sac_log_std_unclamped";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  const json* f = finding(rep, "ACT001");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("layer"), "");
+  EXPECT_EQ(f->at("evidence").at("fwd.producer_op"), "aten::exp");
+  EXPECT_EQ(num(f->at("evidence").at("act.inf_count")), nums(name).at("std_inf_count").get<double>());
+  EXPECT_NE(f->at("message").get<std::string>().find("output[1]"), std::string::npos) << f->at("message");
+  const std::string twin = "r48_sac_log_std_clamped";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+  EXPECT_FALSE(has_rule(t, "ACT001"));
+}
+
+// A FastConformer-style encoder: 4x time subsampling, the mask downsampled
+// with it, a hidden size equal to the sample's 64 frames. Padding to 96
+// leaves the real output frames bit-identical: no SEQ004 (eval50 Parakeet
+// masked the hidden axis). Without the downsampled mask in the attention
+// the real frames change (0.2, Python over the exact downsampled lengths):
+// SEQ004 at self_attn.
+TEST(Round48, PaddingIsJudgedOnTheDownsampledFrames) {
+  const std::string name = "r48_subsampling_encoder_masked";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  EXPECT_EQ(num(mm(rep).at("pad.rel_diff")), 0.0);
+  const std::string fault = "r48_subsampling_encoder_unmasked";
+  RUN_ROUND3(f, fault);
+  expect_findings(f, fault, manifest_findings(fault));
+  EXPECT_TRUE(nde2e::near_rel("pad.rel_diff", num(mm(f).at("pad.rel_diff")),
+                              nums(fault).at("real_frames_rel_diff_padded_to_96").get<double>(), 0.02));
+}
 }  // namespace
 
 #undef RUN_ROUND3

@@ -48,6 +48,18 @@ TEST(TimelineText, TableOfTheMovingMetric) {
   EXPECT_NE(t.find("15   (step)"), std::string::npos) << t;
 }
 
+// Without --target the loss row is a random projection of the output: it
+// is marked and says so, since it grows with the output's size while a
+// healthy run's training loss falls (eval50 hf_vaultgemma_weights_series).
+TEST(TimelineText, ARandomProjectionLossIsMarked) {
+  nd::MetricsDoc doc = timeline_doc(true);
+  EXPECT_EQ(nd::report_detail::render_timeline_text(doc).find("loss*"), std::string::npos);
+  doc.probes["loss"] = {{"description", "random projection of output, sum(y * r) / N with r ~ N(0, 1) (seed 0)"}};
+  const std::string t = nd::report_detail::render_timeline_text(doc);
+  EXPECT_NE(t.find("  loss*"), std::string::npos) << t;
+  EXPECT_NE(t.find("not the training loss: give --target"), std::string::npos) << t;
+}
+
 TEST(TimelineText, NoMover) {
   const std::string t = nd::report_detail::render_timeline_text(timeline_doc(false));
   EXPECT_NE(t.find("no layer left its early range"), std::string::npos) << t;

@@ -482,20 +482,10 @@ static std::string singular_backward_ops(const Session& s, const std::string& mo
       "aten::frobenius_norm", "aten::cdist", "aten::pdist", "aten::log", "aten::log2", "aten::log10",
       "aten::acos",   "aten::asin",   "aten::atan2",  "aten::reciprocal", "aten::std", "aten::var",
       "aten::div",    "aten::true_divide"};
-  std::string out;
-  try {
-    InstrumentOptions io;
-    io.op_taps = false;
-    io.round_ops = at::kFloat;
-    InstrumentedModel probe(s.model, io);
-    std::set<std::string> seen;
-    for (const auto& rs : probe.round_sites())
-      if (rs.module == module && singular.count(rs.op) && seen.insert(rs.op).second)
-        out += (out.empty() ? "" : ", ") + rs.op;
-  } catch (const std::exception&) {
-    // Evidence only: without it the finding names the module alone.
-  }
-  return out;
+  // Every op of its own forward, those in fp32 regions too (the precision
+  // emulation's round sites leave out what follows an explicit upcast:
+  // schnetpack's PaiNN mixing computed sqrt(sum(mu_V ** 2)) there, eval49).
+  return ops_in_own_forward(s, module, singular);
 }
 
 void probe_forward_backward(Session& s) {
@@ -2593,6 +2583,29 @@ void probe_forward_backward(Session& s) {
         lm.metrics["fwd.weights_nonfinite_names"] = names;
       }
       if (culprit != first_seen) lm.metrics["fwd.nonfinite_passed_to"] = first_seen;
+      // The counts of every output of the culprit: the model's own outputs
+      // all count (its primary output may be finite while another holds the
+      // Inf: SAC's std = log_std.exp() beside the action, eval50).
+      {
+        int64_t nan_all = 0, inf_all = 0;
+        std::string other;
+        for (const auto& t : taps) {
+          if (t.kind != TapKind::kModuleOutput || t.module != culprit || static_cast<size_t>(t.id) >= recs.size()) continue;
+          const TensorStats& st = recs[static_cast<size_t>(t.id)].fwd;
+          nan_all += st.nan;
+          inf_all += st.inf;
+          if (!t.primary && st.nonfinite() > 0 && other.empty()) other = "output[" + std::to_string(t.output_index) + "]";
+        }
+        auto cnt = [&](const char* k) {
+          auto it = lm.metrics.find(k);
+          return it != lm.metrics.end() && it->second.is_number() ? it->second.get<int64_t>() : int64_t{0};
+        };
+        if (!other.empty() && nan_all + inf_all > cnt("act.nan_count") + cnt("act.inf_count")) {
+          lm.metrics["act.nan_count"] = nan_all;
+          lm.metrics["act.inf_count"] = inf_all;
+          lm.metrics["fwd.nonfinite_output"] = other;
+        }
+      }
       double in_absmax = in.absmax(), in_min = in.finite() ? in.min : 0.0, in_max = in.finite() ? in.max : 0.0;
       if (culprit.empty()) {
         // The root's inputs are the model's (floating ones; all finite here).
@@ -2618,6 +2631,9 @@ void probe_forward_backward(Session& s) {
       lm.metrics["fwd.input_max"] = in_max;
       lm.metrics["fwd.input_nonfinite_count"] = in.nonfinite();
       std::string note = nonfinite_state_note(s, *s.inst, culprit);
+      if (lm.metrics.count("fwd.nonfinite_output"))
+        note += "; they are in its " + lm.metrics["fwd.nonfinite_output"].get<std::string>() +
+                ", not in the output the loss reads (--output-index)";
       // The op that made the first NaN/Inf inside it (its own forward or a
       // child's), from the round nodes of the targeted pass: a root of a
       // one-pass variance E[x^2] - E[x]^2 that cancellation made negative

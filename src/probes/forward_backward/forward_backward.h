@@ -77,6 +77,12 @@ std::set<const void*> parameters_never_read(const Session& s);
 /// comparisons. A detector's query-selection scores ranked by torch.topk
 /// (D-FINE's and RT-DETR's enc_score_head) learn only from the encoder's
 /// auxiliary loss on their own output.
+/// The ops of `kinds` that `module`'s own forward runs (not its children's),
+/// in graph order, comma-separated, each once: read from the inlined forward
+/// graph with configuration branches folded (all ops, fp32 regions
+/// included). "" for exported programs or when none is found.
+std::string ops_in_own_forward(const Session& s, const std::string& module, const std::set<std::string>& kinds);
+
 /// Trainable parameters that the forward only writes into the positions a
 /// mask selects: the value of `x[mask] = self.pad_token` (index_put_), of
 /// masked_scatter or masked_fill, or a branch of torch.where, through casts,

@@ -517,6 +517,31 @@ std::set<const void*> parameters_behind_detach(const Session& s, std::set<const 
   return out;
 }
 
+std::string ops_in_own_forward(const Session& s, const std::string& module, const std::set<std::string>& kinds) {
+  std::string out;
+  if (s.model.kind != "traced" && s.model.kind != "scripted") return out;
+  try {
+    std::shared_ptr<torch::jit::Graph> g = s.model.module.get_method("forward").graph()->copy();
+    torch::jit::Inline(*g);
+    ScopeResolver scopes(s.model);
+    fold_static_branches(*g, scopes);
+    std::vector<Node*> nodes;
+    walk(g->block(), nodes);
+    std::set<std::string> seen;
+    for (Node* n : nodes) {
+      const std::string k = kind_of(n);
+      if (!kinds.count(k) || seen.count(k)) continue;
+      const auto& chain = scopes.chain(n);
+      if ((chain.empty() ? std::string() : chain.back()) != module) continue;
+      seen.insert(k);
+      out += (out.empty() ? "" : ", ") + k;
+    }
+  } catch (const std::exception&) {
+    // No graph to read: none named.
+  }
+  return out;
+}
+
 std::set<const void*> parameters_written_by_mask(const Session& s) {
   std::set<const void*> out;
   if (s.model.kind != "traced" && s.model.kind != "scripted") return out;
