@@ -212,8 +212,6 @@ Node* mean_node(Value* v, int depth = 0) {
   return nullptr;
 }
 
-// sub(x, mean(x, dims, keepdim)): the x; nullptr otherwise. The mean may be
-// over the rows of x a mask keeps (rows_of).
 // The tensor a view/reshape reads (x of x.view(N, C, -1)); nullptr when v
 // is not one.
 Value* view_base(Value* v) {
@@ -224,6 +222,8 @@ Value* view_base(Value* v) {
   return nullptr;
 }
 
+// sub(x, mean(x, dims, keepdim)): the x; nullptr otherwise. The mean may be
+// over the rows of x a mask keeps (rows_of), or over x reshaped.
 Value* centered_source(Value* v, Node** mean_out = nullptr) {
   Node* s = strip(v)->node();
   if (kind_of(s) != "aten::sub" || s->inputs().size() < 2 || !is_tensor(s->input(1))) return nullptr;

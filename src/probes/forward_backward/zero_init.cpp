@@ -250,17 +250,22 @@ struct AttrReads {
   std::vector<std::pair<std::string, Value*>> reads;
 };
 
+/// forward's graph as it runs: inlined, with a submodule's tuple returns
+/// packed and unpacked lowered to their values (so what reaches a spiking
+/// neuron's mem does not reach its spk), and the configuration branches an
+/// attribute decides folded (`if self.surrogate:` set False reads nothing).
+std::shared_ptr<torch::jit::Graph> forward_as_it_runs(const Session& s, const ScopeResolver& scopes) {
+  std::shared_ptr<torch::jit::Graph> g = s.model.module.get_method("forward").graph()->copy();
+  torch::jit::Inline(*g);
+  torch::jit::LowerSimpleTuples(g);
+  fold_static_branches(*g, scopes);
+  return g;
+}
+
 AttrReads tensor_attribute_reads(const Session& s, bool any_type = false) {
   AttrReads r;
-  r.graph = s.model.module.get_method("forward").graph()->copy();
-  torch::jit::Inline(*r.graph);
-  // A submodule's (spk, mem) return packed and unpacked: each value on its
-  // own, so what reaches one does not reach the other.
-  torch::jit::LowerSimpleTuples(r.graph);
   ScopeResolver scopes(s.model);
-  // The configuration that runs: a branch an attribute switches off (a
-  // spiking neuron's `if self.surrogate:` set False) reads nothing.
-  fold_static_branches(*r.graph, scopes);
+  r.graph = forward_as_it_runs(s, scopes);
   std::vector<Node*> nodes;
   walk(r.graph->block(), nodes);
   for (Node* n : nodes) {
@@ -521,10 +526,8 @@ std::string ops_in_own_forward(const Session& s, const std::string& module, cons
   std::string out;
   if (s.model.kind != "traced" && s.model.kind != "scripted") return out;
   try {
-    std::shared_ptr<torch::jit::Graph> g = s.model.module.get_method("forward").graph()->copy();
-    torch::jit::Inline(*g);
     ScopeResolver scopes(s.model);
-    fold_static_branches(*g, scopes);
+    const std::shared_ptr<torch::jit::Graph> g = forward_as_it_runs(s, scopes);
     std::vector<Node*> nodes;
     walk(g->block(), nodes);
     std::set<std::string> seen;
