@@ -2646,7 +2646,7 @@ void probe_forward_backward(Session& s) {
         for (const auto& ev : pr.collector->round_events) {
           if (ev.site < 0 || ev.site >= static_cast<int64_t>(rs.size()) || (ev.inf == 0 && ev.nan == 0)) continue;
           const RoundSite& site = rs[static_cast<size_t>(ev.site)];
-          if (!culprit.empty() && site.module != culprit && site.module.rfind(culprit + ".", 0) != 0) continue;
+          if (!within_module(site.module, culprit)) continue;
           // A -inf alone is a mask fill (masked_fill(mask, -inf), an
           // additive -inf mask), except from an op whose domain ends there:
           // log(0) (a depth loss's log of a ReLU head's exact zeros: eval46
