@@ -499,6 +499,9 @@ bool is_tensor_tuple(const Value* v) {
 // An integer fixed for the whole check: a constant, or an int attribute of
 // a module (F.normalize(x, dim=self.norm_dim), `k == self.source_idx`).
 std::optional<int64_t> static_int(const Value* x, const ScopeResolver& scopes) {
+  // An Optional[int] argument's value once a folded `if dim is None:` has
+  // unwrapped it (F.softmax / F.log_softmax inlined: prim::unchecked_cast).
+  while (x->node()->kind() == c10::prim::unchecked_cast && x->node()->inputs().size() == 1) x = x->node()->input(0);
   auto c = torch::jit::toIValue(x);
   if (c && c->isInt()) return c->toInt();
   if (x->node()->kind() != c10::prim::GetAttr) return std::nullopt;
@@ -544,6 +547,24 @@ std::optional<bool> static_condition(const Value* c, const ScopeResolver& scopes
       if (k == "aten::gt") return *a > *b;
       return *a >= *b;
     }
+  }
+  // `x is None` / `x is not None` on a value whose static type cannot be
+  // None (an int attribute or a literal passed to an Optional[int] parameter
+  // of an inlined function: F.softmax(x, dim=self.dim)'s `if dim is None:`),
+  // or on the None constant itself.
+  if ((d->kind() == c10::aten::__is__ || d->kind() == c10::aten::__isnot__) && d->inputs().size() == 2) {
+    const Value* a = d->input(0);
+    const Value* b = d->input(1);
+    if (a->type()->kind() == c10::TypeKind::NoneType) std::swap(a, b);
+    if (b->type()->kind() == c10::TypeKind::NoneType) {
+      const auto k = a->type()->kind();
+      std::optional<bool> is_none;
+      if (k == c10::TypeKind::NoneType) is_none = true;
+      else if (k != c10::TypeKind::OptionalType && k != c10::TypeKind::AnyType && k != c10::TypeKind::UnionType)
+        is_none = false;
+      if (is_none) return d->kind() == c10::aten::__is__ ? *is_none : !*is_none;
+    }
+    return std::nullopt;
   }
   // `self.a and self.b` / `self.a or self.b`: TorchScript's short circuit
   // is an if whose blocks return the other operand or a constant.
@@ -1036,9 +1057,29 @@ void Collector::on_forward(const TapSite& site, const at::Tensor& x0) {
       }
       if (found == 1) {
         const int64_t k = g.shape[static_cast<size_t>(axis)];
-        x = k == 1 ? x.select(axis, slice_index).contiguous()
-            : slice_axis > 0 ? x.slice(axis, slice_index, x.size(axis), slice0_batch).contiguous()
-                             : x.narrow(axis, slice_index * k, k).contiguous();
+        if (k == 1) {
+          x = x.select(axis, slice_index).contiguous();
+        } else {
+          // Which fold: the model's layout says (time-major data folds
+          // [T * B], batch-first [B * T]), but a batch-first model may fold
+          // time-major inside (CRNN: the CNN's [B, C, W] permuted to
+          // [T, B, C] for its LSTM, whose output is viewed [T * B, h] for the
+          // embedding Linear). Where the two differ, the one whose values
+          // match the example's own output alone (mean and RMS) is it.
+          at::Tensor major = x.narrow(axis, slice_index * k, k);
+          at::Tensor strided = x.slice(axis, slice_index, x.size(axis), slice0_batch);
+          bool use_strided = slice_axis > 0;
+          if (x.is_floating_point() && g.fwd.finite() > 0) {
+            auto distance = [&](const at::Tensor& t) {
+              const TensorStats st = compute_stats(t.contiguous());
+              const double scale = std::max(g.fwd.rms(), 1e-30);
+              return (std::fabs(st.mean() - g.fwd.mean()) + std::fabs(st.rms() - g.fwd.rms())) / scale;
+            };
+            const double dm = distance(major), ds = distance(strided);
+            if (std::isfinite(dm) && std::isfinite(ds) && std::fabs(dm - ds) > 1e-6) use_strided = ds < dm;
+          }
+          x = (use_strided ? strided : major).contiguous();
+        }
         sliced = true;
       }
     }
@@ -3470,10 +3511,143 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       if (all || n->kind() == c10::prim::Constant)
         for (Value* o : n->outputs()) constant_only.insert(o);
     }
+    // torch.autocast: which values are in the format. Parameters, buffers
+    // and forward's arguments are fp32; a matrix product or convolution
+    // casts its inputs to the format; an op on autocast's fp32 list
+    // computes in fp32; any other op runs in its inputs' widest type (an
+    // fp32 operand makes it fp32). Casts say their own dtype. Two sweeps: a
+    // block's outputs come after its if or loop in the walk.
+    std::set<const Value*> in_format;
+    if (opt.round_autocast) {
+      static const std::set<std::string> lower = {
+          "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution", "aten::_convolution_mode",
+          "aten::convolution", "aten::conv_tbc", "aten::conv_transpose1d", "aten::conv_transpose2d",
+          "aten::conv_transpose3d", "aten::prelu", "aten::addmm", "aten::addmv", "aten::addr", "aten::matmul",
+          "aten::einsum", "aten::mm", "aten::mv", "aten::linear", "aten::addbmm", "aten::baddbmm", "aten::bmm",
+          "aten::chain_matmul", "aten::linalg_multi_dot", "aten::lstm_cell", "aten::gru_cell", "aten::rnn_tanh_cell",
+          "aten::rnn_relu_cell", "aten::scaled_dot_product_attention", "aten::lstm", "aten::gru", "aten::rnn_tanh",
+          "aten::rnn_relu", "aten::_native_multi_head_attention"};
+      static const std::set<std::string> fp32_ops = {
+          "aten::acos", "aten::asin", "aten::cosh", "aten::erfinv", "aten::exp", "aten::expm1", "aten::log",
+          "aten::log10", "aten::log2", "aten::log1p", "aten::reciprocal", "aten::rsqrt", "aten::sinh", "aten::tan",
+          "aten::pow", "aten::softplus", "aten::layer_norm", "aten::native_layer_norm", "aten::group_norm",
+          "aten::norm", "aten::frobenius_norm", "aten::nuclear_norm", "aten::linalg_vector_norm",
+          "aten::cosine_similarity", "aten::poisson_nll_loss", "aten::cosine_embedding_loss", "aten::nll_loss",
+          "aten::nll_loss2d", "aten::hinge_embedding_loss", "aten::kl_div", "aten::l1_loss", "aten::smooth_l1_loss",
+          "aten::huber_loss", "aten::mse_loss", "aten::margin_ranking_loss", "aten::multilabel_margin_loss",
+          "aten::soft_margin_loss", "aten::triplet_margin_loss", "aten::multi_margin_loss",
+          "aten::binary_cross_entropy_with_logits", "aten::dist", "aten::pdist", "aten::cdist", "aten::renorm",
+          "aten::logsumexp", "aten::prod", "aten::cumprod", "aten::cumsum", "aten::sum", "aten::softmax",
+          "aten::log_softmax", "aten::cross_entropy_loss", "aten::rms_norm"};
+      // Ops whose output has their first input's dtype whatever the others
+      // (a bool mask, integer indices, fp32 weights of a batch_norm, which
+      // cuDNN applies to an input in the format).
+      static const std::set<std::string> first_input_dtype = {
+          "aten::masked_fill", "aten::masked_fill_", "aten::gather", "aten::index_select", "aten::index",
+          "aten::scatter", "aten::scatter_", "aten::scatter_add", "aten::index_put", "aten::index_put_", "aten::roll",
+          "aten::pad", "aten::constant_pad_nd", "aten::repeat", "aten::repeat_interleave", "aten::tril", "aten::triu",
+          "aten::flip", "aten::batch_norm", "aten::instance_norm", "aten::_batch_norm_impl_index",
+          "aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", "aten::avg_pool1d", "aten::avg_pool2d",
+          "aten::avg_pool3d", "aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d",
+          "aten::adaptive_max_pool1d", "aten::adaptive_max_pool2d", "aten::upsample_nearest1d",
+          "aten::upsample_nearest2d", "aten::upsample_bilinear2d", "aten::upsample_linear1d", "aten::interpolate",
+          "aten::pixel_shuffle", "aten::pixel_unshuffle", "aten::channel_shuffle", "aten::dropout", "aten::dropout_",
+          "aten::feature_dropout", "aten::unfold", "aten::im2col", "aten::col2im", "aten::clamp", "aten::clamp_",
+          "aten::clamp_min", "aten::clamp_max", "aten::new_zeros", "aten::new_ones", "aten::new_full",
+          "aten::zeros_like", "aten::ones_like", "aten::full_like", "aten::empty_like", "aten::rand_like",
+          "aten::randn_like", "aten::masked_scatter", "aten::take_along_dim", "aten::sort", "aten::topk"};
+      // Values that are never floating: comparisons, logical ops, indices.
+      static const std::set<std::string> not_float = {
+          "aten::eq", "aten::ne", "aten::lt", "aten::le", "aten::gt", "aten::ge", "aten::logical_not",
+          "aten::logical_and", "aten::logical_or", "aten::logical_xor", "aten::__and__", "aten::__or__",
+          "aten::__xor__", "aten::__invert__", "aten::bitwise_not", "aten::argmax", "aten::argmin", "aten::argsort",
+          "aten::nonzero", "aten::isnan", "aten::isinf", "aten::isfinite", "aten::bucketize", "aten::searchsorted"};
+      auto floating_in = [&](const Value* v) {
+        if (!is_tensor(v)) return false;
+        if (not_float.count(v->node()->kind().toQualString())) return false;
+        if (auto tt = v->type()->cast<c10::TensorType>())
+          if (auto st = tt->scalarType()) return at::isFloatingType(*st);
+        return true;
+      };
+      for (int sweep = 0; sweep < 2; ++sweep)
+        for (Node* n : now) {
+          const std::string k = n->kind().toQualString();
+          if (n->kind() == c10::prim::If || n->kind() == c10::prim::Loop) {
+            // An output is in the format when every block returns it so.
+            const size_t first = n->kind() == c10::prim::Loop ? 1 : 0;  // a loop block's first output is its condition
+            for (size_t j = 0; j < n->outputs().size(); ++j) {
+              bool all = !n->blocks().empty();
+              for (const torch::jit::Block* b : n->blocks()) {
+                const auto& rets = b->return_node()->inputs();
+                all = all && j + first < rets.size() && in_format.count(rets[j + first]) > 0;
+              }
+              if (all) in_format.insert(n->output(j));
+              else in_format.erase(n->output(j));
+            }
+            continue;
+          }
+          if (n->outputs().empty() || !is_tensor(n->output(0))) continue;
+          bool half = false;
+          if (lower.count(k)) {
+            half = true;
+          } else if (fp32_ops.count(k)) {
+            half = false;
+          } else if (k == "aten::float" || k == "aten::double") {
+            half = false;
+          } else if (k == "aten::half") {
+            half = true;
+          } else if (k == "aten::to") {
+            // to(dtype) or to(device, dtype): the dtype given; to(other): its format.
+            std::optional<int64_t> dt;
+            for (size_t i = 1; i < n->inputs().size() && i < 3 && !dt; ++i) {
+              auto c = torch::jit::toIValue(n->input(i));
+              if (c && c->isInt()) dt = c->toInt();
+            }
+            if (dt) half = *dt == static_cast<int64_t>(opt.round_ops);
+            else if (n->inputs().size() >= 2 && is_tensor(n->input(1))) half = in_format.count(n->input(1)) > 0;
+            else half = in_format.count(n->input(0)) > 0;
+          } else if (k == "aten::type_as" && n->inputs().size() >= 2) {
+            half = in_format.count(n->input(1)) > 0;
+          } else if (first_input_dtype.count(k) && !n->inputs().empty()) {
+            half = in_format.count(n->input(0)) > 0;
+          } else if (k == "aten::where" && n->inputs().size() == 3) {
+            bool any = false, all = true;
+            for (size_t i = 1; i < 3; ++i)
+              if (floating_in(n->input(i))) {
+                any = true;
+                all = all && in_format.count(n->input(i)) > 0;
+              }
+            half = any && all;
+          } else if ((k == "aten::cat" || k == "aten::stack" || k == "aten::concat") && !n->inputs().empty() &&
+                     n->input(0)->node()->kind() == c10::prim::ListConstruct) {
+            bool any = false, all = true;
+            for (const Value* e : n->input(0)->node()->inputs())
+              if (floating_in(e)) {
+                any = true;
+                all = all && in_format.count(e) > 0;
+              }
+            half = any && all;
+          } else {
+            // Widest input type: in the format only when every tensor input is.
+            bool any = false, all = true;
+            for (const Value* in : n->inputs())
+              if (floating_in(in)) {
+                any = true;
+                all = all && in_format.count(in) > 0;
+              }
+            half = any && all;
+          }
+          for (const Value* o : n->outputs())
+            if (half) in_format.insert(o);
+            else in_format.erase(o);
+        }
+    }
     for (Node* n : now) {
       const std::string k = n->kind().toQualString();
       if (k.rfind("normdoctor::", 0) == 0 || k.rfind("prim::", 0) == 0 || kViews.count(k) || k.rfind("aten::", 0) != 0) continue;
-      if (!n->outputs().empty() && (fp32.count(n->output(0)) || constant_only.count(n->output(0)))) continue;
+      if (!n->outputs().empty() && ((!opt.round_autocast && fp32.count(n->output(0))) || constant_only.count(n->output(0))))
+        continue;
+      if (opt.round_autocast && !n->outputs().empty() && !in_format.count(n->output(0))) continue;
       const bool inplace = k.back() == '_';
       for (Value* o : n->outputs()) {
         if (!is_tensor(o) || o->uses().empty()) continue;

@@ -499,6 +499,14 @@ struct InstrumentOptions {
   /// group_norm, batch_norm, rms_norm) stay one op: only their output is
   /// rounded. Views are not rounded (their base is). Undefined: off.
   at::ScalarType round_ops = at::ScalarType::Undefined;
+  /// With round_ops: round only what torch.autocast would compute in the
+  /// format (CUDA's op lists, torch/csrc/autograd autocast_mode.cpp): the
+  /// outputs of matrix products and convolutions, and of ops whose inputs
+  /// are all in the format; ops on autocast's fp32 list (exp, log, pow,
+  /// softmax, log_softmax, sum, cumsum, norms, layer_norm, group_norm, the
+  /// losses) and everything computed from an fp32 value up to the next
+  /// product stay fp32, unrounded.
+  bool round_autocast = false;
 };
 
 /// An op whose output the precision emulation rounds (InstrumentOptions::round_ops).

@@ -901,7 +901,37 @@ std::unordered_map<const Value*, Roles> infer_roles(const std::vector<Node*>& no
   // has them (timm's `if self.dynamic_img_size: ... else: ...`: the branch
   // taken may be the second); the blocks' nodes come after the If in the
   // walk, so the second sweep replaces what the first could not see.
+  // An if on the rank of a tensor whose roles are known (nn.LSTM's scripted
+  // forward: `is_batched = input.dim() == 3`, then `if not is_batched:
+  // input = input.unsqueeze(batch_dim)`): the branch that runs, from the
+  // number of roles. nullopt: not such a test, or the rank is unknown.
+  auto rank_condition = [&](Value* c) -> std::optional<bool> {
+    Node* d = c->node();
+    bool negate = false;
+    while (d->kind() == c10::aten::__not__ && !d->inputs().empty()) {
+      negate = !negate;
+      d = d->input(0)->node();
+    }
+    const std::string dk = kind_of(d);
+    if ((dk != "aten::eq" && dk != "aten::ne") || d->inputs().size() != 2) return std::nullopt;
+    Value* a = d->input(0);
+    Value* b = d->input(1);
+    if (kind_of(a->node()) != "aten::dim") std::swap(a, b);
+    if (kind_of(a->node()) != "aten::dim" || a->node()->inputs().empty()) return std::nullopt;
+    const Roles* r = get(a->node()->input(0));
+    const auto want = ::nd::recognize::const_int(b);
+    if (!r || !want) return std::nullopt;
+    const bool eq = static_cast<int64_t>(r->size()) == *want;
+    return (dk == "aten::eq" ? eq : !eq) != negate;
+  };
   auto if_roles = [&](Node* n) {
+    if (n->blocks().size() == 2 && !n->inputs().empty())
+      if (const auto taken = rank_condition(n->input(0))) {
+        Node* ret = n->blocks()[*taken ? 0 : 1]->return_node();
+        for (size_t j = 0; j < n->outputs().size() && j < ret->inputs().size(); ++j)
+          if (const Roles* r = get(ret->input(j))) R[n->output(j)] = *r;
+        return;
+      }
     for (size_t j = 0; j < n->outputs().size(); ++j)
       for (torch::jit::Block* b : n->blocks()) {
         Node* ret = b->return_node();
@@ -1128,6 +1158,24 @@ std::unordered_map<const Value*, Roles> infer_roles(const std::vector<Node*>& no
       } else if (k == "aten::slice" || k == "aten::narrow" || k == "aten::expand" || k == "aten::expand_as" ||
                  k == "aten::repeat") {
         R[o] = *in0;
+      } else if (k == "aten::squeeze" && n->inputs().size() >= 2 && !n->input(1)->type()->cast<c10::ListType>()) {
+        // x.squeeze(d): axis d (of size 1) removed.
+        auto d = const_int(n->input(1));
+        if (!d || wrap(*d, rank) < 0) continue;
+        Roles r = *in0;
+        r.erase(r.begin() + wrap(*d, rank));
+        R[o] = r;
+      } else if (k == "aten::lstm" || k == "aten::gru" || k == "aten::rnn_tanh" || k == "aten::rnn_relu") {
+        // A recurrent layer's output keeps its input's axes (batch_first or
+        // time-major alike), the features replaced by the hidden state. Not
+        // the packed overloads (data, batch_sizes, ...): their first list
+        // argument (hx for lstm, params for the others) comes one later.
+        size_t first_list = 0;
+        while (first_list < n->inputs().size() && !n->input(first_list)->type()->cast<c10::ListType>()) ++first_list;
+        if (rank == 0 || first_list != (k == "aten::lstm" ? 1u : 2u)) continue;
+        Roles r = *in0;
+        r.back() = "hidden";
+        R[o] = r;
       } else if (k == "aten::unsqueeze" && n->inputs().size() >= 2) {
         auto d = const_int(n->input(1));
         if (!d) continue;

@@ -318,7 +318,18 @@ void describe_forward_and_modules(LoadedModel& lm) {
     mi.kind = short_class_name(mi.qualified);
     mi.training = nm.value.is_training();
     mi.parameters = direct_parameter_elements(nm.value);
-    mi.leaf = nm.value.children().size() == 0;
+    // A module whose children are only parameter containers
+    // (nn.ParameterList / nn.ParameterDict, never called: torchrec's
+    // LowRankCrossNet holds its W and V kernels so) computes with them in
+    // its own forward: a leaf (eval51 dcn_dense_scale_fault's crossnet was
+    // missing from the layer table).
+    bool only_parameter_containers = true;
+    for (const auto& c : nm.value.children()) {
+      const std::string q = c.type()->name() ? c.type()->name()->qualifiedName() : "";
+      const std::string k = short_class_name(q);
+      if (k != "ParameterList" && k != "ParameterDict") only_parameter_containers = false;
+    }
+    mi.leaf = only_parameter_containers;
     lm.modules.push_back(std::move(mi));
   }
 }

@@ -3760,13 +3760,20 @@ TEST(Round31, ShiftCancelledThroughAConvIsBatchNorms) {
     // The zero is explained, not a missing path, on every build.
     EXPECT_EQ(num(m->at("grad.params_no_signal")), 0.0) << m->dump(1);
 #if TORCH_VERSION_MAJOR >= 2
-    // LibTorch 2.x computes the exact zero Python does (one thread), and the
-    // eval-mode backward explains it. LibTorch 1.13's kernels round
-    // otherwise, and its other explanations may come first.
-    ASSERT_EQ(num(m->at("grad.params_zero_grad")), 1.0) << "the train pass's gradient is no longer exactly zero";
-    EXPECT_EQ(num(m->at("grad.params_cancelled_by_batch_norm")), 1.0);
-    const json* f = info_finding(rep, "GRAD007", layer);
-    ASSERT_NE(f, nullptr) << rep.at("findings").dump(1);
+    // LibTorch 2.x computes the exact zero Python does on an AVX2 CPU (one
+    // thread), and the eval-mode backward explains it. With AVX-512 kernels
+    // (Python as well) the cancellation leaves a residue of about 3e-8,
+    // against 0.015 in eval mode: then no zero to explain and nothing named.
+    // LibTorch 1.13's kernels round otherwise, and its other explanations
+    // may come first.
+    if (num(m->at("grad.params_zero_grad")) == 1.0) {
+      EXPECT_EQ(num(m->at("grad.params_cancelled_by_batch_norm")), 1.0);
+      const json* f = info_finding(rep, "GRAD007", layer);
+      ASSERT_NE(f, nullptr) << rep.at("findings").dump(1);
+    } else {
+      EXPECT_EQ(num(m->at("grad.params_zero_grad")), 0.0);
+      EXPECT_EQ(info_finding(rep, "GRAD007", layer), nullptr) << rep.at("findings").dump(1);
+    }
 #endif
   }
 }
@@ -5463,6 +5470,115 @@ TEST(Round48, PaddingIsJudgedOnTheDownsampledFrames) {
   expect_findings(f, fault, manifest_findings(fault));
   EXPECT_TRUE(nde2e::near_rel("pad.rel_diff", num(mm(f).at("pad.rel_diff")),
                               nums(fault).at("real_frames_rel_diff_padded_to_96").get<double>(), 0.02));
+}
+
+// meijieru/crnn.pytorch's CRNN (a CNN, then time-major [T, b, C] LSTMs whose
+// outputs are viewed [T * b, 2h] for the embedding) returning
+// F.log_softmax(output, dim=1): over the batch axis of [T, b, C]. BN005 and
+// AXIS010 name the model's own forward and the log_softmax, the axis found
+// by following the image's batch axis through the squeeze, the permute and
+// the LSTM (eval35 crnn_ctc: BN005 at rnn.0.embedding, whose [T * b] fold
+// was cut batch-major). dim=2: only the never-trained BatchNorms (BN001).
+TEST(Round51, ALogSoftmaxOverATimeMajorBatchAxis) {
+  const std::string name = "r51_crnn_log_softmax_batch_axis";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  const json* bn = finding(rep, "BN005");
+  ASSERT_NE(bn, nullptr);
+  EXPECT_EQ(bn->at("layer"), "");
+  EXPECT_EQ(num(mm(rep).at("batchdep.max_rel_diff")), nums(name).at("example0_rel_diff_alone_vs_batch").get<double>());
+  EXPECT_FALSE(mm(rep).contains("batchdep.first_seen_at")) << mm(rep).dump(1);
+  const json* ax = finding(rep, "AXIS010");
+  ASSERT_NE(ax, nullptr);
+  EXPECT_EQ(ax->at("evidence").at("batchdep.batch_axis_op"), "aten::log_softmax");
+  EXPECT_NE(ax->at("evidence").at("batchdep.batch_axis_reduced").get<std::string>().find("axis 1 (batch)"), std::string::npos)
+      << ax->at("evidence").dump();
+  EXPECT_EQ(ax->at("fix").size(), 3u);
+  const std::string twin = "r51_crnn_log_softmax_classes";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, manifest_findings(twin));
+  EXPECT_FALSE(has_rule(t, "BN005"));
+}
+
+// torchrec's DLRM_DCN fed raw Criteo counts: LowRankCrossNet keeps its
+// kernels in nn.ParameterLists, so its only children are parameter
+// containers and it computes in its own forward: a leaf of the layer table.
+// The growth and the first fp16 overflow are its own (eval51
+// dcn_dense_scale_fault named over_arch.0 and dense_arch.0, crossnet absent
+// from the table). log1p of the counts: nothing.
+TEST(Round51, ACrossNetHoldingParameterListsIsALayer) {
+  const std::string name = "r51_dcn_raw_counts";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  const json& n = nums(name);
+  const json* m = layer_metrics(rep, "crossnet");
+  ASSERT_NE(m, nullptr);
+  EXPECT_TRUE(nde2e::near_rel("act.absmax", num(m->at("act.absmax")), n.at("crossnet_absmax").get<double>(), 1e-5));
+  EXPECT_EQ(num(m->at("act.beyond_fp16_count")), n.at("crossnet_beyond_fp16").get<double>());
+  const json* g = finding(rep, "ACT002");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->at("layer"), "crossnet");
+  EXPECT_EQ(mm(rep).at("act.first_beyond_fp16_layer"), "crossnet");
+  const std::string twin = "r51_dcn_log_counts";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+}
+
+// Kendall's uncertainty weighting with the regression task's log_var at -12:
+// exp(12) = 162755 overflows fp16 under .half() (PREC001/PREC005 at
+// uncertainty, aten::exp), and the autocast pass, which keeps exp, the
+// losses and the sum in fp32, stays finite: the message says it is the
+// .half() case and the first fix is autocast. The returned loss (1.44e5) is
+// no activation: no ACT002/ACT003, and no gradient profile ending at it
+// (GRAD002; eval51 mtl_uncertainty_fault). Clamped to [-6, 6]: nothing.
+TEST(Round51, AnOverflowOnlyWithoutAutocastSaysSo) {
+  const std::string name = "r51_mtl_uncertainty_half";
+  RUN_ROUND3(rep, name, {"--precision", "fp16"});
+  expect_findings(rep, name, manifest_findings(name));
+  EXPECT_EQ(mm(rep).at("prec.autocast_finite"), true);
+  EXPECT_EQ(num(mm(rep).at("prec.autocast_nonfinite_count")), 0.0);
+  const json* f = finding(rep, "PREC005");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("evidence").at("prec.producer"), "aten::exp in uncertainty");
+  EXPECT_NE(f->at("message").get<std::string>().find("this is the .half() case"), std::string::npos) << f->at("message");
+  EXPECT_NE(f->at("fix").at(0).get<std::string>().find("torch.autocast"), std::string::npos);
+  const json* p = finding(rep, "PREC001");
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(nde2e::near_rel("prec.ref_absmax", num(p->at("evidence").at("prec.ref_absmax")),
+                              nums(name).at("loss_fp32").get<double>(), 1e-4));
+  const json* u = layer_metrics(rep, "uncertainty");
+  ASSERT_NE(u, nullptr);
+  EXPECT_EQ(u->at("act.is_returned_loss"), true);
+  EXPECT_FALSE(has_rule(rep, "ACT002"));
+  EXPECT_FALSE(has_rule(rep, "GRAD002"));
+  const std::string twin = "r51_mtl_uncertainty_clamped";
+  RUN_ROUND3(t, twin, {"--precision", "fp16"});
+  expect_findings(t, twin, Set{});
+  EXPECT_FALSE(mm(t).contains("prec.autocast_finite"));
+}
+
+// The same weighting over a BatchNorm encoder whose running statistics were
+// estimated on this batch, the regression task fitted to 1e-5: train and
+// eval mode differ at encoder.1 only by the biased variance, and exp(12) on
+// the loss makes it 82x the output's norm. BN004's cause says the
+// statistics fit and a later op amplifies the difference, and leads with
+// that fix, not re-estimating them (eval51 mtl_uncertainty_fault). log_var
+// -2: nothing.
+TEST(Round51, DriftFromFittingStatisticsSaysTheyFit) {
+  const std::string name = "r51_mtl_uncertainty_bn_amplified";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  EXPECT_EQ(mm(rep).at("drift.bn_fits"), true);
+  EXPECT_TRUE(nde2e::near_rel("drift.rel_output_diff", num(mm(rep).at("drift.rel_output_diff")),
+                              nums(name).at("rel_drift").get<double>(), 1e-3));
+  const json* f = finding(rep, "BN004");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->at("message").get<std::string>().find("its running statistics fit this batch"), std::string::npos)
+      << f->at("message");
+  EXPECT_NE(f->at("fix").at(0).get<std::string>().find("amplifies"), std::string::npos);
+  const std::string twin = "r51_mtl_uncertainty_bn";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
 }
 }  // namespace
 

@@ -52,7 +52,7 @@ nd::MetricsDoc basic_doc() {
                              {{"act.rms", 9000.0}, {"act.absmax", 40940.0}, {"act.growth", 30000.0},
                               {"grad.out_norm", 0.002}, {"act.fp16_headroom", 1.6}, {"act.fp16_margin", 1.6},
                               {"act.fp16_side", "below"}, {"act.beyond_fp16_count", 0},
-                              {"act.absmax_is_mask_constant", false}}));
+                              {"act.absmax_is_mask_constant", false}, {"act.is_returned_loss", false}}));
   doc.layers.back().parameters = 272;
   doc.layers.push_back(layer("head", "Linear", 4, true,
                              {{"act.rms", kNan}, {"act.absmax", kInf}, {"act.nan_count", 0}, {"act.inf_count", 3},

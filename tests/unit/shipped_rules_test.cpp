@@ -51,7 +51,7 @@ const Expected kExpected[] = {
      "fwd.first_nonfinite == true and fwd.weights_nonfinite == false"},
     {"ACT002", "activation-growth", nd::Severity::kWarning, "layer", "first", false, "",
      "act.growth > 1000 and act.growth_only_at_output == false"},
-    {"ACT003", "fp16-overflow-risk", nd::Severity::kWarning, "layer", "first", true, "", "act.fp16_headroom < 2 and act.absmax_is_mask_constant != true"},
+    {"ACT003", "fp16-overflow-risk", nd::Severity::kWarning, "layer", "first", true, "", "act.fp16_headroom < 2 and act.absmax_is_mask_constant != true and act.is_returned_loss != true"},
     {"ACT004", "saturated-activation", nd::Severity::kWarning, "layer", "all", true, "", "sat.fraction > 0.5"},
     {"ACT005", "softmax-collapse", nd::Severity::kWarning, "layer", "all", false, "",
      "softmax.onehot_fraction > 0.9 and softmax.rows >= 4 and run.trained == false"},

@@ -624,6 +624,7 @@ void probe_forward_backward(Session& s) {
   s.doc.model_metrics["loss.saturated"] = r.loss_saturated;
   s.doc.probes["loss"]["value"] = metric_number(loss_v);
   record_training_evidence(s, loss_v, r.loss_chance);
+  const bool returns_loss = r.loss_description.find("(used as the loss)") != std::string::npos && std::isfinite(loss_v);
 
   std::map<std::string, size_t> idx;
   for (size_t i = 0; i < s.doc.layers.size(); ++i) idx[s.doc.layers[i].path] = i;
@@ -827,6 +828,15 @@ void probe_forward_backward(Session& s) {
             if (std::fabs(am - std::fabs(static_cast<double>(static_cast<float>(c)))) <= 1e-6 * am) mask_constant = true;
         m["act.absmax_is_mask_constant"] = mask_constant;
       }
+      // The module computes the scalar the model returns as its loss (a
+      // forward that returns its loss: Kendall's uncertainty weighting,
+      // sum(exp(-s) * L + s), in a module of its own; eval51
+      // mtl_uncertainty_fault): its value is a loss, not an activation, so
+      // it is no growth (ACT002), no fp16 headroom (ACT003: autocast keeps
+      // losses in fp32, the precision probe judges .half()) and no end of
+      // the gradient profile (its gradient is 1 by definition).
+      m["act.is_returned_loss"] = returns_loss && a.calls == 1 && a.fwd.numel == 1 &&
+                                  std::fabs(a.fwd.sum - loss_v) <= 1e-6 * std::max(1.0, std::fabs(loss_v));
       // How far from the fp16 maximum, either side: ACT003 says "1.6x below"
       // or "54x above", never a headroom below 1 read as "below".
       if (a.fwd.absmax() > 0 && std::isfinite(a.fwd.absmax())) {
@@ -2013,7 +2023,9 @@ void probe_forward_backward(Session& s) {
   // Activation growth through depth (leaf modules, execution order).
   std::vector<LayerMetrics*> leaves;
   for (auto& lm : s.doc.layers)
-    if (lm.leaf && lm.exec_order >= 0 && lm.metrics.count("act.rms")) leaves.push_back(&lm);
+    if (lm.leaf && lm.exec_order >= 0 && lm.metrics.count("act.rms") &&
+        !(lm.metrics.count("act.is_returned_loss") && lm.metrics.at("act.is_returned_loss") == true))
+      leaves.push_back(&lm);
   std::sort(leaves.begin(), leaves.end(), [](auto* a, auto* b) { return a->exec_order < b->exec_order; });
   // A module called at several depths (one self.act = nn.ReLU() reused
   // after every layer) holds the statistics of all its calls, the deepest

@@ -1102,6 +1102,71 @@ void probe_precision(Session& s) {
       if (!propagator_layer.empty()) lm->metrics["prec.propagator"] = mm["prec.propagator_op"].get<std::string>() + " in " + propagator_layer;
     }
   }
+  // The same batch under torch.autocast (InstrumentOptions::round_autocast:
+  // only what autocast computes in the format is rounded; exp, log, pow,
+  // softmax, sums and norms stay fp32). A non-finite forward in a pass that
+  // rounds every op is the .half() case (fp16 weights: fp16 serving, or
+  // training without autocast); whether autocast, the usual way to train in
+  // fp16 with a GradScaler, would see it too decides the fix (eval51
+  // mtl_uncertainty_fault: exp(-log_var) of a Kendall uncertainty weight
+  // overflows under .half(), autocast keeps it in fp32). Not for a model
+  // saved in the format, which is the .half() case itself.
+  if (found_nonfinite && !low_params) {
+    std::string ac_state;
+    try {
+      InstrumentOptions io_ac = io;
+      io_ac.round_ops = f.dtype;
+      io_ac.round_autocast = true;
+      InstrumentedModel pim_ac(s.model, io_ac);
+      StateGuard guard(s.model.module);
+      guard.round(f);  // the weights a product casts; fp32 ops see them within the format's rounding
+      PassSpec as;
+      as.name = "precision-" + f.name + "-autocast";
+      as.probe = "precision";
+      as.dropout = false;
+      as.instrumented = &pim_ac;
+      as.args = args_as(s.arg_values(), [](const at::Tensor& t) { return t.clone(); });  // fp32: the first product casts them
+      PassResult ap = s.run_pass(std::move(as));
+      int64_t bad = 0;
+      const auto& ars = pim_ac.round_sites();
+      for (const auto& ev : ap.collector->round_events) {
+        if (ev.site < 0 || ev.site >= static_cast<int64_t>(ars.size())) continue;
+        // A deliberate -inf mask is no overflow (as for the pass above).
+        static const std::set<std::string> masks = {
+            "aten::baddbmm", "aten::addmm", "aten::addbmm", "aten::masked_fill", "aten::masked_fill_", "aten::where",
+            "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::fill_", "aten::full", "aten::full_like",
+            "aten::new_full", "aten::triu", "aten::tril", "aten::index_put", "aten::index_put_", "aten::scatter",
+            "aten::scatter_", "aten::masked_scatter"};
+        if (ev.negative_inf_only && ev.nan == 0 && masks.count(ars[static_cast<size_t>(ev.site)].op)) continue;
+        bad += ev.inf + ev.nan;
+      }
+      auto nonfinite = [](const c10::IValue& v) {
+        int64_t n = 0;
+        for (const at::Tensor& t : Session::output_tensors(v))
+          if (t.is_floating_point()) n += (~at::isfinite(t.detach())).sum().item<int64_t>();
+        return n;
+      };
+      const int64_t out_bad = std::max<int64_t>(0, nonfinite(ap.output) - nonfinite(ref_pass.output));
+      ac_state = bad == 0 && out_bad == 0 ? "finite" : "nonfinite";
+      mm["prec.autocast_nonfinite_count"] = bad;
+    } catch (const Error& e) {
+      if (e.kind() == error_kind::kTimeout) throw;
+      ac_state = "not run";
+      mm["prec.autocast_error"] = std::string(e.what()).substr(0, 300);
+    }
+    mm["prec.autocast_finite"] = ac_state == "finite" ? MetricValue(true)
+                                 : ac_state == "nonfinite" ? MetricValue(false) : MetricValue("n/a");
+    if (LayerMetrics* lm = s.doc.find_layer(first_nonfinite)) {
+      lm->metrics["prec.autocast_finite"] = mm["prec.autocast_finite"];
+      if (ac_state == "finite")
+        lm->metrics["prec.autocast_note"] =
+            std::string("; this is the .half() case: under torch.autocast, which keeps exp, log, pow, softmax, sums "
+                        "and norms in fp32 and casts only products and convolutions to ") + f.name +
+            ", the same batch stays finite (checked)";
+      else if (ac_state == "nonfinite")
+        lm->metrics["prec.autocast_note"] = "; under torch.autocast too (checked)";
+    }
+  }
   mm["prec.forward_finite"] = !found_nonfinite;
   if (found_nonfinite) {
     mm["prec.first_nonfinite_layer"] = first_nonfinite;
