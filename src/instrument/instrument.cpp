@@ -141,12 +141,18 @@ bool root_of_one_pass_variance(const Node* n) {
 /// through the precision emulation's round wrappers, sqrt / pow(., 0.5),
 /// dtype casts and views to an add of a scalar constant. Returns 0 when the
 /// divisor has no such constant.
-double divisor_eps(Node* n, const std::function<std::optional<double>(Value*)>& attr_double) {
+double divisor_eps(Node* n, const std::function<std::optional<double>(Value*)>& attr_double, bool log = false) {
   const std::string k = n->kind().toQualString();
   Value* v = nullptr;
-  if ((k == "aten::div" || k == "aten::div_") && n->inputs().size() >= 2) v = n->input(1);
-  else if ((k == "aten::rsqrt" || k == "aten::rsqrt_" || k == "aten::reciprocal" || k == "aten::reciprocal_") && !n->inputs().empty())
+  if (log) {
+    if ((k == "aten::log" || k == "aten::log_" || k == "aten::log2" || k == "aten::log10") && !n->inputs().empty())
+      v = n->input(0);
+  } else if ((k == "aten::div" || k == "aten::div_") && n->inputs().size() >= 2) {
+    v = n->input(1);
+  } else if ((k == "aten::rsqrt" || k == "aten::rsqrt_" || k == "aten::reciprocal" || k == "aten::reciprocal_") &&
+             !n->inputs().empty()) {
     v = n->input(0);
+  }
   if (!v || v->type()->kind() != c10::TypeKind::TensorType) return 0.0;
   auto scalar = [&](Value* w) -> std::optional<double> {
     auto c = torch::jit::toIValue(w);
@@ -163,6 +169,11 @@ double divisor_eps(Node* n, const std::function<std::optional<double>(Value*)>& 
     if ((pk == "aten::add" || pk == "aten::add_") && p->inputs().size() >= 2) {
       if (auto e = scalar(p->input(1)); e && *e > 0) return *e;
       if (auto e = scalar(p->input(0)); e && *e > 0) return *e;
+      return 0.0;
+    }
+    // log(x.clamp(min=1e-8)): the floor plays the eps.
+    if (log && (pk == "aten::clamp" || pk == "aten::clamp_min" || pk == "aten::clamp_") && p->inputs().size() >= 2) {
+      if (auto e = scalar(p->input(1)); e && *e > 0) return *e;
       return 0.0;
     }
     if (pk == "aten::sqrt" || pk == "aten::to" || pk == "aten::contiguous" || pk == "aten::squeeze" ||
@@ -2040,6 +2051,61 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       }
       rescaled_inputs_.push_back(scaled && !other);
     }
+    // Arguments some layer reads: a value computed from the argument reaches
+    // an op with weights (a matrix product, convolution, embedding, norm,
+    // recurrence) or an op whose other operand is a stored tensor (a
+    // parameter or buffer: x * self.scale, x + self.pos_embed). A target
+    // that only the loss computed inside forward reads (a depth map's
+    // log(gt) in a scale-invariant loss, eval52 depth_silog_twin) is no
+    // layer's input. See layer_read_inputs().
+    {
+      static const std::set<std::string> weighted = {
+          "aten::linear", "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution",
+          "aten::_convolution_mode", "aten::convolution", "aten::conv_transpose1d", "aten::conv_transpose2d",
+          "aten::conv_transpose3d", "aten::embedding", "aten::embedding_bag", "aten::_embedding_bag",
+          "aten::layer_norm", "aten::group_norm", "aten::batch_norm", "aten::instance_norm", "aten::rms_norm",
+          "aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu", "aten::lstm_cell", "aten::gru_cell",
+          "aten::prelu", "aten::addmm", "aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd"};
+      std::unordered_map<const Value*, bool> attr_memo;
+      std::function<bool(const Value*, int)> from_attribute = [&](const Value* v, int depth) -> bool {
+        auto it = attr_memo.find(v);
+        if (it != attr_memo.end()) return it->second;
+        attr_memo[v] = false;
+        const Node* n = v->node();
+        bool r = n->kind() == c10::prim::GetAttr && is_tensor(v);
+        for (size_t i = 0; !r && depth < 16 && i < n->inputs().size(); ++i) r = from_attribute(n->input(i), depth + 1);
+        attr_memo[v] = r;
+        return r;
+      };
+      for (size_t i = 1; i < inputs.size(); ++i) {
+        bool read = false;
+        std::vector<Value*> work = {inputs[i]};
+        std::set<const Value*> seen;
+        for (size_t w = 0; w < work.size() && w < 4096 && !read; ++w) {
+          if (!seen.insert(work[w]).second) continue;
+          for (const auto& u : work[w]->uses()) {
+            Node* user = u.user;
+            const std::string k = user->kind().toQualString();
+            if (weighted.count(k) || user->kind() == c10::prim::CallMethod || user->kind() == c10::prim::CallFunction) {
+              read = true;
+              break;
+            }
+            for (Value* in : user->inputs())
+              if (in != work[w] && is_tensor(in) && recognize::param_only(in, memo) && from_attribute(in, 0)) read = true;
+            if (read) break;
+            for (Value* o : user->outputs()) work.push_back(o);
+            // A block's return hands the value on as its if's (or loop's) output.
+            if (user->kind() == c10::prim::Return && user->owningBlock() && user->owningBlock()->owningNode()) {
+              Node* owner = user->owningBlock()->owningNode();
+              const size_t shift = owner->kind() == c10::prim::Loop ? 1 : 0;
+              if (u.offset >= shift && u.offset - shift < owner->outputs().size()) work.push_back(owner->output(u.offset - shift));
+            }
+          }
+        }
+        // Too large to follow to the end: taken as read.
+        layer_read_inputs_.push_back(read || work.size() >= 4096);
+      }
+    }
   }
 
   auto new_tap = [&](TapKind kind, const std::string& module) -> TapSite& {
@@ -3655,6 +3721,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         rs.op = k;
         rs.one_pass_variance_root = root_of_one_pass_variance(n);
         rs.divisor_eps = divisor_eps(n, attr_double);
+        rs.log_eps = divisor_eps(n, attr_double, /*log=*/true);
         rs.norm_statistic = statistic.count(n) > 0;
         const auto& chain = scopes.chain(n);
         rs.module = chain.empty() ? std::string() : chain.back();

@@ -523,6 +523,9 @@ struct RoundSite {
   /// standardization or a hand-written norm has this form without being an
   /// aten norm op.
   double divisor_eps = 0.0;
+  /// The op is a logarithm of a value plus a constant eps (log(mag ** 2 +
+  /// 1e-8), a log-spectrogram): that eps; 0 otherwise.
+  double log_eps = 0.0;
   /// The op computes part of the statistic a normalization divides by (the
   /// square, its sum or cumulative sum, the mean, the eps addition under the
   /// root): an Inf here is the norm's statistic overflowing in the format.
@@ -667,6 +670,11 @@ class InstrumentedModel {
   /// Face's time-series transformers divides the targets by their mean
   /// absolute value, (x - x.mean()) / x.std()).
   const std::vector<bool>& rescaled_inputs() const { return rescaled_inputs_; }
+  /// Per forward argument (self excluded): some layer reads a value
+  /// computed from it (an op with weights, or with a parameter or buffer as
+  /// another operand). False for a target read only by a loss computed
+  /// inside forward.
+  const std::vector<bool>& layer_read_inputs() const { return layer_read_inputs_; }
   /// Norm ops over parameters only (weight standardization: timm's
   /// ScaledStdConv2d), left out of norm_ops(), mode_ops() and the taps.
   int64_t weight_standardizations() const { return weight_standardizations_; }
@@ -683,6 +691,7 @@ class InstrumentedModel {
   std::vector<bool> input_fields_;
   std::vector<bool> periodic_inputs_;
   std::vector<bool> rescaled_inputs_;
+  std::vector<bool> layer_read_inputs_;
   int64_t weight_standardizations_ = 0;
   std::vector<NormOpSite> norm_ops_;
   std::vector<ResidualSite> residuals_;

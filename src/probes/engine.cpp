@@ -425,7 +425,10 @@ at::Tensor compute_loss(const at::Tensor& y0, const CheckOptions& opt, const std
   }
   at::Tensor r = at::randn(y.sizes(), gen, at::TensorOptions().dtype(at::kFloat)).to(y.device());
   desc = "random projection of " + what + ", sum(y * r) / N with r ~ N(0, 1) (" + seed + ")";
-  if (real.defined() && real.dim() == 2 && y.dim() >= 3) {
+  // [B, T, F] (or [T, B, F]) outputs only: an image-shaped output whose
+  // channels happen to number T (HunyuanDiT's [2, 8, 16, 16] latents beside
+  // an 8-token mask, eval52) has no sequence axis to mask.
+  if (real.defined() && real.dim() == 2 && y.dim() == 3) {
     const int64_t B = real.size(0), T = real.size(1);
     const bool batch_major = y.size(0) == B && y.size(1) == T;
     const bool time_major = !batch_major && y.size(0) == T && y.size(1) == B;

@@ -5580,6 +5580,75 @@ TEST(Round51, DriftFromFittingStatisticsSaysTheyFit) {
   RUN_ROUND3(t, twin);
   expect_findings(t, twin, Set{});
 }
+
+// diffusers' HunyuanDiT: two text streams, each with its own mask; the
+// attention pool reads the raw T5 states. Traced with a learned table of the
+// text positions, it takes no appended padding, so the probe refills the
+// sample's own padded positions, each stream by its own mask (paired by
+// name: encoder_hidden_states_t5 / text_embedding_mask_t5). T5 padded: the
+// pool reads it (SEQ003 at time_extra_emb.pooler). Only CLIP padded, and
+// replaced before the cross-attention: nothing (eval52
+// df_hunyuandit_t5full: the CLIP mask refilled real T5 tokens, an error).
+TEST(Round51, TwoTextStreamsAreRefilledByTheirOwnMasks) {
+  const std::string name = "r51_hunyuandit_t5_padded";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  const double rel = num(mm(rep).at("pad.rel_diff"));
+  const double py = nums(name).at("refill_rel_diff_python").get<double>();
+  EXPECT_GT(rel, py / 3) << "another refill, the same order";
+  EXPECT_LT(rel, py * 3);
+  const std::string twin = "r51_hunyuandit_clip_padded";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+  EXPECT_LT(num(mm(t).at("pad.rel_diff")), 1e-5);
+  // The loss is not masked: the output's positions follow neither mask.
+  EXPECT_EQ(t.at("probes").at("loss").at("description").get<std::string>().find("real positions"), std::string::npos);
+}
+
+// AdaBins' SILogLoss computed in a training wrapper's forward against sparse
+// LiDAR depth in metres: without the valid mask, log(0) (ACT001 at
+// criterion); with it, nothing, and the ground truth (scale 12.7), which no
+// layer reads, only the loss, is no input-scale finding (eval52
+// depth_silog_twin got IN002).
+TEST(Round51, ATargetOnlyTheLossReadsHasNoInputScale) {
+  const std::string twin = "r51_depth_silog_masked";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+  const json* in = nullptr;
+  for (const auto& i : t.at("inputs"))
+    if (i.at("name") == "depth_gt") in = &i;
+  ASSERT_NE(in, nullptr) << t.at("inputs").dump(1);
+  EXPECT_EQ(in->at("metrics").at("input.read_by_layer"), false);
+  EXPECT_TRUE(nde2e::near_rel("input.scale", num(in->at("metrics").at("input.scale")),
+                              nums(twin).at("gt_scale").get<double>(), 1e-3));
+  const std::string name = "r51_depth_silog_unmasked";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  EXPECT_EQ(finding(rep, "ACT001")->at("layer"), "criterion");
+}
+
+// A speech enhancer's log-power features, log(clamp(|X|^2, min=1e-10)):
+// the floor is 0 in fp16, so silent frames give log(0) under .half().
+// PREC013 names the floor as the cause and leads with a floor fp16 holds,
+// not log-space fixes for a softmax (eval52 se_logpow_fp16_fault); the
+// count is Python's. Floor 1e-4: nothing.
+TEST(Round51, ALogFloorThatVanishesInFp16IsNamed) {
+  const std::string name = "r51_enhancer_log_floor_1e-10";
+  RUN_ROUND3(rep, name, {"--precision", "fp16"});
+  expect_findings(rep, name, manifest_findings(name));
+  const json* f = finding(rep, "PREC013");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(num(f->at("evidence").at("prec.nonfinite_count")), nums(name).at("features_nonfinite_half").get<double>());
+  EXPECT_NE(f->at("message").get<std::string>().find("its eps 1e-10 is itself 0 in fp16"), std::string::npos)
+      << f->at("message");
+  EXPECT_NE(f->at("fix").at(0).get<std::string>().find("an eps the format can hold"), std::string::npos);
+  const json* l = layer_metrics(rep, "features");
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->at("prec.log_eps_vanishes"), true);
+  const std::string twin = "r51_enhancer_log_floor_1e-4";
+  RUN_ROUND3(t, twin, {"--precision", "fp16"});
+  expect_findings(t, twin, Set{});
+}
 }  // namespace
 
 #undef RUN_ROUND3

@@ -234,7 +234,7 @@ const Expected kExpected[] = {
     {"IN001", "nonfinite-input", nd::Severity::kError, "input", "all", false, "", "input.nonfinite_count > 0"},
     {"IN002", "input-scale", nd::Severity::kWarning, "input", "all", true, "",
      "input.is_float == true and input.scale > 10 and input.scale_invariant == false and input.periodic_encoding != true "
-     "and input.rescaled_in_model != true"},
+     "and input.rescaled_in_model != true and input.read_by_layer == true"},
     {"LR001", "update-ratio", nd::Severity::kWarning, "layer", "group", true, "", "update.ratio_over_limit > 1"},
     {"MODE001", "saved-in-train-mode", nd::Severity::kWarning, "model", "all", false, "",
      "mode.saved_training == true and mode.dependent_ops > 0 and run.training_intent == false"},

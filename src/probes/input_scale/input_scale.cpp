@@ -58,7 +58,12 @@ void probe_input_scale(Session& s) {
     const auto& rs = s.inst->rescaled_inputs();
     const bool rescaled = static_cast<size_t>(im.index) < rs.size() && rs[static_cast<size_t>(im.index)];
     im.metrics["input.rescaled_in_model"] = rescaled;
-    if (periodic || rescaled) {
+    // No layer reads it: a target the loss inside forward takes (IN002's
+    // "scale the first layer's initialization assumes" is no one's).
+    const auto& lr = s.inst->layer_read_inputs();
+    const bool read = static_cast<size_t>(im.index) >= lr.size() || lr[static_cast<size_t>(im.index)];
+    im.metrics["input.read_by_layer"] = read;
+    if (periodic || rescaled || !read) {
       im.metrics["input.scale_invariant"] = false;
       continue;
     }
@@ -70,9 +75,12 @@ void probe_input_scale(Session& s) {
     for (auto& im : s.doc.inputs) {
       const bool periodic = im.metrics.count("input.periodic_encoding") && im.metrics["input.periodic_encoding"] == true;
       const bool rescaled = im.metrics.count("input.rescaled_in_model") && im.metrics["input.rescaled_in_model"] == true;
-      if (periodic || rescaled)
+      const bool unread = im.metrics.count("input.read_by_layer") && im.metrics["input.read_by_layer"] == false;
+      if (periodic || rescaled || unread)
         why += (why.empty() ? "" : ", ") + im.name +
-               (periodic ? " (read only by a periodic encoding)" : " (rescaled by the model before any layer reads it)");
+               (periodic   ? " (read only by a periodic encoding)"
+                : rescaled ? " (rescaled by the model before any layer reads it)"
+                           : " (no layer reads it: only what forward computes from the outputs, a loss)");
     }
     s.doc.probes["input_scale"] = {
         {"inputs", nlohmann::json::array()},
@@ -204,7 +212,8 @@ void probe_input_scale(Session& s) {
 const std::vector<std::string>& input_scale_writes() {
   static const std::vector<std::string> names = {"input.scale_invariant", "input.scale_invariance_rel_diff", "input.internal_scale_ratio",
                                                  "input.scale_equivariance_rel_diff", "input.unit_scale_rel_diff", "input.scale_note",
-                                                 "input.periodic_encoding", "input.rescaled_in_model"};
+                                                 "input.periodic_encoding", "input.rescaled_in_model",
+                                                 "input.read_by_layer"};
   return names;
 }
 

@@ -69,6 +69,20 @@ bool inverting_op(const std::string& op) {
 /// Reference-pass memory budget: module outputs kept for the comparison.
 constexpr int64_t kReferenceBudgetBytes = int64_t{2} << 30;
 
+/// Ops a deliberate mask writes -inf with: an op that writes only -inf (no
+/// NaN) of these kinds (masked_fill(~mask, -inf), scores + an additive -inf
+/// mask, torch.full(..., -inf).triu(1), and nn.MultiheadAttention's
+/// baddbmm(attn_mask, q, k^T), which adds a causal -inf mask as the
+/// product's input: eval19's SASRec) does so in fp32 too: no producer.
+bool mask_op(const std::string& op) {
+  static const std::set<std::string> ops = {
+      "aten::baddbmm", "aten::addmm", "aten::addbmm", "aten::masked_fill", "aten::masked_fill_", "aten::where",
+      "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::fill_", "aten::full", "aten::full_like",
+      "aten::new_full", "aten::triu", "aten::tril", "aten::index_put", "aten::index_put_", "aten::scatter",
+      "aten::scatter_", "aten::masked_scatter"};
+  return ops.count(op) > 0;
+}
+
 
 /// A floating-point storage format and its IEEE 754 limits.
 struct Format {
@@ -798,20 +812,13 @@ void probe_precision(Session& s) {
   // not an inversion (exp of a large score, a square): the format's range
   // was exceeded inside a module whose outputs stay in range in fp32.
   bool producer_overflow = false, producer_log_zero = false;
+  // The producer is a log whose eps (log(x + eps), log(x.clamp(min=eps)))
+  // is 0 in the format: that eps; 0 otherwise.
+  double producer_log_eps = 0.0;
   if (pim_round) {
     const auto& rs = pim_round->round_sites();
     const Collector& c = *lp_pass.collector;
-    // Deliberate masks are no producer: an op that writes only -inf (no
-    // NaN) with a mask's kind (masked_fill(~mask, -inf), scores + an
-    // additive -inf mask, torch.full(..., -inf).triu(1), and
-    // nn.MultiheadAttention's baddbmm(attn_mask, q, k^T), which adds a
-    // causal -inf mask as the product's input: eval19's SASRec) does so in
-    // fp32 too.
-    static const std::set<std::string> mask_ops = {
-        "aten::baddbmm", "aten::addmm", "aten::addbmm",
-        "aten::masked_fill", "aten::masked_fill_", "aten::where", "aten::add", "aten::add_", "aten::sub",
-        "aten::sub_", "aten::fill_", "aten::full", "aten::full_like", "aten::new_full", "aten::triu", "aten::tril",
-        "aten::index_put", "aten::index_put_", "aten::scatter", "aten::scatter_", "aten::masked_scatter"};
+    // Deliberate masks are no producer (mask_op).
     int64_t inf = -1, nan = -1, inf_count = 0, nan_count = 0;
     int64_t first_event_site = -1;
     for (const auto& ev : c.round_events) {
@@ -819,7 +826,7 @@ void probe_precision(Session& s) {
       // Its NaN, when an earlier op already made NaN, came in with an input
       // (a NaN query row of a norm's 0/0 through the masked baddbmm).
       const bool mask = ev.negative_inf_only && (ev.nan == 0 || nan >= 0) &&
-                        mask_ops.count(rs[static_cast<size_t>(ev.site)].op);
+                        mask_op(rs[static_cast<size_t>(ev.site)].op);
       if (mask) continue;
       if (inf < 0 && ev.inf > 0) inf = ev.site, inf_count = ev.inf;
       if (nan < 0 && ev.nan > 0) nan = ev.site, nan_count = ev.nan;
@@ -850,6 +857,11 @@ void probe_precision(Session& s) {
       // log(softmax(x)), eval16): -inf from an underflow, not an overflow.
       static const std::set<std::string> log_ops = {"aten::log", "aten::log_", "aten::log2", "aten::log10"};
       producer_log_zero = inf >= 0 && log_ops.count(site.op) > 0;
+      // log(x + eps) with an eps the format rounds to 0 (1e-8 in fp16, whose
+      // smallest subnormal is 6e-8): a zero x gives log(0) (eval52
+      // se_logpow_fp16_fault: log(|X|^2 + 1e-8) of silent frames, reported
+      // as a log of softmax probabilities).
+      if (producer_log_zero && site.log_eps > 0 && round_scalar(site.log_eps, f) == 0) producer_log_eps = site.log_eps;
       producer_overflow = inf >= 0 && !inverting_op(site.op) && producer_eps == 0 && !producer_log_zero;
     }
     if (inf >= 0 && nan >= 0 && nan != inf && nan < static_cast<int64_t>(rs.size())) {
@@ -942,6 +954,20 @@ void probe_precision(Session& s) {
         else if (producer_domain) cause = "domain";
         else cause = "other";
         m["prec.first_nonfinite_cause"] = cause;
+        if (cause == "log-underflow") {
+          // PREC013's clause: which values rounded to 0.
+          char eb[160];
+          std::snprintf(eb, sizeof eb,
+                        ": its eps %.3g is itself 0 in %s (the smallest subnormal is %.3g), so a zero input (a silent "
+                        "frame, an empty bin) gives log(0)",
+                        producer_log_eps, f.name.c_str(), f.name == "fp16" ? 5.96e-8 : 9.18e-41);
+          m["prec.log_eps_vanishes"] = producer_log_eps > 0;
+          m["prec.log_zero_note"] = producer_log_eps > 0
+                                        ? std::string(eb)
+                                        : std::string(" (probabilities below its smallest subnormal), so log(softmax(x)) "
+                                                      "or log(sigmoid(x)) must be computed in log space");
+          if (producer_log_eps > 0) m["prec.log_eps"] = producer_log_eps;
+        }
       }
       if (first_divergent.empty() && !found_nonfinite && nonfinite == 0 && rel > kDivergenceThreshold) {
         first_divergent = path;
@@ -1132,12 +1158,7 @@ void probe_precision(Session& s) {
       for (const auto& ev : ap.collector->round_events) {
         if (ev.site < 0 || ev.site >= static_cast<int64_t>(ars.size())) continue;
         // A deliberate -inf mask is no overflow (as for the pass above).
-        static const std::set<std::string> masks = {
-            "aten::baddbmm", "aten::addmm", "aten::addbmm", "aten::masked_fill", "aten::masked_fill_", "aten::where",
-            "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::fill_", "aten::full", "aten::full_like",
-            "aten::new_full", "aten::triu", "aten::tril", "aten::index_put", "aten::index_put_", "aten::scatter",
-            "aten::scatter_", "aten::masked_scatter"};
-        if (ev.negative_inf_only && ev.nan == 0 && masks.count(ars[static_cast<size_t>(ev.site)].op)) continue;
+        if (ev.negative_inf_only && ev.nan == 0 && mask_op(ars[static_cast<size_t>(ev.site)].op)) continue;
         bad += ev.inf + ev.nan;
       }
       auto nonfinite = [](const c10::IValue& v) {

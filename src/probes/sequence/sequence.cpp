@@ -621,6 +621,95 @@ std::vector<c10::IValue> resize_time(const Session& s, const Layout& L, int64_t 
   return out;
 }
 
+/// The padding masks of this sequence: mask arguments whose time axis has
+/// the sequence's length L.T.
+std::vector<size_t> sequence_masks(const Session& s, const Layout& L) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < s.args.size() && i < L.inputs.size(); ++i) {
+    const auto& il = L.inputs[i];
+    if (il.role != "mask" || il.time_axis < 0 || !s.args[i].value.isTensor()) continue;
+    const at::Tensor t = s.args[i].value.toTensor();
+    if (il.time_axis < t.dim() && t.size(il.time_axis) == L.T) out.push_back(i);
+  }
+  return out;
+}
+
+/// The mask argument that says which positions of argument `i` are real:
+/// L.mask when the sequence has one mask; with several of one length (two
+/// text streams, each with its own: HunyuanDiT's encoder_hidden_states /
+/// text_embedding_mask and encoder_hidden_states_t5 / text_embedding_mask_t5;
+/// T5's input_ids / attention_mask and decoder_input_ids /
+/// decoder_attention_mask), the one whose distinctive name words (not
+/// mask, attention, padding, ...) argument i's name shares, else the one
+/// with none. -1: no mask, or none can be told (eval52
+/// df_hunyuandit_t5full: the CLIP mask refilled real T5 tokens, an error
+/// on a correctly masked model).
+int mask_for_input(const Session& s, const Layout& L, size_t i) {
+  const std::vector<size_t> masks = sequence_masks(s, L);
+  if (masks.size() <= 1) return L.mask;
+  auto words = [](const std::string& name) {
+    std::set<std::string> w;
+    std::string cur;
+    for (char c : lower(name) + "_") {
+      if (std::isalnum(static_cast<unsigned char>(c))) {
+        cur += c;
+      } else if (!cur.empty()) {
+        w.insert(cur);
+        cur.clear();
+      }
+    }
+    return w;
+  };
+  static const std::set<std::string> generic = {
+      "mask", "masks", "attention", "attn", "padding", "pad", "key", "keys", "input", "inputs", "ids", "hidden",
+      "states", "state", "embedding", "embeddings", "embeds", "emb", "text", "values", "value", "x", "features",
+      "feats", "seq", "sequence", "tokens", "token", "src", "valid", "is"};
+  const std::set<std::string> mine = words(s.args[i].name);
+  std::vector<size_t> sharing, plain;
+  for (size_t m : masks) {
+    std::set<std::string> own;
+    for (const auto& w : words(s.args[m].name))
+      if (!generic.count(w)) own.insert(w);
+    if (own.empty()) {
+      plain.push_back(m);
+      continue;
+    }
+    for (const auto& w : own)
+      if (mine.count(w)) {
+        sharing.push_back(m);
+        break;
+      }
+  }
+  if (sharing.size() == 1) return static_cast<int>(sharing.front());
+  if (sharing.empty() && plain.size() == 1) return static_cast<int>(plain.front());
+  return -1;
+}
+
+/// Real positions [B, T] (bool) by mask argument `m`, read with the
+/// sequence's convention (L.mask_real_nonzero).
+at::Tensor real_by_mask(const Session& s, const Layout& L, int m) {
+  if (m == L.mask) return L.real;
+  const auto& il = L.inputs[static_cast<size_t>(m)];
+  at::Tensor t = s.args[static_cast<size_t>(m)].value.toTensor().to(at::kDouble) != 0;
+  if (il.mask_squeeze > 0) t = t.squeeze(il.mask_squeeze);
+  if (il.time_axis == 0) t = t.t();
+  if (t.dim() != 2 || t.size(0) != L.batch || t.size(1) != L.T) return {};
+  return L.mask_real_nonzero ? t : t.logical_not();
+}
+
+/// The positions real in every stream of this length (two masks: real in
+/// both); L.real with one mask.
+at::Tensor real_in_every_stream(const Session& s, const Layout& L) {
+  const std::vector<size_t> masks = sequence_masks(s, L);
+  if (masks.size() <= 1 || !L.real.defined()) return L.real;
+  at::Tensor all = L.real;
+  for (size_t m : masks) {
+    const at::Tensor r = real_by_mask(s, L, static_cast<int>(m));
+    if (r.defined()) all = all.logical_and(r);
+  }
+  return all;
+}
+
 /// The arguments with the sample's own padded positions (L.real false)
 /// refilled with other values: features with seeded noise of the input's
 /// scale, token ids with each example's first (real) token. Masks, lengths
@@ -644,11 +733,19 @@ std::vector<c10::IValue> refill_padding(const Session& s, const Layout& L, int64
       out.push_back(v);
       continue;
     }
+    // Its own mask's padded positions (a second text stream has its own);
+    // left as it is when no mask can be told to be its.
+    const int m = L.mask >= 0 ? mask_for_input(s, L, i) : L.mask;
+    const at::Tensor real = m >= 0 ? real_by_mask(s, L, m) : L.mask >= 0 ? at::Tensor() : L.real;
+    if (!real.defined() || real.all().item<bool>()) {
+      out.push_back(v);
+      continue;
+    }
     // The padded positions, shaped to broadcast over t.
     std::vector<int64_t> shape(static_cast<size_t>(t.dim()), 1);
     shape[static_cast<size_t>(ba)] = L.batch;
     shape[static_cast<size_t>(ax)] = L.T;
-    at::Tensor pad = L.real.logical_not();
+    at::Tensor pad = real.logical_not();
     if (ax < ba) pad = pad.t();
     pad = pad.contiguous().view(shape).expand(t.sizes()).to(t.device());
     at::Tensor other;
@@ -875,6 +972,9 @@ at::Tensor sample_real_positions(const Session& s, std::string& from) {
     const Layout L = infer_layout(s);
     if (!L.real.defined() || L.real.dim() != 2 || L.real.all().item<bool>() || L.real.logical_not().all().item<bool>())
       return {};
+    // Two masks of this length (two text streams, an encoder's and a
+    // decoder's): which one the output's positions follow is not known.
+    if (sequence_masks(s, L).size() > 1) return {};
     if (L.mask >= 0)
       from = "padding mask '" + s.args[static_cast<size_t>(L.mask)].name + "' (" + L.mask_from + ")";
     else if (L.lengths >= 0)
@@ -1095,14 +1195,17 @@ void probe_sequence(Session& s) {
       refill_failed = "refilling the sample's own padded positions raised too";
       PassSpec pr = spec("eval-seq-refilled", false, refilled);
       pr.reference = &*ref_eval->collector;
-      pr.real_positions = L.real;
+      // Compared where every stream is real: a second stream's padded
+      // positions were refilled too.
+      const at::Tensor real_all = real_in_every_stream(s, L);
+      pr.real_positions = real_all;
       try {
         padded_eval = s.run_pass(std::move(pr));
       } catch (const Error& e) {
         if (e.kind() == error_kind::kTimeout || e.kind() == error_kind::kOutOfMemory) throw;
         return false;
       }
-      const int64_t n_pad = L.real.logical_not().sum().item<int64_t>();
+      const int64_t n_pad = real_all.logical_not().sum().item<int64_t>();
       pad_retry_note = "padding to " + std::to_string(L.T + pad_tries.front()) + " positions raised (" + pad_error +
                        "); the sample's own " + std::to_string(n_pad) + " padded positions were refilled with other values instead";
       pad_how = "the sample's own " + std::to_string(n_pad) + " padded positions are refilled with other values";
@@ -1119,7 +1222,7 @@ void probe_sequence(Session& s) {
       }
       PassSpec pe = spec("eval-seq-padded", false, resize_time(s, L, L.T + pad_tries[k]));
       pe.reference = &*ref_eval->collector;
-      pe.real_positions = L.real;
+      pe.real_positions = real_in_every_stream(s, L);
       pe.align_end = L.left_padded;
       try {
         padded_eval = s.run_pass(std::move(pe));
@@ -1166,7 +1269,7 @@ void probe_sequence(Session& s) {
         ref_train = std::make_shared<const PassResult>(s.run_pass(sequence_reference_spec(true)));
         PassSpec pt = spec("train-seq-padded", true, refilled_args.empty() ? resize_time(s, L, L.T + P) : refilled_args);
         pt.reference = &*ref_train->collector;
-        pt.real_positions = L.real;
+        pt.real_positions = real_in_every_stream(s, L);
         pt.align_end = L.left_padded;
         padded_train = s.run_pass(std::move(pt));
       } catch (const Error& e) {
@@ -1928,6 +2031,18 @@ void probe_sequence(Session& s) {
     const std::string via = norm_route(w, /*eval_mode=*/!train_worse);
     s.doc.model_metrics["pad.via_norm"] = !via.empty();
     if (!via.empty()) s.doc.model_metrics["pad.norm_layer"] = via;
+    // The norm normalizes a convolution's output (a Tacotron postnet's
+    // BatchNorm1d, a video model's BatchNorm3d): SEQ001 leads with masked
+    // statistics, not a per-token LayerNorm (eval52 video_bn3d_pad_fault).
+    {
+      bool after_conv = false;
+      if (!via.empty())
+        if (const LayerMetrics* nl = s.doc.find_layer(via)) {
+          auto it = nl->metrics.find("norm.after_convolution");
+          after_conv = it != nl->metrics.end() && it->second == true;
+        }
+      s.doc.model_metrics["pad.norm_after_convolution"] = after_conv;
+    }
     // The other route: the eval pass shows the larger change through one
     // entry (a pooling that ignores the lengths, NeMo's StatsPoolLayer before
     // its fix), while in train mode the padding also enters a BatchNorm's
@@ -2205,7 +2320,7 @@ const std::vector<std::string>& sequence_writes() {
       "norm.reduces_time_unconfirmed", "norm.spatial_size", "norm.statistic", "norm.time_axis_from", "norm.written_out", "pad.entry_kind",
       "pad.enters_at", "pad.enters_through", "pad.entry_layer", "pad.fixed_length_design", "pad.fixed_length_note", "pad.entry_op", "pad.error", "pad.first_layer",
       "pad.first_layer_kind", "pad.how", "pad.hypothetical", "pad.mask_note", "pad.mode", "pad.padding_declared", "pad.padding_declared_from",
-      "pad.norm_layer", "pad.norms_over_time", "pad.padded_to", "pad.spread_by_norm", "pad.spread_note", "pad.length_changed_in_baked_trace",
+      "pad.norm_layer", "pad.norm_after_convolution", "pad.norms_over_time", "pad.padded_to", "pad.spread_by_norm", "pad.spread_note", "pad.length_changed_in_baked_trace",
       "pad.rel_diff", "pad.rel_diff_eval", "pad.eval_entry_layer", "pad.eval_entry_kind", "pad.eval_entry_op", "pad.eval_first_layer", "pad.rel_diff_train", "pad.train_norm_layer", "pad.via_norm", "pad.via_pooling_or_conv",
       "seq.fixed_length", "seq.trace_baked_length", "seq.trace_baked_length_at", "seq.trace_baked_length_module", "seq.sample_length", "seqlen.error", "seqlen.failed_layer", "seqlen.attention_sites", "seqlen.causal_attention", "seqlen.causal_intent", "seqlen.causal_intent_from", "seqlen.enters_at", "seqlen.first_layer", "seqlen.first_layer_kind", "seqlen.lengths", "seqlen.lookahead", "seqlen.lookahead_fraction",
       "seqlen.norm_layer", "seqlen.lookahead_note", "seqlen.rel_diff", "seqlen.rel_diff_at", "seqlen.via_input_standardization", "seqlen.via_norm"};
