@@ -3538,8 +3538,10 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     // Regions the model computes in fp32 on purpose: values after an
     // explicit upcast (x.to(torch.float32), x.float()) and everything
     // computed from them (type promotion) until a cast back. Not rounded.
+    // (Under autocast emulation the dtype of every value is in_format's,
+    // below: no such region.)
     std::set<const Value*> fp32;
-    for (Node* n : now) {
+    for (Node* n : opt.round_autocast ? std::vector<Node*>() : now) {
       const std::string k = n->kind().toQualString();
       if (k == "aten::float" || k == "aten::double") {
         for (Value* o : n->outputs()) fp32.insert(o);
@@ -3635,6 +3637,17 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
           if (auto st = tt->scalarType()) return at::isFloatingType(*st);
         return true;
       };
+      // Type promotion: in the format when there is a floating operand and
+      // every floating operand is in it (one fp32 operand makes it fp32).
+      auto all_in_format = [&](at::ArrayRef<Value*> operands) {
+        bool any = false, all = true;
+        for (const Value* v : operands)
+          if (floating_in(v)) {
+            any = true;
+            all = all && in_format.count(v) > 0;
+          }
+        return any && all;
+      };
       for (int sweep = 0; sweep < 2; ++sweep)
         for (Node* n : now) {
           const std::string k = n->kind().toQualString();
@@ -3677,31 +3690,12 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
           } else if (first_input_dtype.count(k) && !n->inputs().empty()) {
             half = in_format.count(n->input(0)) > 0;
           } else if (k == "aten::where" && n->inputs().size() == 3) {
-            bool any = false, all = true;
-            for (size_t i = 1; i < 3; ++i)
-              if (floating_in(n->input(i))) {
-                any = true;
-                all = all && in_format.count(n->input(i)) > 0;
-              }
-            half = any && all;
+            half = all_in_format(n->inputs().slice(1));
           } else if ((k == "aten::cat" || k == "aten::stack" || k == "aten::concat") && !n->inputs().empty() &&
                      n->input(0)->node()->kind() == c10::prim::ListConstruct) {
-            bool any = false, all = true;
-            for (const Value* e : n->input(0)->node()->inputs())
-              if (floating_in(e)) {
-                any = true;
-                all = all && in_format.count(e) > 0;
-              }
-            half = any && all;
+            half = all_in_format(n->input(0)->node()->inputs());
           } else {
-            // Widest input type: in the format only when every tensor input is.
-            bool any = false, all = true;
-            for (const Value* in : n->inputs())
-              if (floating_in(in)) {
-                any = true;
-                all = all && in_format.count(in) > 0;
-              }
-            half = any && all;
+            half = all_in_format(n->inputs());
           }
           for (const Value* o : n->outputs())
             if (half) in_format.insert(o);
@@ -3711,8 +3705,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     for (Node* n : now) {
       const std::string k = n->kind().toQualString();
       if (k.rfind("normdoctor::", 0) == 0 || k.rfind("prim::", 0) == 0 || kViews.count(k) || k.rfind("aten::", 0) != 0) continue;
-      if (!n->outputs().empty() && ((!opt.round_autocast && fp32.count(n->output(0))) || constant_only.count(n->output(0))))
-        continue;
+      if (!n->outputs().empty() && (fp32.count(n->output(0)) || constant_only.count(n->output(0)))) continue;
       if (opt.round_autocast && !n->outputs().empty() && !in_format.count(n->output(0))) continue;
       const bool inplace = k.back() == '_';
       for (Value* o : n->outputs()) {
