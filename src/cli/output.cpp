@@ -105,7 +105,7 @@ void write_reports(const std::vector<OutputTarget>& targets, const MetricsDoc& d
 void write_error_reports(const std::vector<OutputTarget>& targets, const MetricsDoc* doc,
                          const std::vector<Rule>& rules, const ReportContext& ctx) {
   for (const auto& t : targets) {
-    if (t.format == "text") continue;
+    if (t.format == "text" && t.path.empty()) continue;  // stderr has the message
     try {
       write_output(t.path, render_report(t.format, doc, {}, rules, ctx, TextOptions{}));
     } catch (const Error& e) {

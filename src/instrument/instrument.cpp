@@ -765,22 +765,34 @@ nlohmann::json norm_op_args(Node* n, const std::string& op) {
 
 }  // namespace
 
-at::Tensor real_position_weights(const at::Tensor& a, const at::Tensor& real) {
-  at::Tensor w;
-  if (!real.defined() || a.dim() < 2 || real.dim() != 2) return w;
-  const at::ScalarType st = a.is_floating_point() ? a.scalar_type() : at::kFloat;
-  // The batch axis (0, else the first of size B: [T, B, C]) and the time
-  // axis (the first other axis of size T) of this output.
+namespace {
+// The batch axis (0, else the first of size B: [T, B, C]) and the time axis
+// (the first other axis of size T) of `a` for a [B, T] `real`; -1 where
+// there is none.
+std::pair<int64_t, int64_t> batch_and_time_axes(const at::Tensor& a, const at::Tensor& real) {
+  if (!real.defined() || a.dim() < 2 || real.dim() != 2) return {-1, -1};
   int64_t db = a.size(0) == real.size(0) ? 0 : -1;
   for (int64_t d = 1; d < a.dim() && db < 0; ++d)
     if (a.size(d) == real.size(0)) db = d;
-  for (int64_t d = 0; d < a.dim() && db >= 0; ++d) {
-    if (d == db || a.size(d) != real.size(1)) continue;
+  if (db < 0) return {-1, -1};
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (d != db && a.size(d) == real.size(1)) return {db, d};
+  return {db, -1};
+}
+}  // namespace
+
+bool indexes_positions(const at::Tensor& t, const at::Tensor& real) { return batch_and_time_axes(t, real).second >= 0; }
+
+at::Tensor real_position_weights(const at::Tensor& a, const at::Tensor& real) {
+  at::Tensor w;
+  const auto [db, dt] = batch_and_time_axes(a, real);
+  if (db < 0) return w;
+  const at::ScalarType st = a.is_floating_point() ? a.scalar_type() : at::kFloat;
+  if (dt >= 0) {
     std::vector<int64_t> shape(static_cast<size_t>(a.dim()), 1);
     shape[static_cast<size_t>(db)] = real.size(0);
-    shape[static_cast<size_t>(d)] = real.size(1);
-    w = (d < db ? real.t() : real).to(st).to(a.device()).reshape(shape);
-    break;
+    shape[static_cast<size_t>(dt)] = real.size(1);
+    w = (dt < db ? real.t() : real).to(st).to(a.device()).reshape(shape);
   }
   if (!w.defined() && db >= 0) {
     // An output with a batch axis and no time axis ([B, classes] from
@@ -3732,6 +3744,39 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         for (const auto& u : uses) u.user->replaceInput(u.offset, r->output());
       }
     }
+  }
+
+  // TapSite::next_module: a walk in graph order, each module-output tap
+  // resolved by the first computing op after it outside its module.
+  {
+    std::vector<int64_t> pending;
+    std::function<void(Block*)> walk = [&](Block* b) {
+      for (Node* n : b->nodes()) {
+        if (n->kind() == kTap) {
+          const auto id = torch::jit::toIValue(n->input(0));
+          if (id && id->isInt() && taps_[static_cast<size_t>(id->toInt())].kind == TapKind::kModuleOutput)
+            pending.push_back(id->toInt());
+          continue;
+        }
+        bool computes = n->kind().is_aten() && scopes.known(n);
+        if (computes) {
+          computes = false;
+          for (const Value* o : n->outputs()) computes = computes || is_tensor(o);
+        }
+        if (computes && !pending.empty()) {
+          const std::string m = innermost_module(n);
+          std::vector<int64_t> keep;
+          for (int64_t id : pending) {
+            auto& site = taps_[static_cast<size_t>(id)];
+            if (!site.module.empty() && (m == site.module || m.rfind(site.module + ".", 0) == 0)) keep.push_back(id);
+            else site.next_module = m;
+          }
+          pending.swap(keep);
+        }
+        for (Block* sb : n->blocks()) walk(sb);
+      }
+    };
+    walk(graph_->block());
   }
 
   graph_->lint();

@@ -76,6 +76,13 @@ struct TapSite {
   /// addition reads the same tensor).
   int64_t output_index = 0;
   bool primary = true;
+  /// kModuleOutput: the innermost module of the first computing op (an aten
+  /// op with a tensor output) after this tap in graph order, outside this
+  /// tap's module; "" the root's own forward. Where a forward that raised
+  /// right after this value was measured most likely raised (a distillation
+  /// wrapper's teacher(x) runs after student(x) returns, before the loss
+  /// that reads the student's output: eval54 C2). Unset at the graph's end.
+  std::optional<std::string> next_module;
   /// Attention softmax sites with rank-3 scores [batch*heads, L, S]: the
   /// owning module's num_heads (0: unknown; rank-4 scores carry heads on axis 1).
   int64_t heads = 0;
@@ -287,6 +294,11 @@ struct PassConfig {
 /// batch axis without a time axis ([B, classes]), 0 for the examples with no
 /// real position. Undefined when `real` is undefined or t has no batch axis.
 at::Tensor real_position_weights(const at::Tensor& t, const at::Tensor& real);
+
+/// Whether `t` has a batch axis and a time axis for the [B, T] `real`
+/// (real_position_weights then weights positions, not only examples): a
+/// decoder's [B, T', V] logits beside an encoder mask [B, T] have none.
+bool indexes_positions(const at::Tensor& t, const at::Tensor& real);
 
 /// Statistics gathered by the taps of one pass. Thread-safe for gradient hooks.
 /// Per-channel statistics of a batch_norm input [N, C, *] (first call in the pass).

@@ -278,8 +278,8 @@ void shift_invariant_params(const torch::jit::Module& m, const at::Tensor& y, in
 // After the loss's backward (graph retained): which parameters without a
 // gradient from the loss do reach one of `others` (outputs the loss did not
 // read), asked only for the parameters that got no gradient.
-void reach_of_other_outputs(const torch::jit::Module& m, const std::vector<at::Tensor>& others, int64_t seed,
-                            Collector& col, PassResult& r) {
+void reach_of_other_outputs(const torch::jit::Module& m, const std::vector<at::Tensor>& others,
+                            const std::vector<std::string>& names, int64_t seed, Collector& col, PassResult& r) {
   // Without a gradient from the loss, or with an all-zero one (RAFT's flow
   // encoder reads the all-zero initial flow in the update the loss reads,
   // and the flow of later updates, which other outputs return).
@@ -290,7 +290,18 @@ void reach_of_other_outputs(const torch::jit::Module& m, const std::vector<at::T
     if (it == r.grads.end() || !it->second.ne(0).any().item<bool>()) missing.push_back(p);
   }
   if (missing.empty()) return;
-  r.reach_other_outputs_only = reached_by_projection(others, missing, seed + 11, /*retain_graph=*/false, col);
+  // Up to 8 unread outputs: which of them reach those parameters, one
+  // backward each (eval54: GRAD009 said Deformable DETR's bbox_embed
+  // reaches all six unread outputs; only pred_boxes does).
+  const bool each = others.size() >= 2 && others.size() <= 8 && names.size() == others.size();
+  r.reach_other_outputs_only = reached_by_projection(others, missing, seed + 11, /*retain_graph=*/each, col);
+  if (!each || r.reach_other_outputs_only.empty()) return;
+  std::vector<at::Tensor> reached;
+  for (const auto& p : missing)
+    if (r.reach_other_outputs_only.count(p.unsafeGetTensorImpl())) reached.push_back(p);
+  for (size_t i = 0; i < others.size(); ++i)
+    if (!reached_by_projection({others[i]}, reached, seed + 11, /*retain_graph=*/i + 1 < others.size(), col).empty())
+      r.reaching_outputs += (r.reaching_outputs.empty() ? "" : ", ") + names[i];
 }
 
 // Chooses the output that feeds the loss and computes the loss.
@@ -397,7 +408,10 @@ at::Tensor compute_loss(const at::Tensor& y0, const CheckOptions& opt, const std
                          " does not fit " + what + " " + c10::str(y.sizes()) +
                          " (expected class ids of the output's shape without its class axis, axis 1 or the last, for cross_entropy, or a float tensor of the output's shape for mse)");
   }
-  if (y.numel() == 1 && opt.loss == "auto") {
+  // A scalar is the loss; a [1, 1] is a [B, 1] head's prediction for a
+  // batch of one (DIN's click probability served one request at a time,
+  // eval54 C4), not a loss.
+  if (y.numel() == 1 && y.dim() <= 1 && opt.loss == "auto") {
     desc = "the model's scalar " + what + " (used as the loss)";
     return y.sum();
   }
@@ -775,8 +789,22 @@ PassResult Session::run_pass(PassSpec spec) {
         r.backward_skipped = which;
         r.loss_description = "none: " + which;
       } else {
+        // A [B, T', F] output of a second sequence (an encoder-decoder's
+        // decoder logits [B, 12, V] beside the encoder's mask [B, 16]): its
+        // own mask's real positions, as labels of -100 at the decoder's
+        // padding train it (eval53).
+        at::Tensor real = loss_real_positions;
+        std::string real_from = loss_real_from;
+        if (y.dim() == 3 && spec.args.empty() && (!real.defined() || real.size(1) != y.size(1))) {
+          std::string other_from;
+          const at::Tensor other = real_positions_of_length(*this, y.size(1), other_from);
+          if (other.defined() && other.size(0) == y.size(0)) {
+            real = other;
+            real_from = other_from;
+          }
+        }
         at::Tensor loss = compute_loss(y, opt, which, target, opt.output_index ? std::nullopt : im.output_class_axis(),
-                                       loss_real_positions, loss_real_from, r.loss_description, r.loss_chance);
+                                       real, real_from, r.loss_description, r.loss_chance);
         r.loss = loss.detach();
         if (loss.requires_grad()) {
           // This pass's gradients are its own (PassResult::grads): nothing
@@ -791,12 +819,14 @@ PassResult Session::run_pass(PassSpec spec) {
           // under --output-index: a training loss often adds the outputs
           // (reconstruction + VQ loss), and which ones it adds is not known.
           std::vector<at::Tensor> others;
+          std::vector<std::string> other_names;
           {
             std::vector<std::pair<std::string, at::Tensor>> outs;
             float_outputs(r.output, "output", outs);
             for (auto& [n, t] : outs)
               if (!t.is_same(y) && t.requires_grad()) {
                 others.push_back(t);
+                other_names.push_back(n);
                 r.unread_outputs += (r.unread_outputs.empty() ? "" : ", ") + n;
               }
           }
@@ -815,7 +845,7 @@ PassResult Session::run_pass(PassSpec spec) {
             r.loss_saturated = !any && !r.grads.empty();
           }
           if (cross_entropy && !r.loss_saturated) shift_invariant_params(model.module, y, opt.seed, *r.collector, r);
-          if (!others.empty()) reach_of_other_outputs(model.module, others, opt.seed, *r.collector, r);
+          if (!others.empty()) reach_of_other_outputs(model.module, others, other_names, opt.seed, *r.collector, r);
           // The cached output keeps no autograd graph: with the graph
           // retained for the second backward, its saved tensors (every
           // activation of the model) would otherwise live as long as the
@@ -924,6 +954,19 @@ PassResult Session::run_pass(PassSpec spec) {
               reader = c;
               break;
             }
+          // A module whose ops run first in the graph, elsewhere than the
+          // reader (a distillation wrapper's teacher(x) between student(x)
+          // and the loss reading the student's output: eval54 C2).
+          if (t.next_module && !t.next_module->empty() && *t.next_module != reader &&
+              reader.rfind(*t.next_module + ".", 0) != 0) {
+            std::string kind;
+            for (const auto& mi : model.modules)
+              if (mi.path == *t.next_module) kind = mi.kind;
+            where += ", probably in " + *t.next_module + (kind.empty() ? std::string() : " (" + kind + ")") +
+                     ", the module whose ops run next in the graph";
+            failed_in_module = *t.next_module;
+            break;
+          }
           if (!reader.empty()) {
             std::string kind;
             for (const auto& mi : model.modules)
@@ -970,7 +1013,11 @@ PassResult Session::run_pass(PassSpec spec) {
                         static_hint,
                     spec.name);
   }
-  ++passes_ok;
+  // The precision probe's passes run a converted model (every parameter
+  // cast to the format or to fp32): they say nothing of whether the file
+  // runs as saved (eval54 C1: an fp16 teacher in an fp32 wrapper raised in
+  // every other pass, and the check exited 0 with "no findings").
+  if (spec.probe != "precision") ++passes_ok;
   restore_modes();
   if (!spec.train_mode) {
     // Buffers an eval-mode forward wrote to: its outputs depend on the calls
@@ -1000,7 +1047,12 @@ PassResult Session::run_pass(PassSpec spec) {
         const double base = copy.to(at::kDouble).norm().item<double>();
         const double moved = (now.to(at::kDouble) - copy.to(at::kDouble)).norm().item<double>();
         ParamWrite& pw = eval_param_writes[saved_names[i]];
-        pw.rel_change = std::max(pw.rel_change, base > 0 ? moved / base : std::numeric_limits<double>::infinity());
+        const double rel = base > 0 ? moved / base : std::numeric_limits<double>::infinity();
+        if (rel >= pw.rel_change) {
+          pw.moved = moved;
+          pw.base = base;
+        }
+        pw.rel_change = std::max(pw.rel_change, rel);
         pw.saved_constant = copy.numel() == 1 || copy.eq(copy.flatten()[0]).all().item<bool>();
       }
     }

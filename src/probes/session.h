@@ -150,6 +150,10 @@ struct PassResult {
   bool loss_saturated = false;
   /// The outputs the loss did not read, "output[1], output[2]" ("" when none).
   std::string unread_outputs;
+  /// Those of them that give a parameter in reach_other_outputs_only its
+  /// gradient (one more backward per unread output, up to 8 of them; all
+  /// the unread outputs, unnamed, beyond that): "" when none is reached.
+  std::string reaching_outputs;
   /// Backward asked for but not run: why (forward returned only integer or
   /// bool tensors, so no gradient can flow). "" when it ran or was not asked.
   std::string backward_skipped;
@@ -290,7 +294,8 @@ class Session {
   /// and whether the saved value was one constant (zeros, ones: an
   /// initialization, not a trained value).
   struct ParamWrite {
-    double rel_change = 0;
+    double rel_change = 0;      ///< ||after - saved|| / ||saved||, the largest of the passes
+    double moved = 0, base = 0;  ///< ||after - saved|| and ||saved|| of that pass
     bool saved_constant = false;
   };
   std::map<std::string, ParamWrite> eval_param_writes;
@@ -307,7 +312,8 @@ class Session {
   /// backward pass (sample_real_positions).
   at::Tensor loss_real_positions;
   std::string loss_real_from;
-  /// Passes that completed (any probe). None after every probe ran: the
+  /// Passes that completed that ran the model as saved (any probe but the
+  /// precision probe's, which convert it). None after every probe ran: the
   /// model cannot run at all, and run_check rethrows the first error.
   int64_t passes_ok = 0;
   /// Passes run_pass started (completed or raised), any probe.

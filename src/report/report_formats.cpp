@@ -191,7 +191,15 @@ std::string render_report(const std::string& format, const MetricsDoc* doc, cons
   if (format == "junit") return render_junit(doc, failed ? std::vector<Finding>{} : findings, rules, ctx);
   if (format == "github") return render_github(doc, failed ? std::vector<Finding>{} : findings, ctx);
   if (format == "html") return render_html({ReportRun{doc, failed ? std::vector<Finding>{} : findings, rules, ctx}});
-  if (failed || !doc) return {};  // text: the error is on stderr already
+  if (failed || !doc) {
+    // Text: the message stderr shows, for a -o FILE that would otherwise not
+    // be written (eval54 C3).
+    if (!failed) return {};
+    std::string t = "normdoctor: error";
+    if (!ctx.error_kind.empty()) t += " (" + ctx.error_kind + ", exit " + std::to_string(ctx.exit_code) + ")";
+    if (!ctx.model_path.empty() && ctx.error_message.find(ctx.model_path) == std::string::npos) t += ": " + ctx.model_path;
+    return t + ": " + ctx.error_message + "\n";
+  }
   return render_text(*doc, findings, ctx, topt);
 }
 

@@ -66,7 +66,11 @@ bool kind_matches(const Rule& r, const std::string& kind) {
 nlohmann::json collect_evidence(const Rule& r, const MetricMap* local, const MetricMap& model) {
   nlohmann::json ev = nlohmann::json::object();
   auto add = [&](const std::string& name) {
-    if (const MetricValue* v = lookup_metric(local, model, name)) ev[name] = *v;
+    const MetricValue* v = lookup_metric(local, model, name);
+    // An empty *_note is a sentence part that does not apply: no evidence
+    // (eval54: BN001 printed "drift.stale_note=").
+    const bool note = name.size() > 5 && name.compare(name.size() - 5, 5, "_note") == 0;
+    if (v && !(note && v->is_string() && v->get<std::string>().empty())) ev[name] = *v;
   };
   for (const auto& c : r.when) add(c.metric);
   for (const auto& e : r.evidence) add(e);

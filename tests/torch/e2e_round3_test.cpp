@@ -5649,6 +5649,80 @@ TEST(Round51, ALogFloorThatVanishesInFp16IsNamed) {
   RUN_ROUND3(t, twin, {"--precision", "fp16"});
   expect_findings(t, twin, Set{});
 }
+// The fixed ActNorm (the flag a uint8 buffer) with an older checkpoint
+// written without the flags, loaded with strict=False: the flags stay 0 and
+// the first eval call re-initializes loc and scale (eval54's Glow). MODE010
+// leads with setting the flag after loading, not with registering it as a
+// buffer (it is one); the change of all the overwritten parameters together
+// is Python's, beside the largest single one.
+TEST(Round54, AnUnsetBufferFlagIsNotToldToBecomeABuffer) {
+  const std::string name = "r54_glow_actnorm_buffer_unset";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  const json* f = finding(rep, "MODE010");
+  ASSERT_NE(f, nullptr);
+  const json& ev = f->at("evidence");
+  EXPECT_EQ(ev.at("evalstate.flag_is_buffer"), true);
+  EXPECT_TRUE(nde2e::near_rel("evalstate.params_rel_change_all", num(ev.at("evalstate.params_rel_change_all")),
+                              nums(name).at("params_rel_change_all").get<double>(), 1e-4));
+  EXPECT_TRUE(nde2e::near_rel("evalstate.param_rel_change", num(ev.at("evalstate.param_rel_change")),
+                              nums(name).at("param_rel_change").get<double>(), 1e-4));
+  EXPECT_NE(f->at("fix").at(0).get<std::string>().find("the flag is already a buffer"), std::string::npos) << f->at("fix");
+  for (const auto& x : f->at("fix")) EXPECT_EQ(x.get<std::string>().find("register_buffer"), std::string::npos) << x;
+  // The Python-attribute flag keeps the register_buffer fix first.
+  RUN_ROUND3(attr, "r42_glow_actnorm_flag");
+  const json* fa = finding(attr, "MODE010");
+  ASSERT_NE(fa, nullptr);
+  EXPECT_EQ(fa->at("evidence").at("evalstate.flag_is_buffer"), false);
+  EXPECT_NE(fa->at("fix").at(0).get<std::string>().find("register_buffer"), std::string::npos) << fa->at("fix");
+}
+
+// A distillation wrapper whose teacher was left in fp16 by a .half() on a
+// wrapper sharing it: the model's own forward raises in teacher.conv1,
+// which runs after student(x) returns and before the loss that reads the
+// student's output. The error names teacher.conv1 (the module whose ops run
+// next in the graph), not criterion_cls (eval54 C2); with --precision fp16
+// the check still exits 3, since only the precision probe's converted model
+// ran (it exited 0 with "no findings", eval54 C1); a text report asked for
+// with -o holds the error (C3). The fp32 teacher runs.
+TEST(Round54, AModelThatRunsOnlyConvertedCannotRun) {
+  const std::string name = "r54_distiller_half_teacher";
+  for (const bool fp16 : {false, true}) {
+    nde2e::TempDir tmp;
+    std::vector<std::string> args = {"check", round3(name + ".pt"), "--input", round3(name + ".input.pt"),
+                                     "--format", "text", "-o", tmp.file("r.txt")};
+    if (fp16) args.insert(args.end(), {"--precision", "fp16"});
+    const auto r = nde2e::run_nd(args, tmp.file("r.json"));
+    if (TORCH_VERSION_MAJOR < 2 && r.has_report && r.report.contains("error") &&
+        r.report["error"].value("kind", "") == "missing_operator")
+      GTEST_SKIP() << "this LibTorch 1.x cannot run this PyTorch 2.x file";
+    ASSERT_EQ(r.exit_code, 3) << r.describe();
+    ASSERT_TRUE(r.has_report) << r.describe();
+    EXPECT_EQ(r.report.at("status"), "error");
+    const std::string msg = r.report.at("error").at("message").get<std::string>();
+    EXPECT_NE(msg.find("raised after student returned"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("probably in teacher.conv1 (Conv2d)"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("criterion_cls"), std::string::npos) << msg;
+    const std::string text = nde2e::read_file(tmp.file("r.txt"));
+    EXPECT_EQ(text.rfind("normdoctor: error (model_run, exit 3): ", 0), 0u) << text;
+    EXPECT_NE(text.find("probably in teacher.conv1"), std::string::npos) << text;
+  }
+  const std::string twin = "r54_distiller_fp32_teacher";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+}
+
+// A click-through model served one request at a time returns [1, 1]: a
+// [B, 1] prediction for a batch of one, not a loss (eval54 C4 read the
+// sigmoid probability as "the model's scalar output (used as the loss)").
+TEST(Round54, AOneElementPredictionIsNotALoss) {
+  const std::string name = "r54_ctr_one_request";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, Set{});
+  const std::string loss = rep.at("probes").at("loss").value("description", "");
+  EXPECT_EQ(loss.find("used as the loss"), std::string::npos) << loss;
+  EXPECT_NE(loss.find("random projection"), std::string::npos) << loss;
+}
 }  // namespace
 
 #undef RUN_ROUND3

@@ -404,8 +404,10 @@ TEST(Formats, TextShowsConfigHiddenSuppressedAndNotes) {
       << text;
   EXPECT_NE(text.find("\nnote: normdoctor.toml:12: suppression of GRAD on modules 'decoder.*' matched no finding"),
             std::string::npos);
-  // A failed run prints no text report (stderr has the error).
-  EXPECT_EQ(nd::render_report("text", nullptr, {}, {}, failed_ctx(), {}), "");
+  // A failed run's text report is the stderr message with its error kind
+  // and exit code (written where -o asks; stdout is left to stderr's line).
+  EXPECT_EQ(nd::render_report("text", nullptr, {}, {}, failed_ctx(), {}),
+            "normdoctor: error (model_load, exit 3): models/missing.pt: no such file\n");
 }
 
 TEST(Formats, FindingText) {

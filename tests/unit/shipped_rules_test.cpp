@@ -209,7 +209,8 @@ const Expected kExpected[] = {
      "grad.params_no_signal > 0 and grad.module_ran == false and grad.unused_in_training == false and "
      "grad.unused_under == \"\" and grad.tied_to == \"\""},
     {"GRAD015", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "",
-     "grad.subtree_no_signal_modules >= 2 and grad.subtree_output_discarded != true"},
+     "grad.subtree_no_signal_modules >= 2 and grad.subtree_output_discarded != true and "
+     "grad.subtree_kept_in_eval != true"},
     {"GRAD016", "no-gradient-path", nd::Severity::kWarning, "layer", "all", false, "",
      "grad.params_no_signal > 0 and grad.unused_in_training == true and grad.unused_under == \"\" and "
      "grad.tied_to == \"\""},

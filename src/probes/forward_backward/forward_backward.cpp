@@ -1045,6 +1045,7 @@ void probe_forward_backward(Session& s) {
     }
   }
   int64_t cancelled_params = 0, other_output_params = 0, shift_invariant_params = 0;
+  std::set<const void*> other_output_seen;
   std::vector<std::string> cancelled_layers, other_output_layers, shift_invariant_layers;
   std::string zi_names;
   for (size_t i = 0; i < zi.params.size(); ++i) {
@@ -1192,8 +1193,18 @@ void probe_forward_backward(Session& s) {
       }
       if (pg.other_outputs > 0) {
         m["grad.params_other_outputs_only"] = pg.other_outputs;
-        other_output_params += pg.other_outputs;
-        other_output_layers.push_back(mi.path);
+        // Each tensor once: a module registered under two paths (HF Deformable
+        // DETR's bbox_embed.0 and bbox_embed.1 are one MLP, eval54) is
+        // counted and listed at its first path.
+        int64_t fresh = 0;
+        for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
+          if (rp->reach_other_outputs_only.count(p.value.unsafeGetTensorImpl()) &&
+              other_output_seen.insert(p.value.unsafeGetTensorImpl()).second)
+            ++fresh;
+        if (fresh > 0) {
+          other_output_params += fresh;
+          other_output_layers.push_back(mi.path);
+        }
       }
       if (pg.cancelled > 0) {
         m["grad.params_cancelled_by_batch_norm"] = pg.cancelled;
@@ -1578,6 +1589,20 @@ void probe_forward_backward(Session& s) {
       pl.metrics["grad.subtree_no_signal_params"] = params;
       pl.metrics["grad.subtree_params_without_grad"] = without;
       pl.metrics["grad.subtree_output_discarded"] = false;  // the discard test below may set it
+      // Saved in eval inside a model saved training: a part kept frozen
+      // while the rest trains (a distillation teacher run under no_grad,
+      // RepDistiller's model_t; a frozen encoder). That it gets no gradient
+      // is its design, not a cut (eval54: GRAD015 on the healthy teacher).
+      bool kept_in_eval = false;
+      if (s.model.saved_training)
+        for (const auto& mi : s.model.modules)
+          if (mi.path == p) kept_in_eval = !mi.training;
+      pl.metrics["grad.subtree_kept_in_eval"] = kept_in_eval;
+      if (kept_in_eval)
+        s.doc.assumptions.push_back(p + " gets no gradient from the loss (" + std::to_string(without) +
+                                    " of its parameters none): taken as frozen by design, since the file saved it in eval "
+                                    "mode inside a model saved in training mode (a distillation teacher, a frozen "
+                                    "encoder); if it should train, the loss does not reach it (GRAD015 is not reported)");
       for (auto& l : s.doc.layers)
         if (l.path.rfind(p + ".", 0) == 0) {
           covered.insert(l.path);
@@ -1982,6 +2007,7 @@ void probe_forward_backward(Session& s) {
     mm["grad.other_outputs_layers"] = short_list(other_output_layers);
     mm["grad.other_outputs_first_layer"] = other_output_layers.front();
     mm["grad.unread_outputs"] = rp->unread_outputs;
+    mm["grad.reaching_outputs"] = rp->reaching_outputs.empty() ? rp->unread_outputs : rp->reaching_outputs;
   }
 
   if (!zi.params.empty()) {

@@ -1197,7 +1197,13 @@ void probe_precision(Session& s) {
   }
   const double out_rel = Session::relative_difference(lp_pass.output, ref_pass.output, /*ids=*/false, real);
   mm["prec.output_rel_error"] = metric_number(out_rel);
-  if (real.defined()) mm["prec.real_positions_from"] = real_from;
+  // "At the real positions" only where an output has the mask's positions
+  // (eval53 D1: BART's decoder logits [B, 12, V] beside the encoder's mask
+  // [B, 16], CLIP's logits_per_image [B, B]: compared whole).
+  bool output_positions = false;
+  if (real.defined())
+    for (const at::Tensor& t : Session::output_tensors(lp_pass.output)) output_positions = output_positions || indexes_positions(t, real);
+  if (output_positions) mm["prec.real_positions_from"] = real_from;
   // The relative error covers the elements finite in both: say how many are
   // not (a NaN output next to a small error reads as healthy otherwise).
   int64_t out_nonfinite = 0;

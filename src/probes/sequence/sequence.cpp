@@ -41,6 +41,12 @@ struct InputLayout {
   double pad = 0;                 // the value appended as padding along the time axis
   std::string pad_from;           // why that value, in words
   bool time_axis_by_default = false;  // float [B, T, F] taken for want of any sign (a lengths vector may correct it)
+  /// The time axis of a second sequence, of another length than the
+  /// layout's T (an encoder-decoder's decoder_input_ids [B, 12] beside
+  /// input_ids [B, 16]; Whisper's input_features [B, mels, 100] beside the
+  /// decoder's 10 tokens): labelled time, never resized or padded, and a
+  /// norm's reduction over it is unconfirmed (no second length measured).
+  int64_t other_time_axis = -1;
 };
 
 struct Layout {
@@ -415,8 +421,14 @@ Layout infer_layout(const Session& s) {
     if (!s.args[i].value.isTensor()) continue;
     const at::Tensor t = s.args[i].value.toTensor();
     if (il.time_axis >= 0 && t.size(il.time_axis) != L.T) {
+      // A time axis told by the data (token ids, a mask, a conv1d's [B, C,
+      // T]) stays one of another sequence (eval53: BART's decoder ids were
+      // labelled [batch, feature] and its decoder LayerNorms' inputs
+      // [batch, hidden, hidden]); a float [B, T, F] guess is dropped.
       il.from += "; axis " + std::to_string(il.time_axis) + " has " + std::to_string(t.size(il.time_axis)) +
-                 " positions, not " + std::to_string(L.T) + ": left as it is";
+                 " positions, not " + std::to_string(L.T) +
+                 (il.time_axis_by_default ? ": left as it is" : ": another sequence, left as it is");
+      if (!il.time_axis_by_default) il.other_time_axis = il.time_axis;
       il.time_axis = -1;
     }
     const int64_t ba = i < bl.axis.size() && bl.axis[i] >= 0 ? bl.axis[i] : 0;
@@ -428,7 +440,7 @@ Layout infer_layout(const Session& s) {
       continue;
     }
     for (int64_t d = 0; d < t.dim(); ++d) {
-      std::string r = d == il.time_axis ? "time" : d == ba ? "batch" : "";
+      std::string r = d == il.time_axis || d == il.other_time_axis ? "time" : d == ba ? "batch" : "";
       if (r.empty()) r = il.role == "image" ? (d == 1 ? "channel" : "spatial") : "feature";
       il.axes.push_back(r);
     }
@@ -909,6 +921,11 @@ std::vector<int64_t> source_axes(const std::vector<int64_t>& source, const std::
   return {};
 }
 
+/// The role resolve_roles gives the time axis of a second sequence
+/// (InputLayout::other_time_axis): shown as "time", never taken for the
+/// layout's own time axis (no padding or length edit reaches it).
+const char* const kOtherTime = "time:other";
+
 /// Static roles (recognize::infer_roles) with forward arguments' axes filled
 /// in from the input layout; a flattened conv map moved to [batch, spatial,
 /// channel] read as [batch, tokens, hidden]. Entries it cannot tell: "?".
@@ -925,6 +942,7 @@ std::vector<std::string> resolve_roles(const std::vector<std::string>& r, const 
     std::string role = "?";
     if (i < L.inputs.size() && d < L.inputs[i].axes.size()) {
       role = L.inputs[i].axes[d];
+      if (static_cast<int64_t>(d) == L.inputs[i].other_time_axis) role = kOtherTime;
       const std::string& ir = L.inputs[i].role;
       if (role == "feature") role = (ir == "features" || ir == "tokens") ? "hidden" : "?";
       if (ir == "other" && role != "batch") role = "?";
@@ -985,6 +1003,37 @@ at::Tensor sample_real_positions(const Session& s, std::string& from) {
     else
       return {};
     return L.real;
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+at::Tensor real_positions_of_length(const Session& s, int64_t length, std::string& from) {
+  try {
+    const Layout L = infer_layout(s);
+    // The mask convention (1/true real or padding) is the sequence's own
+    // mask's: without one, another stream's mask is not read.
+    if (L.mask < 0 || length == L.T || L.batch <= 0) return {};
+    int found = -1;
+    at::Tensor real;
+    for (size_t i = 0; i < s.args.size() && i < L.inputs.size(); ++i) {
+      const auto& il = L.inputs[i];
+      if (il.role != "mask" || il.other_time_axis < 0 || !s.args[i].value.isTensor()) continue;
+      at::Tensor m = s.args[i].value.toTensor();
+      if (il.other_time_axis >= m.dim() || m.size(il.other_time_axis) != length) continue;
+      if (found >= 0) return {};  // two masks of this length: which one is not known
+      m = m.to(at::kDouble) != 0;
+      if (il.mask_squeeze > 0) m = m.squeeze(il.mask_squeeze);
+      if (il.other_time_axis == 0) m = m.t();
+      if (m.dim() != 2 || m.size(0) != L.batch || m.size(1) != length) return {};
+      found = static_cast<int>(i);
+      real = L.mask_real_nonzero ? m : m.logical_not();
+    }
+    if (found < 0 || real.all().item<bool>() || real.logical_not().all().item<bool>()) return {};
+    from = "padding mask '" + s.args[static_cast<size_t>(found)].name + "' of the " + std::to_string(length) +
+           "-position sequence (" + (L.mask_real_nonzero ? "1/true" : "0/false") + " real, as in '" +
+           s.args[static_cast<size_t>(L.mask)].name + "')";
+    return real;
   } catch (const std::exception&) {
     return {};
   }
@@ -1320,6 +1369,11 @@ void probe_sequence(Session& s) {
     std::vector<int64_t> time_axes;
     std::vector<std::string> graph_roles = resolve_roles(over_view ? n.source_roles : n.input_roles, L);
     if (static_cast<int64_t>(graph_roles.size()) != rank) graph_roles.clear();
+    // A second sequence's time axis (kOtherTime): named time, its reduction
+    // unconfirmed.
+    std::set<int64_t> other_time;
+    for (size_t d = 0; d < graph_roles.size(); ++d)
+      if (graph_roles[d] == kOtherTime) other_time.insert(static_cast<int64_t>(d));
     std::string layout_from = graph_roles.empty() ? "sizes" : "graph";
     // A time axis found only by its size (no second length to compare, the
     // graph silent about it) is a guess: hidden = 64 next to 64 frames. It is
@@ -1369,6 +1423,8 @@ void probe_sequence(Session& s) {
         const bool merged = d == 0 && sz == L.batch * L.T && L.batch > 1 &&
                             (shape2.empty() || shape2[0] == L.batch * T2);
         r = merged ? "batch*time" : "time";
+      } else if (other_time.count(d)) {
+        r = "time";
       } else if (g != "?" && !(g == "time" && L.sequence && shape2.size() == shape.size())) {
         r = g;
       } else if (d == 0) {
@@ -1452,7 +1508,7 @@ void probe_sequence(Session& s) {
       // pyg-team/pytorch_geometric#9647; eval45 C2).
       const bool all_graphs = r == "node" && L.graph_batch;
       red_roles.push_back(all_graphs ? r + " (the nodes of all " + std::to_string(L.batch) + " graphs)" : r);
-      if (r == "time" || r == "batch*time" || r == "tokens") (time_guessed ? r_time_guess : r_time) = true;
+      if (r == "time" || r == "batch*time" || r == "tokens") (time_guessed || other_time.count(d) ? r_time_guess : r_time) = true;
       if ((r == "batch" || r == "batch*time" || all_graphs) && L.batch >= 2) r_batch = true;
       r_graphs = r_graphs || all_graphs;
     }

@@ -26,6 +26,14 @@ void probe_sequence(Session& s);
 /// a layout that cannot be inferred gives undefined.
 at::Tensor sample_real_positions(const Session& s, std::string& from);
 
+/// The real positions [B, length] (bool) of a second sequence of the batch,
+/// of another length than the one sample_real_positions reads (an
+/// encoder-decoder's decoder_attention_mask [B, 12] beside the encoder's
+/// [B, 16]): its one mask argument of that length, read with the first
+/// mask's convention. Undefined when the batch has no such mask, two of
+/// them, or no padded position in it. Never throws.
+at::Tensor real_positions_of_length(const Session& s, int64_t length, std::string& from);
+
 /// Checks --mask-input and --seq-dim against the loaded arguments before any
 /// pass runs. Throws nd::Error (usage, exit 2) when they name no argument or axis.
 void check_sequence_flags(const Session& s);
