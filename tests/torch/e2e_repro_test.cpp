@@ -147,6 +147,13 @@ TEST(Repro, RMSNormOverTimeSpelledWithLinalgNorm) {
   const json* l = nde2e::find_layer(rep, "llama_blocks.0.rms");
   ASSERT_NE(l, nullptr);
   EXPECT_EQ(l->at("metrics").at("norm.statistic"), "norm");
+  // A written-out norm on [batch, time, hidden] already: the fix is its
+  // reduction axis, not a transpose nor a normalized_shape (eval55).
+  for (const auto& f : rep.at("findings")) {
+    if (f.at("rule_id") != "AXIS001" || f.at("layer") != "llama_blocks.0.rms") continue;
+    EXPECT_NE(f.at("fix").at(0).get<std::string>().find("compute the statistics over the hidden axis"), std::string::npos) << f.at("fix");
+    for (const auto& x : f.at("fix")) EXPECT_EQ(x.get<std::string>().find("transpose to"), std::string::npos) << x;
+  }
   RUN_REPRO(twin2, "c16_twin_rmsnorm_over_hidden");
   EXPECT_EQ(serious(twin2), Set{});
 }

@@ -5723,6 +5723,28 @@ TEST(Round54, AOneElementPredictionIsNotALoss) {
   EXPECT_EQ(loss.find("used as the loss"), std::string::npos) << loss;
   EXPECT_NE(loss.find("random projection"), std::string::npos) << loss;
 }
+// WangYueFT/dgcnn on zero-padded clouds with the mask ignored: in eval mode
+// the padded points reach the real ones through the kNN gather of EdgeConv's
+// forward, before ec1.conv, a 1x1 convolution that mixes no points. SEQ003
+// names the ops computing its input, not "a convolution over time reads the
+// padded positions" (eval55), with Python's eval-mode change; in train mode
+// the BatchNorm statistics take the padding too (SEQ009). Masked kNN, masked
+// BatchNorm and masked pools: nothing.
+TEST(Round54, APointwiseConvolutionIsNotWherePaddingEnters) {
+  const std::string name = "r54_dgcnn_mask_ignored";
+  RUN_ROUND3(rep, name, {"--mask-input", "mask"});
+  expect_findings(rep, name, manifest_findings(name));
+  const json* f = finding(rep, "SEQ003");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("evidence").at("pad.entry_kind"), "input");
+  EXPECT_NE(f->at("message").get<std::string>().find("ec1.conv has kernel 1 along time and mixes no positions"),
+            std::string::npos) << f->at("message");
+  EXPECT_TRUE(nde2e::near_rel("pad.rel_diff_eval", num(mm(rep).at("pad.rel_diff_eval")),
+                              nums(name).at("eval_pad_rel_diff").get<double>(), 1e-3));
+  const std::string twin = "r54_dgcnn_masked";
+  RUN_ROUND3(t, twin, {"--mask-input", "mask"});
+  expect_findings(t, twin, Set{});
+}
 }  // namespace
 
 #undef RUN_ROUND3

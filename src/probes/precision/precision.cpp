@@ -721,6 +721,10 @@ void probe_precision(Session& s) {
       if (cut != std::string::npos) msg = msg.substr(0, cut);
       const auto raised = msg.find("pass: ");
       if (raised != std::string::npos) msg = msg.substr(raised + 6);
+      // One line: the "raised after ..." location run_pass adds on its own
+      // line reads as a cut-off parenthesis inside the report's sentences.
+      for (size_t nl; (nl = msg.find("\n  ")) != std::string::npos;) msg.replace(nl, 3, "; ");
+      for (size_t nl; (nl = msg.find('\n')) != std::string::npos;) msg.replace(nl, 1, " ");
       native_error = msg;
       if (s.failed_collector) {
         int64_t last = -1;

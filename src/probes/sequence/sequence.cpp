@@ -1582,8 +1582,8 @@ void probe_sequence(Session& s) {
           affine_on_kept_axes ? std::string("a learned affine per feature of the axes it keeps (RevIN's, InstanceNorm1d(affine=True)'s)")
                               : std::string("no learned parameters");
     m["norm.after_convolution"] = n.after_convolution;
+    m["norm.written_out"] = written_out || frozen;
     if (written_out || frozen) {
-      m["norm.written_out"] = true;
       if (n.args.contains("statistic")) m["norm.statistic"] = n.args["statistic"];
       if (n.args.contains("centered")) m["norm.centered"] = n.args["centered"];
       if (eps.is_number()) m["norm.eps"] = eps;
@@ -1797,6 +1797,24 @@ void probe_sequence(Session& s) {
     // max-pools over time itself: its convolutions' real windows are
     // unchanged, the pooling takes the padded ones in); pass 1: one in a
     // module under it; pass 2: a pooling whose output the layer reads.
+    // A convolution module whose kernel is 1 along every time axis it
+    // slides over reads no neighbouring position (DGCNN's 1x1 conv over
+    // [B, 2C, points, k] edge features: the padded points entered before
+    // it, through the kNN gather; eval55).
+    auto pointwise_over_time = [&](const nd::OpFact& f, const std::vector<std::string>& roles) {
+      at::Tensor weight;
+      for (const auto& mi : s.model.modules)
+        if (mi.path == f.module)
+          for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
+            if (p.name == "weight" && p.value.dim() >= 3) weight = p.value;
+      if (!weight.defined()) return false;
+      for (int64_t d : f.dims) {
+        const int64_t w = d < 0 ? d + static_cast<int64_t>(roles.size()) : d;
+        if (w < 0 || w >= static_cast<int64_t>(roles.size()) || roles[static_cast<size_t>(w)] != "time") continue;
+        if (w >= weight.dim() || weight.size(w) != 1) return false;
+      }
+      return true;
+    };
     for (int pass = 0; pass < 3; ++pass)
       for (const auto& f : im.op_facts()) {
         const auto roles = resolve_roles(f.input_roles, L);
@@ -1807,6 +1825,7 @@ void probe_sequence(Session& s) {
         }
         if (!over_time) continue;
         const bool conv = f.op.find("conv") != std::string::npos;
+        if (conv && pointwise_over_time(f, roles)) continue;
         const bool reads = std::find(f.consumers.begin(), f.consumers.end(), layer) != f.consumers.end();
         if ((pass == 0 && f.module == layer && !layer.empty()) || (pass == 1 && within(f.module) && !layer.empty()) ||
             (pass == 2 && !conv && reads))
@@ -1903,6 +1922,20 @@ void probe_sequence(Session& s) {
         return {"pooling", f.op + " over axis " + std::to_string(f.dims.front()) + " (read as the time axis: its role is not in the graph)",
                 f.module};
     }
+    // The layer is a convolution with kernel 1 along time: it mixes no
+    // positions, so its input already differed, computed by ops outside
+    // any module (DGCNN's kNN gather of neighbour features over the padded
+    // points in EdgeConv's forward, eval55).
+    if (!layer.empty())
+      for (const auto& f : im.op_facts()) {
+        if (f.module != layer || f.op.find("conv") == std::string::npos) continue;
+        const auto roles = resolve_roles(f.input_roles, L);
+        if (!pointwise_over_time(f, roles)) continue;
+        const auto dot = layer.rfind('.');
+        const std::string parent = dot == std::string::npos ? std::string("the model") : layer.substr(0, dot);
+        return {"input", "the ops computing its input in " + parent + "'s forward (" + layer +
+                             " has kernel 1 along time and mixes no positions)", layer};
+      }
     return {};
   };
   auto kind_of_layer = [&](const std::string& layer) -> std::string {
@@ -2144,9 +2177,19 @@ void probe_sequence(Session& s) {
     {
       std::string spread;
       const LayerMetrics* el = e.kind.empty() ? nullptr : s.doc.find_layer(e.layer);
+      // In an eval-mode comparison a BatchNorm reads its running
+      // statistics: it spreads nothing (eval55: FastSpeech2Conformer's
+      // conv_module.norm was said to carry the change; attention did).
+      const auto pm = s.doc.model_metrics.find("pad.mode");
+      const bool eval_mode = pm != s.doc.model_metrics.end() && pm->second == "eval";
       for (const auto& nm : norms_over_time) {
         const LayerMetrics* nl = s.doc.find_layer(nm);
         if (!el || !nl || nl->exec_order <= el->exec_order || nm == e.layer) continue;
+        if (eval_mode) {
+          const auto op = nl->metrics.find("norm.op");
+          const std::string o = op != nl->metrics.end() && op->second.is_string() ? op->second.get<std::string>() : "";
+          if (o == "batch_norm" || o == "batch_norm_pattern" || o == "frozen_batch_norm") continue;
+        }
         spread = nm;
         break;
       }
