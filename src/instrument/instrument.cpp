@@ -3752,6 +3752,17 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     std::vector<int64_t> pending;
     std::function<void(Block*)> walk = [&](Block* b) {
       for (Node* n : b->nodes()) {
+        if (n->kind() == c10::prim::Constant && n->outputs().size() == 1) {
+          const double lim = 0.5 * static_cast<double>(std::numeric_limits<float>::max());
+          if (const auto c = torch::jit::toIValue(n->output())) {
+            if (c->isDouble() && std::isfinite(c->toDouble()) && std::abs(c->toDouble()) >= lim) float32_limit_constants_ = true;
+            if (c->isTensor() && c->toTensor().is_floating_point() && c->toTensor().numel() > 0 && c->toTensor().numel() <= 4096) {
+              const at::Tensor t = c->toTensor().to(at::kDouble);
+              if (at::isfinite(t).logical_and(t.abs() >= lim).any().item<bool>()) float32_limit_constants_ = true;
+            }
+          }
+          continue;
+        }
         if (n->kind() == kTap) {
           const auto id = torch::jit::toIValue(n->input(0));
           if (id && id->isInt() && taps_[static_cast<size_t>(id->toInt())].kind == TapKind::kModuleOutput)

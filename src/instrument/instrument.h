@@ -557,6 +557,11 @@ class InstrumentedModel {
   c10::IValue run(const std::vector<c10::IValue>& args, const PassConfig& cfg, Collector& collector);
 
   const std::vector<TapSite>& taps() const { return taps_; }
+  /// The forward graph holds a floating constant at float32's limits
+  /// (|v| >= half of torch.finfo(torch.float32).max, finite): a trace
+  /// recorded torch.finfo(dtype).min where the code asks the run dtype's
+  /// (HF Longformer's mask fill), a value no fp16 tensor can take.
+  bool float32_limit_constants() const { return float32_limit_constants_; }
   const std::vector<NormOpSite>& norm_ops() const { return norm_ops_; }
   /// Residual additions in execution order, and the final-norm check after the last one.
   const std::vector<ResidualSite>& residuals() const { return residuals_; }
@@ -718,6 +723,7 @@ class InstrumentedModel {
   std::map<std::string, std::vector<int64_t>> by_module_;
   int64_t baked_bn_ = 0, baked_dropout_ = 0, graph_nodes_ = 0, bn_nodes_ = 0, dropout_nodes_ = 0;
   int64_t traced_random_ops_ = 0, gaussian_random_ops_ = 0;
+  bool float32_limit_constants_ = false;
   std::vector<bool> baked_values_;
   std::vector<ModeOpSite> mode_ops_;
   std::vector<double> mask_constants_;

@@ -74,12 +74,19 @@ constexpr int64_t kReferenceBudgetBytes = int64_t{2} << 30;
 /// mask, torch.full(..., -inf).triu(1), and nn.MultiheadAttention's
 /// baddbmm(attn_mask, q, k^T), which adds a causal -inf mask as the
 /// product's input: eval19's SASRec) does so in fp32 too: no producer.
+/// Ops that only move values (cat, stack, pad, slicing, gathering) make no
+/// new ones: a -inf at their output came in with a mask piece (HF
+/// Longformer concatenates its -inf-filled chunks: eval56 read the cat as
+/// an fp16 overflow).
 bool mask_op(const std::string& op) {
   static const std::set<std::string> ops = {
       "aten::baddbmm", "aten::addmm", "aten::addbmm", "aten::masked_fill", "aten::masked_fill_", "aten::where",
       "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::fill_", "aten::full", "aten::full_like",
       "aten::new_full", "aten::triu", "aten::tril", "aten::index_put", "aten::index_put_", "aten::scatter",
-      "aten::scatter_", "aten::masked_scatter"};
+      "aten::scatter_", "aten::masked_scatter", "aten::cat", "aten::concat", "aten::stack", "aten::constant_pad_nd",
+      "aten::pad", "aten::slice", "aten::select", "aten::index", "aten::index_select", "aten::gather",
+      "aten::narrow", "aten::repeat", "aten::expand", "aten::flip", "aten::roll", "aten::as_strided",
+      "aten::diagonal", "aten::unfold", "aten::copy_", "aten::clone", "aten::contiguous"};
   return ops.count(op) > 0;
 }
 
@@ -886,6 +893,10 @@ void probe_precision(Session& s) {
     // Annotated Transformer's masked_fill(mask == 0, -1e9) on fp16 scores).
     // The model as written cannot run in the format at all.
     mm["prec.native_overflow"] = native_error.find("without overflow") != std::string::npos;
+    // The value is float32's own limit, which a trace recorded where the
+    // code asks torch.finfo(dtype).min (eval56: HF Longformer in fp16, whose
+    // Python code runs in fp16): the file, not the code, is what overflows.
+    mm["prec.float32_limit_constant"] = s.inst->float32_limit_constants() && s.model.kind != "scripted";
     if (native_in_known) mm["prec.native_failed_in"] = native_in;
     s.doc.assumptions.push_back("the " + f.name + " forward could not run natively on LibTorch " + libtorch_version() +
                                 " (" + (op.empty() ? native_error : op) + "); it was emulated: fp32 kernels with weights, inputs "

@@ -207,8 +207,11 @@ Layout infer_layout(const Session& s) {
     // [B, T, 1] only with it (a feature of size 1 otherwise).
     const bool singleton_mask = t.dim() == 3 && t.size(1) == 1 && t.size(2) > 1 && !time_major && t.numel() > 0 &&
                                 !t.is_complex() && t.eq(0).logical_or(t.eq(1)).all().item<bool>();
+    // Longformer's global_attention_mask marks the tokens that attend
+    // globally, not padding (eval56): read as segments are, padded with 0.
+    const bool global_mask = opt.mask_input.empty() && has(n, "mask") && has(n, "global");
     const bool named_mask = opt.mask_input.empty()
-                                ? (has(n, "mask") && !has(n, "observed") && (t.dim() == 2 || singleton_mask))
+                                ? (has(n, "mask") && !has(n, "observed") && !global_mask && (t.dim() == 2 || singleton_mask))
                                 : (opt.mask_input == a.name || opt.mask_input == std::to_string(i));
     int64_t squeeze = -1;
     if (named_mask && t.dim() == 3 && !time_major) {
@@ -232,7 +235,7 @@ Layout infer_layout(const Session& s) {
       il.from = named_mask && !opt.mask_input.empty() ? "--mask-input " + opt.mask_input + " (integer [B]: lengths)"
                                                       : "integer [B] named " + a.name;
       if (L.lengths < 0 || named_mask) L.lengths = static_cast<int>(i);
-    } else if (t.scalar_type() == at::kBool && t.dim() == 2 && opt.mask_input.empty() && !time_major) {
+    } else if (t.scalar_type() == at::kBool && t.dim() == 2 && opt.mask_input.empty() && !time_major && !global_mask) {
       // A boolean [B, T] is a mask whatever its name (timm NaFlexViT's
       // patch_valid beside the [B, T, F] patches): never token ids, whose
       // refill rewrote the mask itself (eval43: a false SEQ004).
@@ -245,9 +248,10 @@ Layout infer_layout(const Session& s) {
       if (has(n, "position")) {
         il.role = "positions";
         il.from = "integer [B, T] named " + a.name;
-      } else if (has(n, "token_type") || has(n, "segment")) {
+      } else if (has(n, "token_type") || has(n, "segment") || global_mask) {
         il.role = "segments";
-        il.from = "integer [B, T] named " + a.name;
+        il.from = "integer [B, T] named " + a.name +
+                  (global_mask ? ": marks the tokens with global attention, not padding" : std::string());
       } else if (!time_major && opt.mask_input.empty() && s.inst && i < s.inst->input_indexes_table().size() &&
                  !s.inst->input_indexes_table()[i] && i > 0 && t.numel() > 0 &&
                  (t.eq(0).logical_or(t.eq(1))).all().item<bool>() && t.ne(0).any(1).all().item<bool>() &&
