@@ -1812,12 +1812,16 @@ void probe_sequence(Session& s) {
           for (const auto& p : mi.module.named_parameters(/*recurse=*/false))
             if (p.name == "weight" && p.value.dim() >= 3) weight = p.value;
       if (!weight.defined()) return false;
+      bool any = false;  // at least one axis along positions (time, or spatial where a transpose hid time)
       for (int64_t d : f.dims) {
         const int64_t w = d < 0 ? d + static_cast<int64_t>(roles.size()) : d;
-        if (w < 0 || w >= static_cast<int64_t>(roles.size()) || roles[static_cast<size_t>(w)] != "time") continue;
+        if (w < 0 || w >= static_cast<int64_t>(roles.size())) continue;
+        const std::string& r = roles[static_cast<size_t>(w)];
+        if (r != "time" && r != "spatial") continue;
         if (w >= weight.dim() || weight.size(w) != 1) return false;
+        any = true;
       }
-      return true;
+      return any;
     };
     for (int pass = 0; pass < 3; ++pass)
       for (const auto& f : im.op_facts()) {
