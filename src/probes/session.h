@@ -313,9 +313,12 @@ class Session {
   at::Tensor loss_real_positions;
   std::string loss_real_from;
   /// Passes that completed that ran the model as saved (any probe but the
-  /// precision probe's, which convert it). None after every probe ran: the
-  /// model cannot run at all, and run_check rethrows the first error.
+  /// precision probe's, which convert it, unless every floating parameter
+  /// is fp16/bf16: a model saved in the format). None after every probe
+  /// ran: the model cannot run at all, and run_check rethrows the first error.
   int64_t passes_ok = 0;
+  /// Every floating parameter of the file is fp16/bf16 (set before any pass).
+  bool saved_in_low_precision = false;
   /// Passes run_pass started (completed or raised), any probe.
   int64_t passes_run = 0;
   /// A recording (tests; probe_alone_test.cpp): cached passes keep their
