@@ -1863,10 +1863,22 @@ void probe_sequence(Session& s) {
     // with a kernel wider than 1 it reads neighbouring positions along that
     // axis, the padded ones among them; the measured change at real positions
     // starts in it (eval15 case 01).
+    //
+    // A convolution module with kernel 1 along time mixes no positions, so
+    // its input already differed, computed by ops outside any module
+    // (DGCNN's kNN gather of neighbour features over the padded points in
+    // EdgeConv's forward, eval55): the entry when nothing below names one.
+    Entry pointwise_input;
     if (!layer.empty())
       for (const auto& f : im.op_facts()) {
         if (f.module != layer || f.op.find("conv") == std::string::npos) continue;
         const auto roles = resolve_roles(f.input_roles, L);
+        if (pointwise_input.kind.empty() && pointwise_over_time(f, roles)) {
+          const auto dot = layer.rfind('.');
+          const std::string parent = dot == std::string::npos ? std::string("the model") : layer.substr(0, dot);
+          pointwise_input = {"input", "the ops computing its input in " + parent + "'s forward (" + layer +
+                                          " has kernel 1 along time and mixes no positions)", layer};
+        }
         bool spatial = !f.dims.empty();
         for (int64_t d : f.dims) {
           const int64_t w = d < 0 ? d + static_cast<int64_t>(roles.size()) : d;
@@ -1930,21 +1942,7 @@ void probe_sequence(Session& s) {
         return {"pooling", f.op + " over axis " + std::to_string(f.dims.front()) + " (read as the time axis: its role is not in the graph)",
                 f.module};
     }
-    // The layer is a convolution with kernel 1 along time: it mixes no
-    // positions, so its input already differed, computed by ops outside
-    // any module (DGCNN's kNN gather of neighbour features over the padded
-    // points in EdgeConv's forward, eval55).
-    if (!layer.empty())
-      for (const auto& f : im.op_facts()) {
-        if (f.module != layer || f.op.find("conv") == std::string::npos) continue;
-        const auto roles = resolve_roles(f.input_roles, L);
-        if (!pointwise_over_time(f, roles)) continue;
-        const auto dot = layer.rfind('.');
-        const std::string parent = dot == std::string::npos ? std::string("the model") : layer.substr(0, dot);
-        return {"input", "the ops computing its input in " + parent + "'s forward (" + layer +
-                             " has kernel 1 along time and mixes no positions)", layer};
-      }
-    return {};
+    return pointwise_input;
   };
   auto kind_of_layer = [&](const std::string& layer) -> std::string {
     if (layer.empty()) return "output";
