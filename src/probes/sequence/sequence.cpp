@@ -701,16 +701,24 @@ int mask_for_input(const Session& s, const Layout& L, size_t i) {
   return -1;
 }
 
-/// Real positions [B, T] (bool) by mask argument `m`, read with the
-/// sequence's convention (L.mask_real_nonzero).
+/// Real positions [B, length] (bool) by mask argument `m` (a tensor),
+/// its positions along `time_axis` (0 or 1 after squeezing
+/// il.mask_squeeze), read with the sequence's convention
+/// (L.mask_real_nonzero: the sequence's own mask decides 1/true real or
+/// padding). Undefined when the mask is not [B, length] once read.
+at::Tensor read_mask(const Session& s, const Layout& L, size_t m, int64_t time_axis, int64_t length) {
+  const auto& il = L.inputs[m];
+  at::Tensor t = s.args[m].value.toTensor().to(at::kDouble) != 0;
+  if (il.mask_squeeze > 0) t = t.squeeze(il.mask_squeeze);
+  if (time_axis == 0) t = t.t();
+  if (t.dim() != 2 || t.size(0) != L.batch || t.size(1) != length) return {};
+  return L.mask_real_nonzero ? t : t.logical_not();
+}
+
+/// Real positions [B, T] (bool) by mask argument `m` of the sequence.
 at::Tensor real_by_mask(const Session& s, const Layout& L, int m) {
   if (m == L.mask) return L.real;
-  const auto& il = L.inputs[static_cast<size_t>(m)];
-  at::Tensor t = s.args[static_cast<size_t>(m)].value.toTensor().to(at::kDouble) != 0;
-  if (il.mask_squeeze > 0) t = t.squeeze(il.mask_squeeze);
-  if (il.time_axis == 0) t = t.t();
-  if (t.dim() != 2 || t.size(0) != L.batch || t.size(1) != L.T) return {};
-  return L.mask_real_nonzero ? t : t.logical_not();
+  return read_mask(s, L, static_cast<size_t>(m), L.inputs[static_cast<size_t>(m)].time_axis, L.T);
 }
 
 /// The positions real in every stream of this length (two masks: real in
@@ -1023,15 +1031,12 @@ at::Tensor real_positions_of_length(const Session& s, int64_t length, std::strin
     for (size_t i = 0; i < s.args.size() && i < L.inputs.size(); ++i) {
       const auto& il = L.inputs[i];
       if (il.role != "mask" || il.other_time_axis < 0 || !s.args[i].value.isTensor()) continue;
-      at::Tensor m = s.args[i].value.toTensor();
+      const at::Tensor m = s.args[i].value.toTensor();
       if (il.other_time_axis >= m.dim() || m.size(il.other_time_axis) != length) continue;
       if (found >= 0) return {};  // two masks of this length: which one is not known
-      m = m.to(at::kDouble) != 0;
-      if (il.mask_squeeze > 0) m = m.squeeze(il.mask_squeeze);
-      if (il.other_time_axis == 0) m = m.t();
-      if (m.dim() != 2 || m.size(0) != L.batch || m.size(1) != length) return {};
+      real = read_mask(s, L, i, il.other_time_axis, length);
+      if (!real.defined()) return {};
       found = static_cast<int>(i);
-      real = L.mask_real_nonzero ? m : m.logical_not();
     }
     if (found < 0 || real.all().item<bool>() || real.logical_not().all().item<bool>()) return {};
     from = "padding mask '" + s.args[static_cast<size_t>(found)].name + "' of the " + std::to_string(length) +
