@@ -796,8 +796,13 @@ PassResult Session::run_pass(PassSpec spec) {
         at::Tensor real = loss_real_positions;
         std::string real_from = loss_real_from;
         if (y.dim() == 3 && spec.args.empty() && (!real.defined() || real.size(1) != y.size(1))) {
-          std::string other_from;
-          const at::Tensor other = real_positions_of_length(*this, y.size(1), other_from);
+          auto it = loss_real_by_length.find(y.size(1));
+          if (it == loss_real_by_length.end()) {
+            std::string other_from;
+            at::Tensor other = real_positions_of_length(*this, y.size(1), other_from);
+            it = loss_real_by_length.emplace(y.size(1), std::make_pair(std::move(other), std::move(other_from))).first;
+          }
+          const auto& [other, other_from] = it->second;
           if (other.defined() && other.size(0) == y.size(0)) {
             real = other;
             real_from = other_from;

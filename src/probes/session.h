@@ -312,6 +312,11 @@ class Session {
   /// backward pass (sample_real_positions).
   at::Tensor loss_real_positions;
   std::string loss_real_from;
+  /// A second sequence's real positions by its length ([B, length] bool,
+  /// undefined when no single mask of that length is found) and how they
+  /// were found (real_positions_of_length), filled on the first default-args
+  /// backward pass whose 3-D output has that length.
+  std::map<int64_t, std::pair<at::Tensor, std::string>> loss_real_by_length;
   /// Passes that completed that ran the model as saved (any probe but the
   /// precision probe's, which convert it, unless every floating parameter
   /// is fp16/bf16: a model saved in the format). None after every probe
