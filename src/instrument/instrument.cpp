@@ -999,7 +999,7 @@ void Collector::finish() const {
     for (size_t k = 0; k < idx.size(); ++k) {
       const Pending& p = pending_[idx[k]];
       Measured m;
-      m.stats = unpack_stats(v + 8 * k, p.numel);
+      m.stats = unpack_stats(v + kPackedStats * k, p.numel);
       const_cast<Collector*>(this)->add(p.id, p.grad, p.seq, p.module_output, m, p.numel);
     }
   }
@@ -2915,6 +2915,31 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
               site.self_gated = true;
           }
       }
+      if (kind == TapKind::kReluInput) {
+        static const std::set<std::string> as_is = {"aten::view", "aten::reshape", "aten::to", "aten::contiguous",
+                                                    "aten::flatten", "aten::squeeze", "aten::unsqueeze", "aten::float",
+                                                    "aten::type_as", "aten::clone"};
+        const Value* v = n->input(0);
+        std::string from;
+        for (int hop = 0; hop < 8; ++hop) {
+          const Node* d = v->node();
+          const std::string dk = d->kind().toQualString();
+          if (dk == "normdoctor::tap" && d->inputs().size() == 2) {
+            auto id = torch::jit::toIValue(d->input(0));
+            if (id && id->isInt() && id->toInt() >= 0 && static_cast<size_t>(id->toInt()) < taps_.size() &&
+                taps_[static_cast<size_t>(id->toInt())].kind == TapKind::kModuleOutput) {
+              from = taps_[static_cast<size_t>(id->toInt())].module;
+              break;
+            }
+            v = d->input(1);
+            continue;
+          }
+          if (!as_is.count(dk) || d->inputs().empty()) break;
+          v = d->input(0);
+        }
+        if (!from.empty() && from != site.module && (site.module.empty() || from.rfind(site.module + ".", 0) == 0))
+          site.input_module = from;
+      }
       if (kind == TapKind::kSoftmaxInput) {
         auto d = const_arg(n, 1);
         site.dim = (d && d->isInt()) ? d->toInt() : -1;
@@ -3173,6 +3198,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     };
     if (r.stream_scale) site.stream_scale = factor_of(r.stream_scale, r.scale_divides);
     if (r.branch_scale) site.branch_scale = factor_of(r.branch_scale, r.branch_divides);
+    if (r.sum_scale) site.sum_scale = factor_of(r.sum_scale, r.sum_divides);
     site.norm_module = r.norm_module;
     Node* add = r.add;
     // A kResidualStream tap on operand `i` of the addition; its id.
@@ -3717,7 +3743,12 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
     for (Node* n : now) {
       const std::string k = n->kind().toQualString();
       if (k.rfind("normdoctor::", 0) == 0 || k.rfind("prim::", 0) == 0 || kViews.count(k) || k.rfind("aten::", 0) != 0) continue;
-      if (!n->outputs().empty() && (fp32.count(n->output(0)) || constant_only.count(n->output(0)))) continue;
+      // A watch (rounding to float32 or float64 changes nothing: the NaN/Inf
+      // producer search) sees every op: the -inf/NaN made after an explicit
+      // upcast (BERT's mask `.to(torch.float32)`, then the scores plus it and
+      // the softmax of a fully masked row) is the one it looks for (eval57).
+      const bool watch_only = opt.round_ops == at::kFloat || opt.round_ops == at::kDouble;
+      if (!watch_only && !n->outputs().empty() && (fp32.count(n->output(0)) || constant_only.count(n->output(0)))) continue;
       if (opt.round_autocast && !n->outputs().empty() && !in_format.count(n->output(0))) continue;
       const bool inplace = k.back() == '_';
       for (Value* o : n->outputs()) {

@@ -97,6 +97,12 @@ struct TapSite {
   /// Swish): an activation whose gradient stays about 1 for large positive
   /// x, not a gate whose saturation stops the gradient (ACT004 skips it).
   bool self_gated = false;
+  /// kReluInput: the child module whose output this ReLU-family op, run in
+  /// an ancestor's own forward, reads as it is (through views and casts):
+  /// GIN's `F.relu(self.lin1(x))` in the model's forward reads lin1's units.
+  /// "" when the input is computed in the op's own module (a sum, a ReLU
+  /// module reading its sibling).
+  std::string input_module;
   /// Attention sites: masks found between the score product and the softmax
   /// (additive terms or masked_fill), measured by normdoctor::mask_tap.
   int64_t masks = 0;
@@ -169,6 +175,10 @@ struct ResidualSite {
   /// res_scale 0.1, ESRGAN's 0.2); 1 when added as it is, NaN when scaled by
   /// a number not known before running.
   double branch_scale = 1.0;
+  /// The number the sum is scaled by right after the addition (WaveNet's
+  /// sqrt(0.5)); 1 when it carries on as it is, NaN when not known before
+  /// running.
+  double sum_scale = 1.0;
   int64_t in_tap = -1;       ///< kResidualStream tap on the stream entering the addition
   int64_t out_tap = -1;      ///< kResidualStream tap on the sum
   int64_t branch_tap = -1;   ///< kResidualStream tap on the branch added to the stream (-1: not tapped)

@@ -12,6 +12,7 @@ void TensorStats::merge(const TensorStats& o) {
   numel += o.numel;
   nan += o.nan;
   inf += o.inf;
+  neg_inf += o.neg_inf;
   beyond_fp16 += o.beyond_fp16;
   zeros += o.zeros;
   min = std::min(min, o.min);
@@ -113,6 +114,7 @@ TensorStats chunk_careful(const T* p, int64_t n) {
       ++s.nan;
     } else if (std::isinf(v)) {
       ++s.inf;
+      s.neg_inf += v < 0;
     } else {
       s.min = std::min(s.min, v);
       s.max = std::max(s.max, v);
@@ -168,7 +170,7 @@ at::Tensor stats_on_device(const at::Tensor& t0) {
   at::Tensor t = t0.is_floating_point() ? t0 : t0.to(at::kFloat);
   if (t.numel() == 0) {
     const double inf = std::numeric_limits<double>::infinity();
-    return at::tensor({0.0, 0.0, 0.0, 0.0, inf, -inf, 0.0, 0.0}, t.options().dtype(at::kDouble));
+    return at::tensor({0.0, 0.0, 0.0, 0.0, inf, -inf, 0.0, 0.0, 0.0}, t.options().dtype(at::kDouble));
   }
   // Reductions accumulate in float64 without a float64 copy of the tensor.
   at::Tensor fin = at::isfinite(t);
@@ -184,6 +186,7 @@ at::Tensor stats_on_device(const at::Tensor& t0) {
       at::where(fin, t, -big).max().to(at::kDouble),
       tf.sum(at::kDouble),
       at::linalg_vector_norm(tf, 2, c10::nullopt, false, at::kDouble).square(),
+      (t == -inf).sum().to(at::kDouble),
   });
 }
 
@@ -199,6 +202,7 @@ TensorStats unpack_stats(const double* v, int64_t numel) {
   s.max = v[5];
   s.sum = v[6];
   s.sumsq = v[7];
+  s.neg_inf = static_cast<int64_t>(v[8]);
   return s;
 }
 

@@ -19,6 +19,7 @@ struct TensorStats {
   int64_t numel = 0;
   int64_t nan = 0;
   int64_t inf = 0;
+  int64_t neg_inf = 0;      ///< of `inf`, the -inf elements (an additive mask's or masked_fill's -inf)
   int64_t beyond_fp16 = 0;  ///< finite elements with abs > 65504
   int64_t zeros = 0;        ///< exact zeros
   double min = std::numeric_limits<double>::infinity();
@@ -44,11 +45,13 @@ struct TensorStats {
 /// measured as their float values (one copy).
 TensorStats compute_stats(const at::Tensor& t);
 
-/// The statistics of `t` as a float64 tensor of 8 values on t's device
-/// (nan, nan+inf, beyond_fp16, zeros, min, max, sum, sumsq; min/max/sum/sumsq
-/// over finite elements), computed with ATen reductions and not read back:
+/// The statistics of `t` as a float64 tensor of kPackedStats values on t's
+/// device (nan, nan+inf, beyond_fp16, zeros, min, max, sum, sumsq, -inf;
+/// min/max/sum/sumsq over finite elements), computed with ATen reductions and not read back:
 /// a caller collects many and reads them once (unpack_stats).
 at::Tensor stats_on_device(const at::Tensor& t);
+/// How many values stats_on_device packs per tensor.
+inline constexpr int64_t kPackedStats = 9;
 /// The TensorStats of one row of stats_on_device's values (host memory) for
 /// a tensor of `numel` elements.
 TensorStats unpack_stats(const double* v, int64_t numel);

@@ -489,6 +489,28 @@ std::vector<Residual> find_residuals(const std::vector<Node*>& nodes, const std:
         }
       }
 
+      // The sum scaled as a whole right after the addition (WaveNet's and
+      // ConvS2S's `x = (x + residual) * math.sqrt(0.5)`, which keeps the
+      // stream's variance level without a norm: eval57): the scaling must
+      // be the sum's only use, through casts and dropout.
+      {
+        std::vector<Node*> users;
+        for (Value* v : flows_into(n->output(), is_trivial))
+          for (const auto& u : v->uses())
+            if (!(u.offset == 0 && is_trivial(kind_of(u.user)))) users.push_back(u.user);
+        if (users.size() == 1) {
+          Node* un = users.front();
+          const std::string uk = kind_of(un);
+          if ((uk == "aten::mul" || uk == "aten::div") && un->inputs().size() >= 2) {
+            const size_t j = uk == "aten::div" ? 1 : (carries_tensor(un->input(0)->type()) ? 1 : 0);
+            if (!carries_tensor(un->input(j)->type()) && is_tensor(un->input(1 - j))) {
+              r.sum_scale = un->input(j);
+              r.sum_divides = uk == "aten::div";
+            }
+          }
+        }
+      }
+
       // Pre-norm: a norm in the branch normalizes the stream itself, or the
       // stream concatenated with other tokens (CaiT's class attention:
       // x_cls + attn(norm1(torch.cat([x_cls, x], dim=1)))).

@@ -91,6 +91,12 @@ struct Residual {
   /// Inception-ResNet's `scale`; nullptr when added as it is.
   torch::jit::Value* branch_scale = nullptr;
   bool branch_divides = false;
+  /// The number the sum is multiplied (or divided, `sum_divides`) by right
+  /// after the addition, the sum's only use: WaveNet's and ConvS2S's
+  /// `x = (x + residual) * math.sqrt(0.5)`; nullptr when the sum carries on
+  /// as it is.
+  torch::jit::Value* sum_scale = nullptr;
+  bool sum_divides = false;
 };
 
 /// Finds residual additions (aten::add / add_ of two tensors) and classifies

@@ -506,8 +506,20 @@ void render_precision(std::ostringstream& out, const MetricsDoc& doc, const Pain
   if (get("prec.first_nonfinite_layer"))
     out << "  first non-finite module: " << layer_name(text("prec.first_nonfinite_layer")) << " ("
         << text("prec.first_nonfinite_cause") << ")\n";
-  else
-    out << "  every module output stays finite in " << fmt << '\n';
+  else {
+    // The comparison counts values non-finite in the format and finite in
+    // fp32: where the fp32 forward is non-finite already (ACT001), "every
+    // output stays finite" would be false (eval57 bert with a -inf mask).
+    bool fp32_nonfinite = false;
+    for (const auto& l : doc.layers) {
+      auto it = l.metrics.find("fwd.first_nonfinite");
+      fp32_nonfinite = fp32_nonfinite || (it != l.metrics.end() && it->second.is_boolean() && it->second.get<bool>());
+    }
+    if (fp32_nonfinite)
+      out << "  no module output turns non-finite in " << fmt << " where it is finite in fp32 (the fp32 forward is non-finite already)\n";
+    else
+      out << "  every module output stays finite in " << fmt << '\n';
+  }
   if (get("prec.first_divergent_layer")) {
     const std::string path = text("prec.first_divergent_layer");
     out << "  first module diverging from fp32 (relative error > " << text("prec.divergence_threshold")
@@ -528,10 +540,20 @@ void render_precision(std::ostringstream& out, const MetricsDoc& doc, const Pain
     out << "  loss scale: none helps, the forward pass is already non-finite at "
         << layer_name(text("prec.loss_scale_blocked_by")) << '\n';
   } else if (get("prec.loss_scale_max")) {
-    out << "  loss scale: gradients stay finite up to " << text("prec.loss_scale_max") << ", all normal from "
-        << text("prec.loss_scale_min") << "; at " << text("prec.loss_scale_used") << " "
-        << text("prec.grad_underflow_fraction") << " of them underflow (at 1: "
-        << text("prec.grad_underflow_fraction_scale1") << ")\n";
+    // Two bounds read as one range when one exists: "finite up to 2623,
+    // all normal from 5.24e+05" left no scale satisfying both unexplained
+    // (eval57 efficientnetv2). Underflow is to zero; below normal is
+    // subnormal, reduced precision.
+    const MetricValue* feasible = get("prec.loss_scale_feasible");
+    if (feasible && feasible->is_boolean() && feasible->get<bool>())
+      out << "  loss scale: every gradient is finite and normal in " << fmt << " at scales from " << text("prec.loss_scale_min")
+          << " to " << text("prec.loss_scale_max");
+    else
+      out << "  loss scale: no scale keeps every gradient both finite and normal in " << fmt << " (finite up to "
+          << text("prec.loss_scale_max") << ", all normal only from " << text("prec.loss_scale_min")
+          << ": the gradients span more than the format's range)";
+    out << "; at " << text("prec.loss_scale_used") << " " << text("prec.grad_underflow_fraction")
+        << " of them underflow to 0 (at 1: " << text("prec.grad_underflow_fraction_scale1") << ")\n";
   }
   std::vector<const LayerMetrics*> norms;
   for (const auto& l : doc.layers)

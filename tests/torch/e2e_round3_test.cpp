@@ -3400,9 +3400,14 @@ TEST(Round27, GrowthAcrossTheCallsOfALoopedCell) {
 // positions: no sequence passes, no hypothetical padding (a false SEQ006).
 TEST(Round27, GraphNodesAndCategoricalFields) {
   {
+    // Adam at lr 1e-2 killed 22 of lin1's 32 units (24 dead on this batch,
+    // 2 at initialization, none always active: Python counts them), read by
+    // F.relu in the model's forward; pooled with the model's other ReLUs
+    // they were diluted below ACT006's gate until eval57.
     const std::string name = "r27_gin_molecules_update_bn";
     RUN_ROUND3(rep, name);
-    expect_findings(rep, name, Set{});
+    expect_findings(rep, name, Set{{"ACT006", "lin1"}});
+    EXPECT_EQ(finding(rep, "ACT006")->at("evidence").at("dead.count"), 24);
     const json& m = mm(rep);
     EXPECT_NEAR(num(m.at("drift.bn_sampling_noise")), std::sqrt(1.5 / 8), 1e-9);
     EXPECT_EQ(layer_metrics(rep, "bns.0")->at("bn.independent_values_per_channel"), 8);
@@ -5743,6 +5748,127 @@ TEST(Round54, APointwiseConvolutionIsNotWherePaddingEnters) {
                               nums(name).at("eval_pad_rel_diff").get<double>(), 1e-3));
   const std::string twin = "r54_dgcnn_masked";
   RUN_ROUND3(t, twin, {"--mask-input", "mask"});
+  expect_findings(t, twin, Set{});
+}
+
+// r9y9's WaveNet vocoder: 12 residual blocks without a norm, every sum
+// scaled by sqrt(0.5) right after the addition, `x = (x + residual) *
+// math.sqrt(0.5)`: the stream's variance stays level (normalization-free by
+// design, like EDSR's branch scaling). ARCH003 fired on it (eval57, the
+// healthy twin exit 1). The same stack adding its sums as they are: ARCH003
+// with the stream's RMS entering the stack and after its last block, as
+// Python measures them.
+TEST(Round57, AResidualSumScaledBySqrtHalfIsNormalizationFreeByDesign) {
+  const std::string name = "r57_wavenet_unscaled_sum";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  const json* f = finding(rep, "ARCH003");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("evidence").at("arch.blocks"), 11);  // the 12th block's residual output is unused (GRAD014, info)
+  EXPECT_TRUE(nde2e::near_rel("arch.stream_rms_first", num(f->at("evidence").at("arch.stream_rms_first")),
+                              nums(name).at("stream_rms_entering").get<double>(), 1e-3));
+  EXPECT_EQ(mm(rep).at("arch.branches_scaled"), false);
+  const std::string twin = "r57_wavenet_scaled_sum";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+  EXPECT_EQ(mm(t).at("arch.branches_scaled"), true);
+  EXPECT_NEAR(num(mm(t).at("arch.branch_scale_max")), std::sqrt(0.5), 1e-6);
+}
+
+// transformers' Wav2Vec2 with do_stable_layer_norm=True (wav2vec2-large-lv60,
+// XLS-R, hubert-large): Wav2Vec2EncoderLayerStableLayerNorm is a whole
+// encoder layer whose class name ends in LayerNorm, given the additive mask
+// of float32's minimum. Read as a norm by its name, its inputs' squares
+// (the mask's) were "its statistic overflowing in fp16": three PREC006
+// errors on a padded batch (eval57). A class name makes a norm only of a
+// leaf module. The same model with LayerNorms written out in the input's
+// dtype, fed int16-scale audio: PREC006 at the first of them only, its
+// squared deviation beyond fp16's maximum as Python computes it.
+TEST(Round57, AnEncoderLayerNamedLayerNormIsNoNorm) {
+  const std::string twin = "r57_w2v2_stable_layer_norm";
+  RUN_ROUND3(t, twin, {"--precision", "fp16"});
+  expect_findings(t, twin, Set{});
+  for (const char* path : {"encoder.layers.0", "encoder.layers.1", "encoder.layers.2", "conv_layers.0", "encoder"}) {
+    const json* l = nde2e::find_layer(t, path);
+    ASSERT_NE(l, nullptr) << path;
+    EXPECT_FALSE(l->at("metrics").contains("prec.norm_rows")) << path;
+  }
+  const json* ln = nde2e::find_layer(t, "encoder.layers.0.layer_norm");
+  ASSERT_NE(ln, nullptr);
+  EXPECT_TRUE(ln->at("metrics").contains("prec.norm_rows"));
+  const std::string name = "r57_w2v2_int16_written_layer_norm";
+  RUN_ROUND3(rep, name, {"--precision", "fp16"});
+  expect_findings(rep, name, manifest_findings(name));
+  ASSERT_GT(nums(name).at("first_norm_dev2_max").get<double>(), 65504.0);
+  const json* f = finding(rep, "PREC006");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("layer"), "conv_layers.0.layer_norm");
+  EXPECT_NE(f->at("message").get<std::string>().find("overflows"), std::string::npos) << f->at("message");
+}
+
+// A BERT passage encoder whose additive mask is filled with float('-inf'),
+// given a batch holding an empty passage: the softmax of its fully masked
+// rows is NaN in layer.0.self_attn's own forward. The -inf in the mask every
+// layer receives is the mask, not the first non-finite value: ACT001 named
+// <root> (which builds it) and "its inputs reach 0" (eval57). It names the
+// attention module, the softmax as the producer, and says the -inf inputs
+// were read as a mask; ATTN002 names the same module. HF's finfo(float32).min
+// mask: finite, nothing.
+TEST(Round57, AMinusInfMaskIsNotWhereTheNaNIsMade) {
+  const std::string name = "r57_bert_neg_inf_mask";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  const json* f = finding(rep, "ACT001");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("layer"), "layer.0.self_attn");
+  EXPECT_EQ(f->at("evidence").at("fwd.producer_op"), "aten::softmax");
+  const std::string msg = f->at("message").get<std::string>();
+  EXPECT_NE(msg.find("of its input values are -inf, read as a mask its caller built"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("<root>"), std::string::npos) << msg;
+  const json* a = finding(rep, "ATTN002");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->at("layer"), "layer.0.self_attn");
+  // In fp16 the precision section does not say every output stays finite:
+  // the fp32 forward is non-finite already (eval57).
+  {
+    nde2e::TempDir tmp;
+    const auto r = nde2e::run_nd({"check", round3(name + ".pt"), "--input", round3(name + ".input.pt"), "--precision",
+                                  "fp16", "--format", "text", "-o", tmp.file("r.txt")},
+                                 tmp.file("r.json"));
+    ASSERT_TRUE(r.exit_code == 1) << r.describe();
+    const std::string text = nde2e::read_file(tmp.file("r.txt"));
+    EXPECT_EQ(text.find("every module output stays finite"), std::string::npos) << text;
+    EXPECT_NE(text.find("(the fp32 forward is non-finite already)"), std::string::npos) << text;
+  }
+  const std::string twin = "r57_bert_finfo_min_mask";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+}
+
+// A dense GIN whose readout applies F.relu(self.lin1(...)) in the model's
+// own forward, trained until most of lin1's units died: the units are
+// lin1's, counted there (54 of 64, as Python counts them), not pooled with
+// every other ReLU of the model's forward at <root> ("54 of 152", eval57),
+// where a twin's dead head was diluted below the gate. The BatchNorms over
+// the real nodes (x[mask], 16 graphs of unequal size), re-estimated over
+// 100 batches, are not called stale on one batch's sampling noise: the
+// rows gathered from the graphs count as 16 examples' worth of noise.
+TEST(Round57, DeadUnitsAreCountedAtTheModuleThatWritesThem) {
+  const std::string name = "r57_gin_dead_readout";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  const json* f = finding(rep, "ACT006");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at("layer"), "lin1");
+  EXPECT_EQ(f->at("evidence").at("dead.count"), nums(name).at("lin1_dead_units"));
+  EXPECT_EQ(f->at("evidence").at("dead.units"), nums(name).at("lin1_units"));
+  EXPECT_NE(f->at("message").get<std::string>().find("(its outputs, which a ReLU in the model's own forward reads)"),
+            std::string::npos) << f->at("message");
+  const json* bn = nde2e::find_layer(rep, "convs.2.bn1");
+  ASSERT_NE(bn, nullptr);
+  EXPECT_EQ(bn->at("metrics").value("bn.noise_units", "").rfind("at most 16 examples", 0), 0u) << bn->at("metrics");
+  const std::string twin = "r57_gin_live_readout";
+  RUN_ROUND3(t, twin);
   expect_findings(t, twin, Set{});
 }
 }  // namespace

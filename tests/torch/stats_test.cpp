@@ -31,6 +31,7 @@ nd::TensorStats reference(const at::Tensor& t0) {
   at::Tensor fin = at::isfinite(t);
   s.nan = at::isnan(t).sum().item<int64_t>();
   s.inf = at::isinf(t).sum().item<int64_t>();
+  s.neg_inf = (t == -kInf).sum().item<int64_t>();
   at::Tensor f = t.masked_select(fin);
   s.zeros = (f == 0).sum().item<int64_t>();
   s.beyond_fp16 = (f.abs() > nd::kFp16Max).sum().item<int64_t>();
@@ -48,6 +49,7 @@ void expect_same(const nd::TensorStats& a, const nd::TensorStats& b, const std::
   EXPECT_EQ(a.numel, b.numel);
   EXPECT_EQ(a.nan, b.nan);
   EXPECT_EQ(a.inf, b.inf);
+  EXPECT_EQ(a.neg_inf, b.neg_inf);
   EXPECT_EQ(a.zeros, b.zeros);
   EXPECT_EQ(a.beyond_fp16, b.beyond_fp16);
   EXPECT_DOUBLE_EQ(a.min, b.min);
@@ -109,7 +111,7 @@ TEST(Stats, DevicePathMatchesOneRead) {
   for (int64_t n : {int64_t{17}, int64_t{100000}}) {
     at::Tensor x = sample(n, 3);
     at::Tensor packed = nd::stats_on_device(x).cpu();
-    ASSERT_EQ(packed.numel(), 8);
+    ASSERT_EQ(packed.numel(), nd::kPackedStats);
     expect_same(nd::unpack_stats(packed.data_ptr<double>(), x.numel()), nd::compute_stats(x), "device path");
   }
   at::Tensor all_nan = at::full({4}, kNaN);

@@ -220,17 +220,21 @@ void probe_architecture(Session& s) {
   // 2017, EDSR's res_scale 0.1; Wang et al. 2018, ESRGAN's 0.2): every
   // residual addition of the repeated blocks multiplies its branch by a constant below 1, the
   // normalization-free design's own way of keeping the stream's scale
-  // (eval46 edsr: ARCH003 on EDSR's published recipe). ACT002 still
-  // judges the growth it measures.
+  // (eval46 edsr: ARCH003 on EDSR's published recipe); or multiplies the
+  // sum by a constant below 1 right after it (WaveNet's and ConvS2S's
+  // `(x + residual) * sqrt(0.5)`: the stream's variance stays level, eval57
+  // wavenet). ACT002 still judges the growth it measures.
   {
     int64_t scaled = 0, adds = 0;
     double scale_max = 0;
     for (const auto& r : im.residuals()) {
       if (r.stack.empty()) continue;  // a long skip around the stack (EDSR's res += x) is no block
       ++adds;
-      if (std::isfinite(r.branch_scale) && std::fabs(r.branch_scale) < 1) {
+      const bool branch = std::isfinite(r.branch_scale) && std::fabs(r.branch_scale) < 1;
+      const bool sum = std::isfinite(r.sum_scale) && std::fabs(r.sum_scale) < 1 && r.sum_scale != 0;
+      if (branch || sum) {
         ++scaled;
-        scale_max = std::max(scale_max, std::fabs(r.branch_scale));
+        scale_max = std::max(scale_max, std::fabs(branch ? r.branch_scale : r.sum_scale));
       }
     }
     mm["arch.branches_scaled"] = adds > 0 && scaled == adds;

@@ -26,6 +26,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -38,6 +39,9 @@ struct FeatureStats {
   struct Dead {
     int64_t units = 0, dead = 0, always = 0, calls = 0, constant = 0;
     int64_t min_examples = INT64_MAX, min_values_per_unit = INT64_MAX;
+    /// The ancestor whose own forward runs the ReLU on this module's output
+    /// (TapSite::input_module); "" when the ReLU runs in the module itself.
+    std::optional<std::string> reader;
   };
   struct Outlier {
     at::Tensor channel_absmax;  ///< [H] max over calls (float64, CPU)
@@ -153,7 +157,12 @@ std::function<void(const TapSite&, const at::Tensor&)> feature_hook(const Sessio
         if (last.dead * best.units > best.dead * last.units) best = last;
       }
       std::lock_guard<std::mutex> lock(f->mu);
-      auto& d = f->dead[site.module];
+      // Units of the child module whose output the ReLU reads as it is (a
+      // functional F.relu(self.lin1(x)) in the parent's forward): counted
+      // there, not pooled with every other ReLU of the parent (eval57 GIN:
+      // 54 of lin1's 64 units reported as "54 of 152 in <root>").
+      auto& d = f->dead[site.input_module.empty() ? site.module : site.input_module];
+      if (!site.input_module.empty()) d.reader = site.module;
       d.units += best.units;
       d.dead += best.dead;
       d.always += best.always;
@@ -216,6 +225,9 @@ void probe_features(Session& s) {
     auto& m = lm->metrics;
     m["dead.units"] = d.units;
     m["dead.count"] = d.dead;
+    m["dead.reader_note"] = d.reader ? " (its outputs, which a ReLU in " + (d.reader->empty() ? std::string("the model") : *d.reader) +
+                                           "'s own forward reads)"
+                                     : std::string();
     m["dead.fraction"] = frac;
     m["dead.examples"] = d.min_examples;
     m["dead.values_per_unit"] = d.min_values_per_unit;

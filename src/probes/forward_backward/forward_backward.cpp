@@ -20,6 +20,13 @@
 namespace nd {
 namespace {
 
+/// Ops whose domain ends at -inf: log(0), x / 0, a negative power of 0. A
+/// -inf they make is an error, where a -inf alone is otherwise a mask fill
+/// (masked_fill(mask, -inf), an additive -inf mask; eval46 depth_relu: the
+/// log of a ReLU head's exact zeros).
+const std::set<std::string> kDomainEndOps = {"aten::log", "aten::log2", "aten::log10", "aten::log1p", "aten::xlogy",
+                                             "aten::div", "aten::div_", "aten::reciprocal", "aten::pow", "aten::rsqrt"};
+
 double finite_or(double v, double fallback) { return std::isfinite(v) ? v : fallback; }
 
 std::string layer_label(const std::string& path) { return path.empty() ? "<root>" : path; }
@@ -2589,10 +2596,28 @@ void probe_forward_backward(Session& s) {
         auto pit = idx.find(parent);
         if (pit != idx.end() && s.doc.layers[pit->second].exec_order >= 0) break;
       }
-      if (in.nonfinite() > 0 && has_caller) {
+      // A -inf alone among its inputs is a mask handed down by the caller
+      // (masked_fill(mask == 0, float("-inf")), an additive -inf mask), as
+      // the producer search below reads a -inf: the module that turns it
+      // into NaN (a softmax over a fully masked row) is the culprit, not the
+      // root that built the mask (eval57 bert: ACT001 named <root>). Unless
+      // an op whose domain ends there made that -inf outside the module
+      // (log(0) in the caller).
+      bool domain_neg_inf = false;
+      if (in.neg_inf > 0 && in.nan == 0 && in.inf == in.neg_inf) {
+        const auto& rs = probe.round_sites();
+        for (const auto& ev : pr.collector->round_events)
+          if (ev.site >= 0 && ev.site < static_cast<int64_t>(rs.size()) && ev.inf > 0) {
+            const RoundSite& site = rs[static_cast<size_t>(ev.site)];
+            if (kDomainEndOps.count(site.op) && !within_module(site.module, culprit)) domain_neg_inf = true;
+          }
+      }
+      const bool from_caller = in.nan > 0 || in.inf > in.neg_inf || (in.neg_inf > 0 && domain_neg_inf);
+      if (from_caller && has_caller) {
         culprit = parent;
         continue;
       }
+      const int64_t mask_neg_inf = from_caller ? 0 : in.neg_inf;
       LayerMetrics& lm = s.doc.layers[it->second];
       lm.metrics["fwd.first_nonfinite"] = true;
       // Its own weights (parameters and buffers, its submodules' included)
@@ -2669,6 +2694,8 @@ void probe_forward_backward(Session& s) {
       lm.metrics["fwd.input_max"] = in_max;
       lm.metrics["fwd.input_nonfinite_count"] = in.nonfinite();
       std::string note = nonfinite_state_note(s, *s.inst, culprit);
+      if (mask_neg_inf > 0)
+        note += "; " + std::to_string(mask_neg_inf) + " of its input values are -inf, read as a mask its caller built";
       if (lm.metrics.count("fwd.nonfinite_output"))
         note += "; they are in its " + lm.metrics["fwd.nonfinite_output"].get<std::string>() +
                 ", not in the output the loss reads (--output-index)";
@@ -2689,10 +2716,7 @@ void probe_forward_backward(Session& s) {
           // additive -inf mask), except from an op whose domain ends there:
           // log(0) (a depth loss's log of a ReLU head's exact zeros: eval46
           // depth_relu named the pow after it), x / 0, a negative power of 0.
-          static const std::set<std::string> domain_ops = {
-              "aten::log", "aten::log2", "aten::log10", "aten::log1p", "aten::xlogy", "aten::div",
-              "aten::div_", "aten::reciprocal", "aten::pow", "aten::rsqrt"};
-          if (ev.negative_inf_only && ev.nan == 0 && !domain_ops.count(site.op)) continue;
+          if (ev.negative_inf_only && ev.nan == 0 && !kDomainEndOps.count(site.op)) continue;
           producer_op = site.op;
           makes = ev.inf > 0 ? "Inf" : "NaN";
           one_pass = site.one_pass_variance_root;
