@@ -678,6 +678,35 @@ std::shared_ptr<const PassResult> Session::pass(const PassSpec& spec0) {
   return served(kept, true);
 }
 
+/// The output frames [B, frames] (bool) that cover only real positions of
+/// the batch's sequence `real` [B, T] (T > frames): a speech encoder's
+/// feature extractor downsamples 4000 samples with a padding mask per
+/// sample to 199 frames, and a training loss (CTC, the frames of
+/// _get_feat_extract_output_lengths) reads only the frames of real audio.
+/// Frame f covers positions [f T / frames, (f + 1) T / frames); it is real
+/// when every one of them is (an adaptive max pool of the padding), which
+/// also holds for left padding. Undefined when `frames` is any input's
+/// length along an axis other than the batch (a second sequence, whose
+/// positions are not the first one's downsampled) or not below T. Without
+/// this the loss read the padded frames, whose gradients through
+/// zero-variance LayerNorms reached 6e16 (eval58 data2vec-audio: PREC003 in
+/// fp16 on a healthy model).
+at::Tensor Session::real_frames_of(const at::Tensor& real, int64_t frames, const std::string& real_from,
+                                   std::string& from) const {
+  if (!real.defined() || real.dim() != 2 || frames < 2 || frames >= real.size(1)) return {};
+  for (const auto& a : args)
+    if (a.value.isTensor())
+      for (int64_t d = 1; d < a.value.toTensor().dim(); ++d)
+        if (a.value.toTensor().size(d) == frames) return {};
+  const at::Tensor pad = real.logical_not().to(at::kFloat).unsqueeze(1);             // [B, 1, T]
+  const at::Tensor frame_pad = std::get<0>(at::adaptive_max_pool1d(pad, {frames})).squeeze(1);  // [B, frames]
+  const at::Tensor out = frame_pad.eq(0);
+  if (out.all().item<bool>() || out.logical_not().all().item<bool>()) return {};
+  from = real_from + ", mapped onto the output's " + std::to_string(frames) + " frames (a frame is real where every position " +
+         "it covers is)";
+  return out;
+}
+
 PassResult Session::run_pass(PassSpec spec) {
   check_timeout(spec.probe + " probe, before its " + spec.name + " pass");
   if (progress) progress(spec.probe, spec.name);
@@ -800,6 +829,7 @@ PassResult Session::run_pass(PassSpec spec) {
           if (it == loss_real_by_length.end()) {
             std::string other_from;
             at::Tensor other = real_positions_of_length(*this, y.size(1), other_from);
+            if (!other.defined()) other = real_frames_of(loss_real_positions, y.size(1), loss_real_from, other_from);
             it = loss_real_by_length.emplace(y.size(1), std::make_pair(std::move(other), std::move(other_from))).first;
           }
           const auto& [other, other_from] = it->second;

@@ -317,6 +317,11 @@ class Session {
   /// were found (real_positions_of_length), filled on the first default-args
   /// backward pass whose 3-D output has that length.
   std::map<int64_t, std::pair<at::Tensor, std::string>> loss_real_by_length;
+  /// The output frames [B, frames] that cover only real positions of
+  /// `real` [B, T] (a downsampling encoder's frames: speech feature
+  /// extractors); undefined when `frames` is an input's length or not below
+  /// T. `from` says how they were found (real_from, mapped).
+  at::Tensor real_frames_of(const at::Tensor& real, int64_t frames, const std::string& real_from, std::string& from) const;
   /// Passes that completed that ran the model as saved (any probe but the
   /// precision probe's, which convert it, unless every floating parameter
   /// is fp16/bf16: a model saved in the format). None after every probe

@@ -5871,6 +5871,71 @@ TEST(Round57, DeadUnitsAreCountedAtTheModuleThatWritesThem) {
   RUN_ROUND3(t, twin);
   expect_findings(t, twin, Set{});
 }
+
+// transformers' Data2VecAudio takes a padding mask per sample ([3, 4000])
+// and returns frames ([3, 199, 64]); its padded frames, zeroed before five
+// positional convs with zero biases and non-affine LayerNorms, get
+// gradients of 1e16 from a loss that reads them (1/sqrt(eps) per layer).
+// The loss reads the frames that cover only real samples (199, 159, 119 as
+// _get_feat_extract_output_lengths gives), as CTC does: no PREC003 in fp16
+// (eval58: "0.999 of the gradients underflow at loss scale 9e-13" on a
+// healthy model). The padding reaching real frames through the positional
+// convs is true of transformers' model too (SEQ003).
+TEST(Round58, APerSampleMaskMasksTheLossOverFrames) {
+  const std::string name = "r58_data2vec_padded_frames";
+  RUN_ROUND3(rep, name, {"--precision", "fp16"});
+  expect_findings(rep, name, manifest_findings(name));
+  EXPECT_FALSE(has_rule(rep, "PREC003"));
+  const std::string loss = rep.at("probes").at("loss").value("description", "");
+  EXPECT_NE(loss.find("mapped onto the output's 199 frames"), std::string::npos) << loss;
+  EXPECT_NE(loss.find("r = 0 at the " + std::to_string(nums(name).at("padded_frames").get<int>()) + " padded positions"),
+            std::string::npos) << loss;
+}
+
+// junyanz's CycleGAN ResnetGenerator with InstanceNorm2d(track_running_stats
+// =True): in eval mode its running statistics replace each image's own.
+// BN004 leads with building it without them, not with re-estimating
+// BatchNorm statistics (eval58: every fix was BatchNorm's, update_bn does
+// not touch InstanceNorm). The repository's get_norm_layer('instance'):
+// nothing.
+TEST(Round58, InstanceNormWithRunningStatisticsIsToldToDropThem) {
+  const std::string name = "r58_cyclegan_instance_norm_tracking";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  const json* f = finding(rep, "BN004");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(mm(rep).at("drift.first_layer_instance_norm_tracking"), true);
+  EXPECT_NE(f->at("fix").at(0).get<std::string>().find("track_running_stats=False"), std::string::npos) << f->at("fix");
+  for (const auto& x : f->at("fix")) EXPECT_EQ(x.get<std::string>().find("update_bn"), std::string::npos) << x;
+  EXPECT_NE(f->at("message").get<std::string>().find("track_running_stats=True"), std::string::npos) << f->at("message");
+  EXPECT_TRUE(nde2e::near_rel("drift.rel_output_diff", num(mm(rep).at("drift.rel_output_diff")),
+                              nums(name).at("train_eval_rel_diff").get<double>(), 0.05));
+  const std::string twin = "r58_cyclegan_instance_norm";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+}
+
+// A Keras CIFAR CNN ported with BatchNormalization(momentum=0.99) copied:
+// PyTorch weighs the new batch by momentum, so the running statistics are
+// the epoch's 2-image tail batch. BN002 leads with 1 - momentum (eval58:
+// its fixes blamed the data); bn.momentum is read from every BatchNorm.
+// PyTorch's default momentum: nothing.
+TEST(Round58, KerasMomentumIsNamed) {
+  const std::string name = "r58_keras_bn_momentum";
+  RUN_ROUND3(rep, name);
+  expect_findings(rep, name, manifest_findings(name));
+  const json* f = finding(rep, "BN002");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->at("fix").at(0).get<std::string>().find("use 1 - momentum"), std::string::npos) << f->at("fix");
+  const json* bn = layer_metrics(rep, "bn_dense");
+  ASSERT_NE(bn, nullptr);
+  EXPECT_NEAR(num(bn->at("bn.momentum")), 0.99, 1e-12);
+  EXPECT_EQ(bn->at("bn.momentum_keras"), true);
+  const std::string twin = "r58_keras_bn_momentum_default";
+  RUN_ROUND3(t, twin);
+  expect_findings(t, twin, Set{});
+  EXPECT_EQ(layer_metrics(t, "bn_dense")->at("bn.momentum_keras"), false);
+}
 }  // namespace
 
 #undef RUN_ROUND3

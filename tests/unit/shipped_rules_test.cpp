@@ -87,7 +87,8 @@ const Expected kExpected[] = {
      "arch.branches_scaled == false"},
     {"ARCH004", "residual-stream-growth", nd::Severity::kWarning, "model", "all", true, "arch.stream_growth_layer",
      "arch.branches_normalized == false and arch.pre_norm_blocks >= 2 and arch.stream_growth > 100 and "
-     "arch.stream_growth_blocks > 100 and arch.block_norms_under_eps == false and run.trained == false"},
+     "arch.stream_growth_blocks > 100 and arch.block_norms_under_eps == false and arch.stream_growth_concentrated == false and "
+     "run.trained == false"},
     {"ARCH005", "residual-stream-growth", nd::Severity::kInfo, "model", "all", true, "arch.branch_rms_max_block",
      "arch.pre_norm_blocks >= 3 and arch.branch_rms_ratio >= 10 and arch.stream_growth_max_factor >= 2 and "
      "arch.stream_growth <= 100 and arch.block_norms_under_eps == false"},

@@ -72,6 +72,7 @@ void probe_architecture(Session& s) {
   bool all_post_scaled = true;  // every post-norm addition of the main stack scales its stream by more than 1
   double min_post_scale = std::numeric_limits<double>::infinity();
   double first_in = std::nan(""), last_out = std::nan("");
+  int64_t last_out_tap = -1;  // the main stack's stream after its last block
   // The same over every block of every stack, in execution order (the
   // stream through all levels of a multi-stage network).
   double first_in_all = std::nan(""), last_out_all = std::nan("");
@@ -135,6 +136,7 @@ void probe_architecture(Session& s) {
       }
       if (!std::isfinite(first_in)) first_in = in;
       last_out = out;
+      last_out_tap = out_tap;
       last_block = b.path;
       block_ratio.push_back(std::isfinite(in) && std::isfinite(out) && in > 0 ? out / in : std::nan(""));
       if (std::isfinite(in) && std::isfinite(out) && in > 0) {
@@ -320,6 +322,25 @@ void probe_architecture(Session& s) {
   mm["arch.stream_rms_last"] = finite_or_null(last_out);
   mm["arch.stream_growth"] = (std::isfinite(first_in) && std::isfinite(last_out) && first_in > 0) ? finite_or_null(last_out / first_in)
                                                                                                   : nlohmann::json(nullptr);
+  // Whether the stream's RMS after the stack is carried by a few values: its
+  // sum of squares is under 100 times its largest square (fewer than 1% of
+  // its values' worth). A massive activation (Sun et al. 2024: one channel
+  // at the first token, 1e3x the median) lifts the RMS of a [B, T, H]
+  // stream 100x while every other value stays where it was: an outlier
+  // feature (ACT007's), not a stream grown block after block (eval58
+  // llama: 0.0251 -> 5.67 all from 2 of 64 rows). Gaussian values of the
+  // same RMS give a sum of squares about numel / 16 times the largest.
+  {
+    bool concentrated = false;
+    if (col && last_out_tap >= 0) {
+      const TensorStats& st = col->records()[static_cast<size_t>(last_out_tap)].fwd;
+      const double amax = st.absmax();
+      const double effective = amax > 0 ? st.sumsq / (amax * amax) : 0.0;  // values' worth of the largest square
+      concentrated = st.finite() >= 1000 && amax > 0 && effective < 0.01 * static_cast<double>(st.finite());
+      if (amax > 0) mm["arch.stream_last_effective_values"] = metric_number(effective);
+    }
+    mm["arch.stream_growth_concentrated"] = concentrated;
+  }
   // The stream leaves the main stack with under 0.75 of the RMS it entered
   // with: the layers between the blocks take out more than the branches add
   // (diffusers' AutoencoderTiny, TAESD: 0.44 through its decoder, eval23
@@ -497,7 +518,8 @@ const std::vector<std::string>& architecture_writes() {
       "arch.branch_rms_max", "arch.branch_rms_max_block", "arch.branch_rms_median_others", "arch.branch_rms_ratio",
       "arch.stream_rms_first", "arch.branches_normalized", "arch.stream_late_ratio",
       "arch.stream_rms_last", "arch.final_stack", "arch.final_stack_pre_norm_blocks", "arch.final_stack_last_block",
-      "arch.final_stack_stream_rms", "arch.block_norms_under_eps", "arch.block_norm_ms_to_eps_max", "arch.head_zero_init"};
+      "arch.final_stack_stream_rms", "arch.block_norms_under_eps", "arch.block_norm_ms_to_eps_max", "arch.head_zero_init",
+      "arch.stream_growth_concentrated", "arch.stream_last_effective_values"};
   return names;
 }
 

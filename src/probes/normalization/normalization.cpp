@@ -605,6 +605,20 @@ void probe_normalization(Session& s) {
       m["bn.running_stats_finite"] = m["bn.running_nonfinite_count"] == 0 && m["bn.running_var_negative_count"] == 0;
       if (mod.type()->hasAttribute("num_batches_tracked") && mod.attr("num_batches_tracked").isTensor())
         m["bn.num_batches_tracked"] = mod.attr("num_batches_tracked").toTensor().item<int64_t>();
+      // momentum in TensorFlow/Keras' convention (the weight of the history,
+      // 0.9 or 0.99): PyTorch weighs the new batch by momentum, so above 0.5
+      // the running statistics are mostly the last batch's (eval58: a Keras
+      // port's BatchNorm(momentum=0.99) after a 2-image tail batch, BN002,
+      // whose fixes blamed the data). None (a cumulative average) is not.
+      {
+        bool keras = false;
+        if (mod.hasattr("momentum") && mod.attr("momentum").isDouble()) {
+          const double mo = mod.attr("momentum").toDouble();
+          m["bn.momentum"] = mo;
+          keras = mo > 0.5;
+        }
+        m["bn.momentum_keras"] = keras;
+      }
       // A FrozenBatchNorm at 0/1 counts too: torchvision's FrozenBatchNorm2d
       // starts so and expects its statistics from a checkpoint, and frozen,
       // training can never estimate them.
@@ -1123,14 +1137,31 @@ void probe_normalization(Session& s) {
     double d = 0;
     const std::string seen = first_divergence(s, module_stats(im, nodrop_collector), eval_ref_stats, 1e-4, &d);
     const std::string first = seen.empty() ? seen : drift_origin(im, nodrop_collector, seen);
+    bool first_instance_tracking = false;
+    mm["drift.first_layer_instance_norm_tracking"] = false;
     if (!first.empty()) {
       if (first != seen) mm["drift.first_seen_at"] = seen;
       mm["drift.first_layer"] = first;
+      // An InstanceNorm built with track_running_stats=True normalizes with
+      // running statistics in eval mode and per image in train mode
+      // (CycleGAN/pix2pix use the default False; eval58: BN004's BatchNorm
+      // fixes on a CycleGAN generator).
+      for (const auto& mi : s.model.modules)
+        if (mi.path == first && mi.kind.find("InstanceNorm") != std::string::npos && mi.module._ivalue() &&
+            mi.module.hasattr("track_running_stats") && mi.module.attr("track_running_stats").isBool() &&
+            mi.module.attr("track_running_stats").toBool())
+          first_instance_tracking = true;
+      mm["drift.first_layer_instance_norm_tracking"] = first_instance_tracking;
       const LayerMetrics* l = s.doc.find_layer(first);
       // A module that runs batch_norm (measured as one), whatever its class name.
       const bool bn = l && (l->metrics.count("bn.channels") || l->kind.find("BatchNorm") != std::string::npos);
-      mm["drift.cause"] = (bn ? "BatchNorm running statistics differ from the batch statistics"
-                              : "a mode-dependent op other than dropout in " + first) + norms_note;
+      mm["drift.cause"] = (bn ? std::string("BatchNorm running statistics differ from the batch statistics")
+                           : first_instance_tracking
+                               ? "the running statistics of " + first +
+                                     " (an InstanceNorm built with track_running_stats=True) replace each example's own "
+                                     "statistics in eval mode"
+                               : "a mode-dependent op other than dropout in " + first) +
+                          norms_note;
       // The BatchNorm where the outputs first differ holds running statistics
       // that fit this batch within its sampling floor: the difference there
       // is the small one between batch and running statistics (the biased
