@@ -323,8 +323,9 @@ void probe_architecture(Session& s) {
   mm["arch.stream_growth"] = (std::isfinite(first_in) && std::isfinite(last_out) && first_in > 0) ? finite_or_null(last_out / first_in)
                                                                                                   : nlohmann::json(nullptr);
   // Whether the stream's RMS after the stack is carried by a few values: its
-  // sum of squares is under 100 times its largest square (fewer than 1% of
-  // its values' worth). A massive activation (Sun et al. 2024: one channel
+  // sum of squares is under 1% of (its number of values x its largest
+  // square), i.e. worth fewer than 1% of its values at the largest one's
+  // magnitude. A massive activation (Sun et al. 2024: one channel
   // at the first token, 1e3x the median) lifts the RMS of a [B, T, H]
   // stream 100x while every other value stays where it was: an outlier
   // feature (ACT007's), not a stream grown block after block (eval58
