@@ -40,7 +40,8 @@ struct FeatureStats {
     int64_t units = 0, dead = 0, always = 0, calls = 0, constant = 0;
     int64_t min_examples = INT64_MAX, min_values_per_unit = INT64_MAX;
     /// The ancestor whose own forward runs the ReLU on this module's output
-    /// (TapSite::input_module); "" when the ReLU runs in the module itself.
+    /// (TapSite::input_module; "" the model's own forward); none when the
+    /// ReLU runs in the module itself.
     std::optional<std::string> reader;
   };
   struct Outlier {
