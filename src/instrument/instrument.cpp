@@ -656,6 +656,64 @@ const Node* attention_scores_product(const Value* v, int depth) {
   return nullptr;
 }
 
+// Whether attention scores reaching `v` (a softmax's input) are scaled by a
+// number: a mul/div by a scalar between the product and `v`, a mul/div by a
+// scalar of q or k before the product (through views, transposes and
+// casts), or baddbmm's alpha other than 1.
+bool attention_scores_scaled(const Value* v, int depth) {
+  const Node* d = v->node();
+  const std::string kq = d->kind().toQualString();
+  auto scaled_operand = [](const Value* x) {
+    static const std::set<std::string> moves = {"aten::view", "aten::reshape", "aten::transpose", "aten::permute",
+                                                "aten::contiguous", "aten::to", "aten::type_as", "aten::float",
+                                                "aten::flatten", "aten::unflatten", "aten::t", "normdoctor::tap"};
+    for (int i = 0; i < 8; ++i) {
+      const Node* n = x->node();
+      const std::string k = n->kind().toQualString();
+      if ((k == "aten::mul" || k == "aten::mul_" || k == "aten::div" || k == "aten::div_") && n->inputs().size() >= 2 &&
+          (scalar_operand(n->input(1)) || ((k == "aten::mul" || k == "aten::mul_") && scalar_operand(n->input(0)))))
+        return true;
+      if (!moves.count(k) || n->inputs().empty()) return false;
+      x = k == "normdoctor::tap" && n->inputs().size() == 2 ? n->input(1) : n->input(0);
+    }
+    return false;
+  };
+  if (kq == "aten::matmul" || kq == "aten::bmm" || kq == "aten::einsum") {
+    for (const Value* in : d->inputs())
+      if (in->type()->kind() == c10::TypeKind::TensorType && scaled_operand(in)) return true;
+    if (kq == "aten::einsum" && d->inputs().size() >= 2 && d->input(1)->node()->kind() == c10::prim::ListConstruct)
+      for (const Value* in : d->input(1)->node()->inputs())
+        if (scaled_operand(in)) return true;
+    return false;
+  }
+  if (kq == "aten::baddbmm") {
+    if (d->inputs().size() >= 5) {
+      const auto alpha = torch::jit::toIValue(d->input(4));
+      if (alpha && (alpha->isDouble() || alpha->isInt()) && alpha->toScalar().toDouble() != 1.0) return true;
+    }
+    return scaled_operand(d->input(1)) || scaled_operand(d->input(2));
+  }
+  if (depth >= 8) return false;
+  if (d->kind() == c10::prim::If) {
+    for (const Block* blk : d->blocks())
+      if (v->offset() < blk->return_node()->inputs().size() &&
+          attention_scores_scaled(blk->return_node()->input(v->offset()), depth + 1))
+        return true;
+    return false;
+  }
+  if ((kq == "aten::mul" || kq == "aten::mul_" || kq == "aten::div" || kq == "aten::div_") && d->inputs().size() >= 2 &&
+      (scalar_operand(d->input(1)) || ((kq == "aten::mul" || kq == "aten::mul_") && scalar_operand(d->input(0)))))
+    return true;
+  static const std::set<std::string> through = {
+      "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
+      "aten::masked_fill", "aten::masked_fill_", "aten::where", "aten::to", "aten::type_as", "aten::float",
+      "aten::contiguous", "aten::view", "aten::reshape", "aten::clamp", "aten::tanh", "normdoctor::tap"};
+  if (!through.count(kq)) return false;
+  for (const Value* in : d->inputs())
+    if (in->type()->kind() == c10::TypeKind::TensorType && attention_scores_scaled(in, depth + 1)) return true;
+  return false;
+}
+
 // The module whose output tap `v` comes from, through reshapes, transposes,
 // scaling, casts and head splitting; "" when none is reached in 12 steps.
 std::string producer_module(const Value* v, const std::vector<TapSite>& taps, int depth = 0) {
@@ -2947,6 +3005,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
         site.to_output = returned(n, /*through_cat=*/false);
         if (const Node* mm = attention_scores_product(n->input(0), 0)) {
           site.attention = true;
+          site.scores_scaled = attention_scores_scaled(n->input(0), 0);
           // A softmax module of its own (vit-pytorch's self.attend =
           // nn.Softmax(dim=-1)) reads logits its parent computed: the site
           // is the module that holds both, where the scale is applied.
@@ -3017,6 +3076,7 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
       const auto& chain = scopes.chain(n);
       TapSite& site = new_tap(TapKind::kAttentionScores, chain.empty() ? std::string() : chain.back());
       site.attention = true;
+      site.scores_scaled = true;  // scaled_dot_product_attention scales by 1/sqrt(d) unless given another scale
       site.attn_q = producer_module(n->input(0), taps_);
       site.attn_k = producer_module(n->input(1), taps_);
       site.attn_v = producer_module(n->input(2), taps_);

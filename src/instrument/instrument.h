@@ -97,6 +97,12 @@ struct TapSite {
   /// Swish): an activation whose gradient stays about 1 for large positive
   /// x, not a gate whose saturation stops the gradient (ACT004 skips it).
   bool self_gated = false;
+  /// Attention sites: the scores are scaled by a number between the product
+  /// and the softmax, or q or k before the product (`/ math.sqrt(d)`,
+  /// `q * self.scale`, baddbmm's alpha), or by scaled_dot_product_attention
+  /// itself. False when no scaling is found (T5's unscaled scores, a
+  /// forgotten 1/sqrt(d_head)).
+  bool scores_scaled = false;
   /// kReluInput: the child module whose output this ReLU-family op, run in
   /// an ancestor's own forward, reads as it is (through views and casts):
   /// GIN's `F.relu(self.lin1(x))` in the model's forward reads lin1's units.

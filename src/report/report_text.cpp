@@ -189,8 +189,10 @@ void render_header(std::ostringstream& out, const MetricsDoc& doc, const ReportC
     } else {
       text = json_text(loss);
     }
+    // The value first: "... lengths 'xs_lens' = -63" read as the lengths'
+    // value (eval59).
     auto v = doc.model_metrics.find("loss.value");
-    if (v != doc.model_metrics.end()) text += " = " + format_metric(v->second);
+    if (v != doc.model_metrics.end()) text = format_metric(v->second) + ": " + text;
     out << "loss    " << text << '\n';
   }
 

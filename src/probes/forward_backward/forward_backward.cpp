@@ -655,6 +655,7 @@ void probe_forward_backward(Session& s) {
     SoftmaxStats attn;     // attention sites only (softmax of matmul scores, scaled_dot_product_attention)
     int64_t attn_sites = 0;
     bool attn_sdpa = false, attn_softmax = false;
+    bool attn_unscaled = false;  // some attention site's scores are scaled by no number (TapSite::scores_scaled)
     std::string attn_q, attn_k, attn_v;  // producing modules (first site that names them)
     std::vector<const TapSite*> outputs;  // every output tap that fired, in output order
     const TapSite* first_float = nullptr;  // the first of them holding floating-point values
@@ -741,6 +742,7 @@ void probe_forward_backward(Session& s) {
           a.attn.merge(rec.softmax);
           ++a.attn_sites;
           a.attn_softmax = true;
+          a.attn_unscaled = a.attn_unscaled || !t.scores_scaled;
           a.masks += t.masks;
           if (a.heads.size() < rec.heads.size()) a.heads.resize(rec.heads.size());
           for (size_t h = 0; h < rec.heads.size(); ++h) a.heads[h].merge(rec.heads[h]);
@@ -917,6 +919,7 @@ void probe_forward_backward(Session& s) {
       }
       m["attn.entropy_max"] = a.attn.row_len_max > 0 ? std::log(static_cast<double>(a.attn.row_len_max)) : 0.0;
       m["attn.logit_absmax"] = a.attn.logit_absmax;
+      m["attn.scores_scaled"] = !a.attn_unscaled;
       m["attn.masked_rows"] = a.attn.masked_rows;
       m["attn.masked_nan_rows"] = a.attn.nan_rows;
       if (a.attn_softmax) m["attn.masks_recognized"] = a.masks;
