@@ -632,6 +632,16 @@ void collect_nodes(Block* b, std::vector<Node*>& out) {
 // True when v (a softmax input) is computed from a matrix product, through
 // at most 8 elementwise steps (scale, mask add, masked_fill, where, casts,
 // reshapes, taps): the softmax of attention scores.
+// The ops between an attention's score product and its softmax: scaling,
+// masks (additive, masked_fill, where), casts, views, soft-capping (tanh).
+const std::set<std::string>& scores_path_ops() {
+  static const std::set<std::string> ops = {
+      "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
+      "aten::masked_fill", "aten::masked_fill_", "aten::where", "aten::to", "aten::type_as", "aten::float",
+      "aten::contiguous", "aten::view", "aten::reshape", "aten::clamp", "aten::tanh", "normdoctor::tap"};
+  return ops;
+}
+
 const Node* attention_scores_product(const Value* v, int depth) {
   const Node* d = v->node();
   const std::string kq = d->kind().toQualString();
@@ -645,10 +655,7 @@ const Node* attention_scores_product(const Value* v, int depth) {
         if (const Node* m = attention_scores_product(blk->return_node()->input(v->offset()), depth + 1)) return m;
     return nullptr;
   }
-  static const std::set<std::string> through = {
-      "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
-      "aten::masked_fill", "aten::masked_fill_", "aten::where", "aten::to", "aten::type_as", "aten::float",
-      "aten::contiguous", "aten::view", "aten::reshape", "aten::clamp", "aten::tanh", "normdoctor::tap"};
+  const std::set<std::string>& through = scores_path_ops();
   if (!through.count(kq)) return nullptr;
   for (const Value* in : d->inputs())
     if (in->type()->kind() == c10::TypeKind::TensorType)
@@ -704,10 +711,7 @@ bool attention_scores_scaled(const Value* v, int depth) {
   if ((kq == "aten::mul" || kq == "aten::mul_" || kq == "aten::div" || kq == "aten::div_") && d->inputs().size() >= 2 &&
       (scalar_operand(d->input(1)) || ((kq == "aten::mul" || kq == "aten::mul_") && scalar_operand(d->input(0)))))
     return true;
-  static const std::set<std::string> through = {
-      "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
-      "aten::masked_fill", "aten::masked_fill_", "aten::where", "aten::to", "aten::type_as", "aten::float",
-      "aten::contiguous", "aten::view", "aten::reshape", "aten::clamp", "aten::tanh", "normdoctor::tap"};
+  const std::set<std::string>& through = scores_path_ops();
   if (!through.count(kq)) return false;
   for (const Value* in : d->inputs())
     if (in->type()->kind() == c10::TypeKind::TensorType && attention_scores_scaled(in, depth + 1)) return true;
