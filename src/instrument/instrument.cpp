@@ -718,9 +718,23 @@ bool attention_scores_scaled(const Value* v, int depth) {
   return false;
 }
 
-// The module whose output tap `v` comes from, through reshapes, transposes,
-// scaling, casts and head splitting; "" when none is reached in 12 steps.
-std::string producer_module(const Value* v, const std::vector<TapSite>& taps, int depth = 0) {
+// The ops an attention's q, k and v pass through from the module that
+// wrote them: reshapes, transposes, scaling, casts, head splitting, rotary
+// embeddings (q * cos + rotate_half(q) * sin) and repeat_kv (slice,
+// expand, reshape).
+const std::set<std::string>& attention_operand_ops() {
+  static const std::set<std::string> ops = {
+      "aten::transpose", "aten::permute", "aten::view", "aten::reshape", "aten::contiguous", "aten::mul",
+      "aten::div", "aten::to", "aten::type_as", "aten::float", "aten::unsqueeze", "aten::expand",
+      "aten::repeat_interleave", "aten::flatten", "aten::unflatten", "aten::t", "aten::clone",
+      "aten::add", "aten::slice", "aten::select"};
+  return ops;
+}
+
+// The module whose output tap `v` comes from, through the ops in `through`
+// (read as their first input); "" when none is reached in 12 steps.
+std::string producer_module(const Value* v, const std::vector<TapSite>& taps,
+                            const std::set<std::string>& through = attention_operand_ops(), int depth = 0) {
   const Node* d = v->node();
   const std::string kq = d->kind().toQualString();
   if (kq == "normdoctor::tap") {
@@ -729,17 +743,11 @@ std::string producer_module(const Value* v, const std::vector<TapSite>& taps, in
       const TapSite& site = taps[static_cast<size_t>(id->toInt())];
       if (site.kind == TapKind::kModuleOutput) return site.module;
     }
-    return producer_module(d->input(1), taps, depth + 1);
+    return producer_module(d->input(1), taps, through, depth + 1);
   }
   if (depth >= 12) return "";
-  static const std::set<std::string> through = {
-      "aten::transpose", "aten::permute", "aten::view", "aten::reshape", "aten::contiguous", "aten::mul",
-      "aten::div", "aten::to", "aten::type_as", "aten::float", "aten::unsqueeze", "aten::expand",
-      "aten::repeat_interleave", "aten::flatten", "aten::unflatten", "aten::t", "aten::clone",
-      // rotary embeddings (q * cos + rotate_half(q) * sin) and repeat_kv (slice, expand, reshape)
-      "aten::add", "aten::slice", "aten::select"};
   if (!through.count(kq) || d->inputs().empty()) return "";
-  return producer_module(d->input(0), taps, depth + 1);
+  return producer_module(d->input(0), taps, through, depth + 1);
 }
 
 Node* make_constant_int(torch::jit::Graph& g, int64_t v) {
@@ -2978,27 +2986,12 @@ InstrumentedModel::InstrumentedModel(const LoadedModel& model, const InstrumentO
           }
       }
       if (kind == TapKind::kReluInput) {
+        // Through views and casts only: a sum or a scaling is computed in
+        // the ReLU's own module, and its units are not the child's.
         static const std::set<std::string> as_is = {"aten::view", "aten::reshape", "aten::to", "aten::contiguous",
                                                     "aten::flatten", "aten::squeeze", "aten::unsqueeze", "aten::float",
                                                     "aten::type_as", "aten::clone"};
-        const Value* v = n->input(0);
-        std::string from;
-        for (int hop = 0; hop < 8; ++hop) {
-          const Node* d = v->node();
-          const std::string dk = d->kind().toQualString();
-          if (dk == "normdoctor::tap" && d->inputs().size() == 2) {
-            auto id = torch::jit::toIValue(d->input(0));
-            if (id && id->isInt() && id->toInt() >= 0 && static_cast<size_t>(id->toInt()) < taps_.size() &&
-                taps_[static_cast<size_t>(id->toInt())].kind == TapKind::kModuleOutput) {
-              from = taps_[static_cast<size_t>(id->toInt())].module;
-              break;
-            }
-            v = d->input(1);
-            continue;
-          }
-          if (!as_is.count(dk) || d->inputs().empty()) break;
-          v = d->input(0);
-        }
+        const std::string from = producer_module(n->input(0), taps_, as_is);
         if (!from.empty() && from != site.module && (site.module.empty() || from.rfind(site.module + ".", 0) == 0))
           site.input_module = from;
       }
